@@ -1,0 +1,198 @@
+//! Reading cluster objects: the requests of Kubewarden's `kubernetes` host capabilities, and the
+//! [`ClusterReader`] trait through which decisions make them.
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+/// `kubewarden/kubernetes/get_resource`: one object by kind, namespace and name.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+pub struct GetResource {
+    pub api_version: String,
+    pub kind: String,
+    pub name: String,
+    /// Absent or empty for cluster-scoped objects.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    #[serde(default)]
+    pub disable_cache: bool,
+}
+
+/// `kubewarden/kubernetes/list_resources_all`: every object of a kind, in all namespaces.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+pub struct ListResourcesAll {
+    pub api_version: String,
+    pub kind: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label_selector: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub field_selector: Option<String>,
+}
+
+/// `kubewarden/kubernetes/list_resources_by_namespace`: every object of a kind in one namespace.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+pub struct ListResourcesByNamespace {
+    pub api_version: String,
+    pub kind: String,
+    pub namespace: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label_selector: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub field_selector: Option<String>,
+}
+
+/// Read access to cluster objects, answering in JSON exactly as Kubewarden's host capabilities do:
+/// an object for `get_resource`, a `List` (`{"items": [...]}`) for the list calls.
+pub trait ClusterReader {
+    fn get_resource(&self, request: &GetResource) -> Result<Vec<u8>, ReadError>;
+    fn list_resources_all(&self, request: &ListResourcesAll) -> Result<Vec<u8>, ReadError>;
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadErrorKind {
+    NotFound,
+    Other,
+}
+
+/// Why a read failed. The message is the text the user sees, in Kubernetes' words where the
+/// error comes from Kubernetes (e.g. `pods "x" not found`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadError {
+    pub kind: ReadErrorKind,
+    pub message: String,
+}
+
+impl ReadError {
+    /// Kubernetes' NotFound error for an object: `<resource>[.<group>] "<name>" not found`.
+    pub fn not_found(api_version: &str, kind: &str, name: &str) -> Self {
+        let resource = resource_for_kind(kind);
+        let message = match api_version.split_once('/') {
+            Some((group, _)) => format!("{resource}.{group} \"{name}\" not found"),
+            None => format!("{resource} \"{name}\" not found"),
+        };
+        Self {
+            kind: ReadErrorKind::NotFound,
+            message,
+        }
+    }
+
+    pub fn other(message: impl Into<String>) -> Self {
+        Self {
+            kind: ReadErrorKind::Other,
+            message: message.into(),
+        }
+    }
+
+    /// Classifies an error text that crossed the waPC boundary, where only the text survives.
+    /// Kubernetes' NotFound message always ends in `not found`.
+    pub fn from_message(message: String) -> Self {
+        let kind = if message.ends_with(" not found") {
+            ReadErrorKind::NotFound
+        } else {
+            ReadErrorKind::Other
+        };
+        Self { kind, message }
+    }
+
+    pub fn is_not_found(&self) -> bool {
+        self.kind == ReadErrorKind::NotFound
+    }
+}
+
+impl core::fmt::Display for ReadError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for ReadError {}
+
+/// The plural resource name Kubernetes derives from a kind (`meta.UnsafeGuessKindToResource`).
+pub fn resource_for_kind(kind: &str) -> String {
+    let lower = kind.to_ascii_lowercase();
+    if lower.ends_with('s') {
+        format!("{lower}es")
+    } else if let Some(stem) = lower.strip_suffix('y') {
+        format!("{stem}ies")
+    } else {
+        format!("{lower}s")
+    }
+}
+
+/// A `List` answer of the list capabilities.
+#[derive(Debug, Deserialize)]
+#[serde(bound(deserialize = "T: Deserialize<'de>"))]
+pub struct List<T> {
+    #[serde(default = "Vec::new")]
+    pub items: Vec<T>,
+}
+
+/// Reads and decodes one object.
+pub fn get<T, C>(
+    cluster: &C,
+    api_version: &str,
+    kind: &str,
+    namespace: &str,
+    name: &str,
+) -> Result<T, ReadError>
+where
+    T: DeserializeOwned,
+    C: ClusterReader + ?Sized,
+{
+    let request = GetResource {
+        api_version: api_version.to_owned(),
+        kind: kind.to_owned(),
+        name: name.to_owned(),
+        namespace: (!namespace.is_empty()).then(|| namespace.to_owned()),
+        disable_cache: false,
+    };
+    let raw = cluster.get_resource(&request)?;
+    serde_json::from_slice(&raw)
+        .map_err(|e| ReadError::other(format!("cannot decode {kind} {namespace}/{name}: {e}")))
+}
+
+/// Lists and decodes every object of a kind.
+pub fn list_all<T, C>(cluster: &C, api_version: &str, kind: &str) -> Result<Vec<T>, ReadError>
+where
+    T: DeserializeOwned,
+    C: ClusterReader + ?Sized,
+{
+    let request = ListResourcesAll {
+        api_version: api_version.to_owned(),
+        kind: kind.to_owned(),
+        label_selector: None,
+        field_selector: None,
+    };
+    let raw = cluster.list_resources_all(&request)?;
+    let list: List<T> = serde_json::from_slice(&raw)
+        .map_err(|e| ReadError::other(format!("cannot decode the {kind} list: {e}")))?;
+    Ok(list.items)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn not_found_messages_match_kubernetes() {
+        assert_eq!(
+            ReadError::not_found("kubevirt.io/v1", "VirtualMachineInstance", "x").message,
+            r#"virtualmachineinstances.kubevirt.io "x" not found"#
+        );
+        assert_eq!(
+            ReadError::not_found("v1", "Pod", "p").message,
+            r#"pods "p" not found"#
+        );
+        assert_eq!(
+            ReadError::not_found("policy/v1", "PodDisruptionBudget", "b").message,
+            r#"poddisruptionbudgets.policy "b" not found"#
+        );
+        assert_eq!(resource_for_kind("NetworkPolicy"), "networkpolicies");
+        assert_eq!(resource_for_kind("Ingress"), "ingresses");
+    }
+
+    #[test]
+    fn host_messages_are_classified() {
+        assert!(ReadError::from_message(r#"pods "p" not found"#.into()).is_not_found());
+        assert!(!ReadError::from_message("connection refused".into()).is_not_found());
+    }
+}

@@ -1,0 +1,229 @@
+//! The API-eviction verdict: KubeVirt's `pods/eviction` admitter (as of v1.9, with the descheduler
+//! contract of design document 003), as a pure decision that returns effects instead of patching.
+//!
+//! The checks run in KubeVirt's order, which decides the cases where several apply:
+//! the pod's kind and phase; the VMI lookup; the eviction strategy and migratability; an evacuation
+//! already in progress; an eviction of the migration target pod; parsing the Eviction (for dry-run
+//! and its requester). Objects are read lazily, each only when a check needs it.
+
+pub mod messages;
+mod settings;
+#[cfg(test)]
+mod tests;
+
+pub use settings::{KubeVirtRef, Settings};
+
+use crate::cluster::{self, ClusterReader, ReadError};
+use crate::effect::{Effect, EvacuationSource, ObjectRef};
+use crate::model::{
+    AdmissionRequest, Eviction, EvictionStrategy, KubeVirt, Pod, VirtualMachineInstance,
+};
+use crate::Decision;
+
+pub const POD_API_VERSION: &str = "v1";
+pub const VMI_API_VERSION: &str = "kubevirt.io/v1";
+
+/// The request is not one this decision handles: a configuration error, not a verdict.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotAnEviction {
+    pub got: String,
+}
+
+impl core::fmt::Display for NotAnEviction {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(
+            f,
+            "this policy only evaluates pods/eviction CREATE requests, got {}",
+            self.got
+        )
+    }
+}
+
+impl std::error::Error for NotAnEviction {}
+
+/// Decides a `pods/eviction` CREATE.
+pub fn decide<C>(
+    request: &AdmissionRequest,
+    settings: &Settings,
+    cluster: &C,
+) -> Result<Decision, NotAnEviction>
+where
+    C: ClusterReader + ?Sized,
+{
+    check_request(request)?;
+    // KubeVirt lets the API server answer for pods it cannot read (e.g. a pod that is gone).
+    let Ok(pod) = cluster::get::<Pod, _>(
+        cluster,
+        POD_API_VERSION,
+        "Pod",
+        &request.namespace,
+        &request.name,
+    ) else {
+        return Ok(Decision::allow());
+    };
+    if pod.is_hotplug_volume_pod() {
+        return Ok(admit_hotplug_pod(&pod, cluster));
+    }
+    if pod.is_virt_launcher() && !pod.is_completed() {
+        return Ok(admit_launcher_pod(request, settings, &pod, cluster));
+    }
+    Ok(Decision::allow())
+}
+
+fn check_request(request: &AdmissionRequest) -> Result<(), NotAnEviction> {
+    let is_eviction = request.resource.group.is_empty()
+        && request.resource.resource == "pods"
+        && request.sub_resource == "eviction"
+        && request.operation == "CREATE";
+    if is_eviction {
+        return Ok(());
+    }
+    let operation = if request.operation.is_empty() {
+        "<no operation>"
+    } else {
+        &request.operation
+    };
+    let resource = if request.resource.resource.is_empty() {
+        "<no resource>".to_owned()
+    } else if request.resource.group.is_empty() {
+        request.resource_path()
+    } else {
+        format!("{}.{}", request.resource_path(), request.resource.group)
+    };
+    Err(NotAnEviction {
+        got: format!("{operation} {resource}"),
+    })
+}
+
+/// A hotplug volume pod is protected while its launcher pod's VMI exists: evicting it would pull a
+/// disk out from under a running VM.
+fn admit_hotplug_pod<C: ClusterReader + ?Sized>(pod: &Pod, cluster: &C) -> Decision {
+    let namespace = &pod.metadata.namespace;
+    let owner_name = &pod.metadata.owner_references[0].name;
+    let owner = match cluster::get::<Pod, _>(cluster, POD_API_VERSION, "Pod", namespace, owner_name)
+    {
+        Ok(owner) => owner,
+        Err(e) if e.is_not_found() => return Decision::allow(),
+        Err(e) => return Decision::deny(messages::failed_getting_hotplug_owner(&e)),
+    };
+    if !owner.is_virt_launcher() || owner.is_completed() {
+        return Decision::allow();
+    }
+    let Some(vmi_name) = owner.domain() else {
+        return Decision::allow();
+    };
+    match cluster::get::<VirtualMachineInstance, _>(
+        cluster,
+        VMI_API_VERSION,
+        "VirtualMachineInstance",
+        namespace,
+        vmi_name,
+    ) {
+        Ok(_) => Decision::deny(messages::hotplug_pod_protected(
+            &pod.metadata.name,
+            vmi_name,
+            namespace,
+        )),
+        Err(e) if e.is_not_found() => Decision::allow(),
+        Err(e) => Decision::deny(messages::failed_getting_vmi(&e)),
+    }
+}
+
+fn admit_launcher_pod<C: ClusterReader + ?Sized>(
+    request: &AdmissionRequest,
+    settings: &Settings,
+    pod: &Pod,
+    cluster: &C,
+) -> Decision {
+    let Some(vmi_name) = pod.domain() else {
+        return Decision::allow();
+    };
+    let vmi = match cluster::get::<VirtualMachineInstance, _>(
+        cluster,
+        VMI_API_VERSION,
+        "VirtualMachineInstance",
+        &request.namespace,
+        vmi_name,
+    ) {
+        Ok(vmi) => vmi,
+        Err(e) => return Decision::deny(messages::failed_getting_vmi(&e)),
+    };
+
+    let cluster_wide = if vmi.spec.eviction_strategy.is_some() {
+        None
+    } else {
+        match cluster_eviction_strategy(settings, cluster) {
+            Ok(strategy) => strategy,
+            Err(e) => return Decision::deny(messages::failed_getting_cluster_config(&e)),
+        }
+    };
+    let Some(strategy) = vmi.eviction_strategy(cluster_wide.as_ref()) else {
+        // KubeVirt does not act on VMIs without an eviction strategy.
+        return Decision::allow();
+    };
+    let mark = match strategy {
+        EvictionStrategy::LiveMigrate if !vmi.is_migratable() => {
+            return Decision::deny(messages::not_live_migratable(&vmi.metadata.name));
+        }
+        EvictionStrategy::LiveMigrate | EvictionStrategy::External => true,
+        EvictionStrategy::LiveMigrateIfPossible => vmi.is_migratable(),
+        EvictionStrategy::None | EvictionStrategy::Unknown(_) => false,
+    };
+    if !mark {
+        return Decision::allow();
+    }
+
+    let vmi_namespace = if vmi.metadata.namespace.is_empty() {
+        &request.namespace
+    } else {
+        &vmi.metadata.namespace
+    };
+    let vmi_ref = ObjectRef::new(vmi_namespace.as_str(), vmi.metadata.name.as_str());
+    if vmi.is_marked_for_evacuation() {
+        return Decision::deny(messages::evacuation_in_progress(&vmi_ref));
+    }
+    if vmi.status.node_name != pod.spec.node_name {
+        return Decision::deny(messages::TARGET_POD);
+    }
+    let eviction: Eviction = match serde_json::from_str(request.object_json()) {
+        Ok(eviction) => eviction,
+        Err(e) => return Decision::deny(messages::failed_parsing_eviction(&e)),
+    };
+    let dry_run = request.is_dry_run() || eviction.is_dry_run();
+    let source = eviction
+        .requested_by_descheduler()
+        .then_some(EvacuationSource::Descheduler);
+    Decision::deny(messages::evacuation_triggered(&vmi_ref)).with_effect(
+        Effect::MarkForEvacuation {
+            vmi: vmi_ref,
+            node: pod.spec.node_name.clone(),
+            dry_run,
+            source,
+        },
+    )
+}
+
+/// The cluster-wide eviction strategy from the KubeVirt CR: the one the settings name, or the
+/// first one in the cluster. No KubeVirt CR means no cluster-wide strategy.
+fn cluster_eviction_strategy<C: ClusterReader + ?Sized>(
+    settings: &Settings,
+    cluster: &C,
+) -> Result<Option<EvictionStrategy>, ReadError> {
+    let kubevirt = match &settings.kubevirt {
+        Some(at) => match cluster::get::<KubeVirt, _>(
+            cluster,
+            VMI_API_VERSION,
+            "KubeVirt",
+            &at.namespace,
+            &at.name,
+        ) {
+            Ok(kubevirt) => Some(kubevirt),
+            Err(e) if e.is_not_found() => None,
+            Err(e) => return Err(e),
+        },
+        None => cluster::list_all::<KubeVirt, _>(cluster, VMI_API_VERSION, "KubeVirt")?
+            .into_iter()
+            .next(),
+    };
+    Ok(kubevirt.and_then(|k| k.spec.configuration.eviction_strategy))
+}

@@ -1,0 +1,29 @@
+use serde::{Deserialize, Serialize};
+
+/// Settings of the pod-eviction decision.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Settings {
+    /// Where the KubeVirt CR lives. Unset: the first KubeVirt CR in the cluster (there is one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubevirt: Option<KubeVirtRef>,
+}
+
+/// The namespace and name of the KubeVirt CR.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct KubeVirtRef {
+    pub namespace: String,
+    pub name: String,
+}
+
+impl Settings {
+    pub fn validate(&self) -> Result<(), String> {
+        if let Some(at) = &self.kubevirt {
+            if at.namespace.is_empty() || at.name.is_empty() {
+                return Err("kubevirt: both namespace and name must be set".into());
+            }
+        }
+        Ok(())
+    }
+}

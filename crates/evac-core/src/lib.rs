@@ -1,0 +1,17 @@
+//! evac's decision core.
+//!
+//! Everything here is pure: serde models of the Kubernetes and KubeVirt objects the decisions read,
+//! the decisions themselves, and the data they return (a verdict plus a list of [`Effect`]s for a host
+//! to carry out). Cluster objects are read through the [`ClusterReader`] trait, which a Kubewarden
+//! policy implements with host capabilities and tests implement with a map. The crate compiles for
+//! the host, `wasm32-wasip1` and `wasm32-unknown-unknown`.
+
+pub mod cluster;
+pub mod effect;
+pub mod eviction;
+pub mod model;
+pub mod response;
+
+pub use cluster::{ClusterReader, GetResource, ListResourcesAll, ReadError, ReadErrorKind};
+pub use effect::{Effect, ObjectRef};
+pub use response::{Decision, PolicyResponse, Verdict};

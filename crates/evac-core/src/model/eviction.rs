@@ -1,0 +1,49 @@
+use serde::{Deserialize, Serialize};
+
+use super::{null_as_default, ObjectMeta};
+
+/// A `policy/v1` Eviction: the object of a `pods/eviction` CREATE.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Eviction {
+    #[serde(deserialize_with = "null_as_default")]
+    pub api_version: String,
+    #[serde(deserialize_with = "null_as_default")]
+    pub kind: String,
+    #[serde(deserialize_with = "null_as_default")]
+    pub metadata: ObjectMeta,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub delete_options: Option<DeleteOptions>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct DeleteOptions {
+    #[serde(
+        deserialize_with = "null_as_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub dry_run: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub grace_period_seconds: Option<i64>,
+}
+
+/// The annotation the descheduler puts on the Evictions it creates.
+pub const REQUESTED_BY_ANNOTATION: &str = "requested-by";
+/// Its value for the descheduler.
+pub const DESCHEDULER_REQUESTER: &str = "sigs.k8s.io/descheduler";
+
+impl Eviction {
+    /// `deleteOptions.dryRun[0] == "All"`, as KubeVirt reads it.
+    pub fn is_dry_run(&self) -> bool {
+        self.delete_options
+            .as_ref()
+            .and_then(|o| o.dry_run.first())
+            .is_some_and(|d| d == "All")
+    }
+
+    /// Whether the descheduler asked for this eviction.
+    pub fn requested_by_descheduler(&self) -> bool {
+        self.metadata.annotation(REQUESTED_BY_ANNOTATION) == Some(DESCHEDULER_REQUESTER)
+    }
+}

@@ -1,0 +1,28 @@
+//! Serde models of the objects evac's decisions read.
+//!
+//! Only the fields a decision needs are modelled; unknown fields are ignored and `null` reads as
+//! absent, so objects from any Kubernetes or KubeVirt version deserialize.
+
+mod admission;
+mod eviction;
+mod kubevirt;
+mod meta;
+mod pod;
+mod vmi;
+
+pub use admission::{AdmissionRequest, GroupVersionKind, GroupVersionResource, ValidationRequest};
+pub use eviction::{DeleteOptions, Eviction};
+pub use kubevirt::{DeveloperConfiguration, KubeVirt, KubeVirtConfiguration, KubeVirtSpec};
+pub use meta::{Condition, ObjectMeta, OwnerReference};
+pub use pod::{Pod, PodSpec, PodStatus};
+pub use vmi::{EvictionStrategy, VirtualMachineInstance, VmiSpec, VmiStatus};
+
+/// Deserializes `null` as the type's default, for fields Kubernetes may send as `null`.
+pub(crate) fn null_as_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Default + serde::Deserialize<'de>,
+{
+    use serde::Deserialize;
+    Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
+}

@@ -1,0 +1,89 @@
+//! Decisions and the response a policy module returns for them.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::Effect;
+
+/// The HTTP status of every denial evac answers: `429 Too Many Requests`, which `kubectl drain`
+/// and the descheduler read as "retry later" (a denial without a code reaches them as 400).
+pub const TOO_MANY_REQUESTS: u16 = 429;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    Allow,
+    Deny { code: u16, message: String },
+}
+
+/// A verdict plus the effects a host must carry out for it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decision {
+    pub verdict: Verdict,
+    pub effects: Vec<Effect>,
+}
+
+impl Decision {
+    pub fn allow() -> Self {
+        Self {
+            verdict: Verdict::Allow,
+            effects: Vec::new(),
+        }
+    }
+
+    /// A `429` denial.
+    pub fn deny(message: impl Into<String>) -> Self {
+        Self {
+            verdict: Verdict::Deny {
+                code: TOO_MANY_REQUESTS,
+                message: message.into(),
+            },
+            effects: Vec::new(),
+        }
+    }
+
+    pub fn with_effect(mut self, effect: Effect) -> Self {
+        self.effects.push(effect);
+        self
+    }
+
+    pub fn is_allowed(&self) -> bool {
+        self.verdict == Verdict::Allow
+    }
+}
+
+/// Kubewarden's ValidationResponse plus `effects`: what evac's modules return from `validate`.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+pub struct PolicyResponse {
+    pub accepted: bool,
+    #[serde(default)]
+    pub message: Option<String>,
+    #[serde(default)]
+    pub code: Option<u16>,
+    #[serde(default)]
+    pub warnings: Option<Vec<String>>,
+    #[serde(default)]
+    pub audit_annotations: Option<BTreeMap<String, String>>,
+    #[serde(default)]
+    pub mutated_object: Option<serde_json::Value>,
+    #[serde(default)]
+    pub effects: Vec<Effect>,
+}
+
+impl From<Decision> for PolicyResponse {
+    fn from(decision: Decision) -> Self {
+        let (accepted, message, code) = match decision.verdict {
+            Verdict::Allow => (true, None, None),
+            Verdict::Deny { code, message } => (false, Some(message), Some(code)),
+        };
+        Self {
+            accepted,
+            message,
+            code,
+            warnings: None,
+            audit_annotations: None,
+            mutated_object: None,
+            effects: decision.effects,
+        }
+    }
+}
