@@ -1,0 +1,58 @@
+# evac: build, test and demo. `make demo` runs the main job; `make test` runs every test.
+
+CARGO        ?= cargo
+WASM_TARGET  := wasm32-wasip1
+WASM_PROFILE := release-wasm
+POLICIES     := $(notdir $(wildcard policies/*))
+EVAC         := target/release/evac
+DIST         := dist/policies
+POLICY_WASM  := $(foreach p,$(POLICIES),$(DIST)/$(p).wasm)
+
+.PHONY: all build host policies test test-core test-e2e lint fmt demo bench clean setup
+
+all: build
+
+## Install what a fresh machine lacks (the wasm target).
+setup:
+	@for t in $(WASM_TARGET) wasm32-unknown-unknown; do rustup target list --installed 2>/dev/null | grep -qx $$t || rustup target add $$t; done
+
+build: host policies
+
+host:
+	$(CARGO) build --release -p evac
+
+# Each policy: build the cdylib for wasm32-wasip1, then embed its metadata.yml (as kwctl annotate does).
+policies: setup host
+	$(CARGO) build --profile $(WASM_PROFILE) --target $(WASM_TARGET) $(foreach p,$(POLICIES),-p $(p))
+	@mkdir -p $(DIST)
+	@for p in $(POLICIES); do \
+		$(EVAC) annotate --metadata policies/$$p/metadata.yml \
+			--output $(DIST)/$$p.wasm target/$(WASM_TARGET)/$(WASM_PROFILE)/$$(echo $$p | tr - _).wasm || exit 1; \
+		echo "built $(DIST)/$$p.wasm"; \
+	done
+
+## All tests: unit and table tests (native), then end-to-end tests on the built modules.
+test: build
+	$(CARGO) test --workspace --exclude $(firstword $(POLICIES)) $(foreach p,$(wordlist 2,99,$(POLICIES)),--exclude $(p))
+	$(CARGO) test $(foreach p,$(POLICIES),-p $(p))
+	$(CARGO) build --target wasm32-unknown-unknown -p evac-core
+
+lint: setup
+	$(CARGO) fmt --all --check
+	$(CARGO) clippy --all-targets -- -D warnings
+	$(CARGO) clippy --target $(WASM_TARGET) $(foreach p,$(POLICIES),-p $(p)) -- -D warnings
+
+fmt:
+	$(CARGO) fmt --all
+
+## The main job: example evictions through the pod-eviction policy.
+demo: build
+	@examples/evictions/run.sh $(EVAC) $(DIST)/pod-eviction.wasm
+
+## Criterion benchmarks (numbers go in docs/benchmarks.md).
+bench: build
+	$(CARGO) bench -p evac --bench evaluation
+
+clean:
+	$(CARGO) clean
+	rm -rf dist

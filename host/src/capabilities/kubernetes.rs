@@ -1,0 +1,115 @@
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use evac_core::cluster::{GetResource, ListResourcesAll, ListResourcesByNamespace};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use super::HostCapabilities;
+use crate::cluster::{ListQuery, ObjectSource};
+
+/// A resource a policy may read: Kubewarden's `contextAwareResources` entry.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceGrant {
+    pub api_version: String,
+    pub kind: String,
+}
+
+/// Kubewarden's `kubernetes` capabilities over an object source.
+pub struct KubernetesCapabilities {
+    source: Arc<dyn ObjectSource>,
+    /// `None`: every resource may be read.
+    grants: Option<BTreeSet<ResourceGrant>>,
+}
+
+impl KubernetesCapabilities {
+    pub fn new(source: Arc<dyn ObjectSource>) -> Self {
+        Self {
+            source,
+            grants: None,
+        }
+    }
+
+    /// Limits reads to these resources, as Kubewarden does with `contextAwareResources`.
+    pub fn granting(mut self, grants: impl IntoIterator<Item = ResourceGrant>) -> Self {
+        self.grants = Some(grants.into_iter().collect());
+        self
+    }
+
+    fn check_grant(&self, api_version: &str, kind: &str) -> Result<(), String> {
+        let Some(grants) = &self.grants else {
+            return Ok(());
+        };
+        let wanted = ResourceGrant {
+            api_version: api_version.to_owned(),
+            kind: kind.to_owned(),
+        };
+        if grants.contains(&wanted) {
+            Ok(())
+        } else {
+            Err(format!(
+                "the policy has not been granted access to {api_version} {kind}: add it to its contextAwareResources"
+            ))
+        }
+    }
+}
+
+fn decode<T: DeserializeOwned>(operation: &str, payload: &[u8]) -> Result<T, String> {
+    serde_json::from_slice(payload)
+        .map_err(|e| format!("invalid kubernetes/{operation} request: {e}"))
+}
+
+impl HostCapabilities for KubernetesCapabilities {
+    fn call(
+        &self,
+        binding: &str,
+        namespace: &str,
+        operation: &str,
+        payload: &[u8],
+    ) -> Result<Vec<u8>, String> {
+        if binding != "kubewarden" || namespace != "kubernetes" {
+            return Err(format!(
+                "unknown host capability {binding}/{namespace}/{operation}"
+            ));
+        }
+        match operation {
+            "get_resource" => {
+                let r: GetResource = decode(operation, payload)?;
+                self.check_grant(&r.api_version, &r.kind)?;
+                let namespace = r.namespace.as_deref().filter(|n| !n.is_empty());
+                self.source
+                    .get(&r.api_version, &r.kind, namespace, &r.name)
+                    .map(|object| object.to_vec())
+                    .map_err(|e| e.message)
+            }
+            "list_resources_all" => {
+                let r: ListResourcesAll = decode(operation, payload)?;
+                self.check_grant(&r.api_version, &r.kind)?;
+                let query = ListQuery {
+                    namespace: None,
+                    label_selector: r.label_selector.as_deref(),
+                    field_selector: r.field_selector.as_deref(),
+                };
+                self.source
+                    .list(&r.api_version, &r.kind, &query)
+                    .map_err(|e| e.message)
+            }
+            "list_resources_by_namespace" => {
+                let r: ListResourcesByNamespace = decode(operation, payload)?;
+                self.check_grant(&r.api_version, &r.kind)?;
+                let query = ListQuery {
+                    namespace: Some(&r.namespace),
+                    label_selector: r.label_selector.as_deref(),
+                    field_selector: r.field_selector.as_deref(),
+                };
+                self.source
+                    .list(&r.api_version, &r.kind, &query)
+                    .map_err(|e| e.message)
+            }
+            other => Err(format!(
+                "unknown host capability kubewarden/kubernetes/{other}"
+            )),
+        }
+    }
+}

@@ -1,0 +1,20 @@
+//! Host capabilities: what a policy may ask its host for through waPC `__host_call`.
+//!
+//! Only Kubewarden's `kubewarden/kubernetes/*` reads are served; they are answered from a
+//! [`ObjectSource`](crate::cluster::ObjectSource) (a static context file, the simulator, or a real
+//! API server's watch caches) and limited to the resources the policy was granted.
+
+mod kubernetes;
+
+pub use kubernetes::{KubernetesCapabilities, ResourceGrant};
+
+/// Answers `__host_call(binding, namespace, operation, payload)`. The error text reaches the policy.
+pub trait HostCapabilities: Send + Sync {
+    fn call(
+        &self,
+        binding: &str,
+        namespace: &str,
+        operation: &str,
+        payload: &[u8],
+    ) -> Result<Vec<u8>, String>;
+}

@@ -1,0 +1,93 @@
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use serde_json::value::RawValue;
+
+use super::read_input;
+use crate::capabilities::KubernetesCapabilities;
+use crate::cluster::StaticContext;
+use crate::kubewarden::{self, admission, metadata};
+use crate::wapc::{EngineOptions, Policy, PolicyEngine};
+
+#[derive(Debug, Args)]
+pub struct EvalArgs {
+    /// The policy module (.wasm).
+    #[arg(long)]
+    policy: PathBuf,
+    /// An AdmissionReview (admission.k8s.io/v1) or a bare AdmissionRequest, as JSON; `-` for stdin.
+    #[arg(long)]
+    request: String,
+    /// The policy settings: inline JSON, or a JSON/YAML file.
+    #[arg(long)]
+    settings: Option<String>,
+    /// A v1 List (JSON or YAML) of the cluster objects the policy may read. Without it, every read
+    /// is NotFound.
+    #[arg(long)]
+    context: Option<PathBuf>,
+    /// Deadline of the evaluation, in milliseconds.
+    #[arg(long, default_value_t = 2000)]
+    timeout_ms: u64,
+    /// Memory limit of the evaluation, in MiB.
+    #[arg(long, default_value_t = 64)]
+    memory_limit_mib: usize,
+}
+
+pub fn run(args: EvalArgs) -> Result<()> {
+    let input = read_input(&args.request, "request")?;
+    let request = admission::request_from_input(&input).context("invalid --request")?;
+    let settings = load_settings(args.settings.as_deref())?;
+    let context = match &args.context {
+        Some(path) => StaticContext::from_file(path)?,
+        None => StaticContext::empty(),
+    };
+
+    let engine = PolicyEngine::new(EngineOptions {
+        memory_limit: args.memory_limit_mib * 1024 * 1024,
+        timeout: Duration::from_millis(args.timeout_ms),
+        max_concurrent: 2,
+    })?;
+    let bytes = std::fs::read(&args.policy)
+        .with_context(|| format!("cannot read policy module {}", args.policy.display()))?;
+    let module = engine
+        .compile(&bytes)
+        .with_context(|| format!("cannot load policy module {}", args.policy.display()))?;
+    // Like `kwctl run`: a module that declares its context-aware resources may read only those.
+    let mut capabilities = KubernetesCapabilities::new(Arc::new(context));
+    if let Some(metadata) = metadata::read(&bytes)? {
+        capabilities = capabilities.granting(metadata.context_aware_resources);
+    }
+    let policy = Policy::new(module, Arc::new(capabilities));
+
+    let verdict =
+        kubewarden::validate_settings(&policy, &settings).context("validating the settings")?;
+    if !verdict.valid {
+        bail!("invalid settings: {}", verdict.message.unwrap_or_default());
+    }
+    let response =
+        kubewarden::validate(&policy, &request, &settings).context("evaluating the request")?;
+    println!("{}", serde_json::to_string(&response)?);
+    Ok(())
+}
+
+/// `--settings` as inline JSON, or a JSON or YAML file; `{}` without it.
+fn load_settings(arg: Option<&str>) -> Result<Box<RawValue>> {
+    let Some(arg) = arg else {
+        return Ok(RawValue::from_string("{}".into())?);
+    };
+    let trimmed = arg.trim_start();
+    let value: serde_json::Value = if trimmed.starts_with('{') {
+        serde_json::from_str(arg).context("--settings is not valid JSON")?
+    } else {
+        let text = std::fs::read_to_string(arg)
+            .with_context(|| format!("cannot read the settings file {arg}"))?;
+        serde_yaml::from_str(&text)
+            .with_context(|| format!("the settings file {arg} is not valid JSON or YAML"))?
+    };
+    if !value.is_object() && !value.is_null() {
+        bail!("--settings must be a JSON or YAML object");
+    }
+    Ok(RawValue::from_string(serde_json::to_string(&value)?)?)
+}

@@ -1,0 +1,53 @@
+//! The `evac` command line.
+
+mod annotate;
+mod eval;
+mod inspect;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "evac",
+    version,
+    about = "Live-migrate KubeVirt VMs on every kind of pod disruption"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Evaluate one admission request with a policy module and print its response as JSON.
+    Eval(eval::EvalArgs),
+    /// Embed a policy's metadata.yml in its module, as `kwctl annotate` does.
+    Annotate(annotate::AnnotateArgs),
+    /// Print the metadata embedded in a policy module.
+    Inspect(inspect::InspectArgs),
+}
+
+impl Cli {
+    pub fn run(self) -> anyhow::Result<()> {
+        match self.command {
+            Command::Eval(args) => eval::run(args),
+            Command::Annotate(args) => annotate::run(args),
+            Command::Inspect(args) => inspect::run(args),
+        }
+    }
+}
+
+/// Reads a file, or standard input for `-`.
+pub(crate) fn read_input(path: &str, what: &str) -> anyhow::Result<Vec<u8>> {
+    use anyhow::Context;
+    use std::io::Read;
+    if path == "-" {
+        let mut bytes = Vec::new();
+        std::io::stdin()
+            .read_to_end(&mut bytes)
+            .with_context(|| format!("cannot read the {what} from standard input"))?;
+        Ok(bytes)
+    } else {
+        std::fs::read(path).with_context(|| format!("cannot read the {what} file {path}"))
+    }
+}

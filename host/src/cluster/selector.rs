@@ -1,0 +1,213 @@
+//! Kubernetes label and field selectors, for list queries.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum LabelRequirement {
+    Exists(String),
+    NotExists(String),
+    Equals(String, String),
+    NotEquals(String, String),
+    In(String, Vec<String>),
+    NotIn(String, Vec<String>),
+}
+
+/// A label selector such as `app=web,tier!=cache,env in (prod,stage),!legacy`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct LabelSelector(Vec<LabelRequirement>);
+
+impl LabelSelector {
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let mut requirements = Vec::new();
+        for part in split_top_level(text) {
+            let part = part.trim();
+            if part.is_empty() {
+                continue;
+            }
+            requirements.push(parse_label_requirement(part)?);
+        }
+        Ok(Self(requirements))
+    }
+
+    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+        self.0.iter().all(|r| match r {
+            LabelRequirement::Exists(k) => labels.contains_key(k),
+            LabelRequirement::NotExists(k) => !labels.contains_key(k),
+            LabelRequirement::Equals(k, v) => labels.get(k) == Some(v),
+            LabelRequirement::NotEquals(k, v) => labels.get(k) != Some(v),
+            LabelRequirement::In(k, vs) => labels.get(k).is_some_and(|l| vs.contains(l)),
+            LabelRequirement::NotIn(k, vs) => labels.get(k).is_none_or(|l| !vs.contains(l)),
+        })
+    }
+
+    /// Matches an object's `metadata.labels`.
+    pub fn matches_object(&self, object: &Value) -> bool {
+        let labels = object["metadata"]["labels"]
+            .as_object()
+            .map(|m| {
+                m.iter()
+                    .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
+                    .collect()
+            })
+            .unwrap_or_default();
+        self.matches(&labels)
+    }
+}
+
+/// Splits on commas outside parentheses.
+fn split_top_level(text: &str) -> Vec<&str> {
+    let (mut parts, mut depth, mut start) = (Vec::new(), 0usize, 0usize);
+    for (i, c) in text.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth = depth.saturating_sub(1),
+            ',' if depth == 0 => {
+                parts.push(&text[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    parts.push(&text[start..]);
+    parts
+}
+
+fn parse_label_requirement(part: &str) -> Result<LabelRequirement, String> {
+    let invalid = || format!("invalid label selector requirement {part:?}");
+    if let Some(key) = part.strip_prefix('!') {
+        return Ok(LabelRequirement::NotExists(key.trim().to_owned()));
+    }
+    if let Some((key, value)) = part.split_once("!=") {
+        return Ok(LabelRequirement::NotEquals(
+            key.trim().into(),
+            value.trim().into(),
+        ));
+    }
+    if let Some((key, value)) = part.split_once("==").or_else(|| part.split_once('=')) {
+        return Ok(LabelRequirement::Equals(
+            key.trim().into(),
+            value.trim().into(),
+        ));
+    }
+    let words: Vec<&str> = part.splitn(2, char::is_whitespace).collect();
+    if let [key, rest] = words.as_slice() {
+        let rest = rest.trim();
+        let (negated, set) = if let Some(set) = rest.strip_prefix("notin") {
+            (true, set)
+        } else if let Some(set) = rest.strip_prefix("in") {
+            (false, set)
+        } else {
+            return Err(invalid());
+        };
+        let set = set
+            .trim()
+            .strip_prefix('(')
+            .and_then(|s| s.strip_suffix(')'))
+            .ok_or_else(invalid)?;
+        let values = set
+            .split(',')
+            .map(|v| v.trim().to_owned())
+            .filter(|v| !v.is_empty())
+            .collect();
+        let key = (*key).to_owned();
+        return Ok(if negated {
+            LabelRequirement::NotIn(key, values)
+        } else {
+            LabelRequirement::In(key, values)
+        });
+    }
+    if part
+        .chars()
+        .all(|c| c.is_alphanumeric() || "-_./".contains(c))
+    {
+        return Ok(LabelRequirement::Exists(part.to_owned()));
+    }
+    Err(invalid())
+}
+
+/// A field selector such as `spec.nodeName=node01,status.phase!=Succeeded`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct FieldSelector(Vec<(String, bool, String)>);
+
+impl FieldSelector {
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let mut terms = Vec::new();
+        for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let (path, equal, value) = if let Some((p, v)) = part.split_once("!=") {
+                (p, false, v)
+            } else if let Some((p, v)) = part.split_once("==").or_else(|| part.split_once('=')) {
+                (p, true, v)
+            } else {
+                return Err(format!("invalid field selector requirement {part:?}: expected field=value or field!=value"));
+            };
+            terms.push((path.trim().to_owned(), equal, value.trim().to_owned()));
+        }
+        Ok(Self(terms))
+    }
+
+    /// An absent field reads as the empty string, as in Kubernetes.
+    pub fn matches_object(&self, object: &Value) -> bool {
+        self.0.iter().all(|(path, equal, value)| {
+            let field = path.split('.').try_fold(object, |v, key| v.get(key));
+            let field = match field {
+                Some(Value::String(s)) => s.clone(),
+                Some(Value::Null) | None => String::new(),
+                Some(other) => other.to_string(),
+            };
+            (field == *value) == *equal
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn label_selectors() {
+        let pod = json!({"metadata": {"labels": {"app": "web", "env": "prod"}}});
+        let cases = [
+            ("", true),
+            ("app=web", true),
+            ("app==web", true),
+            ("app!=web", false),
+            ("app=web,env=prod", true),
+            ("app=web,env=dev", false),
+            ("env in (prod, stage)", true),
+            ("env notin (prod)", false),
+            ("tier notin (cache)", true),
+            ("app", true),
+            ("!app", false),
+            ("!legacy", true),
+        ];
+        for (text, expected) in cases {
+            let selector = LabelSelector::parse(text).unwrap();
+            assert_eq!(selector.matches_object(&pod), expected, "{text}");
+        }
+        assert!(LabelSelector::parse("env in prod").is_err());
+    }
+
+    #[test]
+    fn field_selectors() {
+        let pod = json!({"metadata": {"name": "p"}, "spec": {"nodeName": "node01"}, "status": {"phase": "Running"}});
+        let cases = [
+            ("spec.nodeName=node01", true),
+            ("spec.nodeName!=node01", false),
+            ("spec.nodeName=node01,status.phase=Running", true),
+            ("metadata.namespace=", true),
+            ("status.phase!=Succeeded", true),
+        ];
+        for (text, expected) in cases {
+            assert_eq!(
+                FieldSelector::parse(text).unwrap().matches_object(&pod),
+                expected,
+                "{text}"
+            );
+        }
+        assert!(FieldSelector::parse("spec.nodeName").is_err());
+    }
+}

@@ -1,0 +1,249 @@
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::{bail, Context, Result};
+use serde_json::Value;
+
+use super::{list_json, FieldSelector, LabelSelector, ListQuery, ObjectSource, ReadError};
+
+/// A fixed set of objects, read from a `v1 List` (JSON or YAML): the cluster `evac eval` and the
+/// tests evaluate against. An object not in it is NotFound.
+#[derive(Debug, Default)]
+pub struct StaticContext {
+    /// (apiVersion, kind) -> (namespace, name) -> object.
+    objects: HashMap<(String, String), BTreeMap<(String, String), Stored>>,
+}
+
+#[derive(Debug)]
+struct Stored {
+    json: Arc<[u8]>,
+    value: Value,
+}
+
+impl StaticContext {
+    pub fn empty() -> Self {
+        Self::default()
+    }
+
+    pub fn from_file(path: &Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read context file {}", path.display()))?;
+        Self::parse(&text).with_context(|| format!("invalid context file {}", path.display()))
+    }
+
+    /// Parses a `v1 List` in JSON or YAML.
+    pub fn parse(text: &str) -> Result<Self> {
+        if text.trim().is_empty() {
+            bail!("the file is empty: expected a v1 List of Kubernetes objects (kind: List, items: [...])");
+        }
+        let list: Value = if text.trim_start().starts_with('{') {
+            serde_json::from_str(text).context("not valid JSON")?
+        } else {
+            serde_yaml::from_str(text).context("not valid YAML")?
+        };
+        let kind = list.get("kind").and_then(Value::as_str).unwrap_or("<none>");
+        let Some(items) = list.get("items").and_then(Value::as_array) else {
+            bail!("expected a v1 List of Kubernetes objects (kind: List, items: [...]), got kind {kind}");
+        };
+        let mut context = Self::default();
+        for (i, item) in items.iter().enumerate() {
+            context
+                .insert(item.clone())
+                .with_context(|| format!("items[{i}]"))?;
+        }
+        Ok(context)
+    }
+
+    pub fn from_objects(objects: impl IntoIterator<Item = Value>) -> Result<Self> {
+        let mut context = Self::default();
+        for object in objects {
+            context.insert(object)?;
+        }
+        Ok(context)
+    }
+
+    /// Adds (or replaces) an object.
+    pub fn insert(&mut self, object: Value) -> Result<()> {
+        let field = |path: &[&str]| {
+            path.iter()
+                .try_fold(&object, |v, k| v.get(k))
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        };
+        let Some(api_version) = field(&["apiVersion"]) else {
+            bail!("the object has no apiVersion")
+        };
+        let Some(kind) = field(&["kind"]) else {
+            bail!("the object has no kind")
+        };
+        let Some(name) = field(&["metadata", "name"]) else {
+            bail!("the {kind} has no metadata.name")
+        };
+        let namespace = field(&["metadata", "namespace"]).unwrap_or_default();
+        let json: Arc<[u8]> = serde_json::to_vec(&object)?.into();
+        self.objects.entry((api_version, kind)).or_default().insert(
+            (namespace, name),
+            Stored {
+                json,
+                value: object,
+            },
+        );
+        Ok(())
+    }
+
+    pub fn len(&self) -> usize {
+        self.objects.values().map(BTreeMap::len).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl ObjectSource for StaticContext {
+    fn get(
+        &self,
+        api_version: &str,
+        kind: &str,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Result<Arc<[u8]>, ReadError> {
+        self.objects
+            .get(&(api_version.to_owned(), kind.to_owned()))
+            .and_then(|objects| {
+                objects.get(&(namespace.unwrap_or_default().to_owned(), name.to_owned()))
+            })
+            .map(|stored| Arc::clone(&stored.json))
+            .ok_or_else(|| ReadError::not_found(api_version, kind, name))
+    }
+
+    fn list(
+        &self,
+        api_version: &str,
+        kind: &str,
+        query: &ListQuery<'_>,
+    ) -> Result<Vec<u8>, ReadError> {
+        let labels = query
+            .label_selector
+            .map(LabelSelector::parse)
+            .transpose()
+            .map_err(ReadError::other)?;
+        let fields = query
+            .field_selector
+            .map(FieldSelector::parse)
+            .transpose()
+            .map_err(ReadError::other)?;
+        let items = self
+            .objects
+            .get(&(api_version.to_owned(), kind.to_owned()))
+            .into_iter()
+            .flat_map(BTreeMap::iter)
+            .filter(|((namespace, _), _)| query.namespace.is_none_or(|n| n == namespace))
+            .filter(|(_, stored)| {
+                labels
+                    .as_ref()
+                    .is_none_or(|s| s.matches_object(&stored.value))
+            })
+            .filter(|(_, stored)| {
+                fields
+                    .as_ref()
+                    .is_none_or(|s| s.matches_object(&stored.value))
+            })
+            .map(|(_, stored)| &*stored.json);
+        Ok(list_json(items))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CONTEXT: &str = r#"
+apiVersion: v1
+kind: List
+items:
+  - apiVersion: v1
+    kind: Pod
+    metadata: {name: a, namespace: ns1, labels: {app: web}}
+    spec: {nodeName: node01}
+  - apiVersion: v1
+    kind: Pod
+    metadata: {name: b, namespace: ns2, labels: {app: db}}
+    spec: {nodeName: node02}
+  - apiVersion: v1
+    kind: Node
+    metadata: {name: node01}
+"#;
+
+    #[test]
+    fn serves_objects_and_not_found() {
+        let context = StaticContext::parse(CONTEXT).unwrap();
+        assert_eq!(context.len(), 3);
+        assert!(context.get("v1", "Pod", Some("ns1"), "a").is_ok());
+        assert!(context.get("v1", "Node", None, "node01").is_ok());
+        let missing = context.get("v1", "Pod", Some("ns1"), "b").unwrap_err();
+        assert_eq!(missing.message, r#"pods "b" not found"#);
+        assert!(missing.is_not_found());
+    }
+
+    #[test]
+    fn lists_with_selectors() {
+        let context = StaticContext::parse(CONTEXT).unwrap();
+        let names = |query: ListQuery<'_>| -> Vec<String> {
+            let list: Value =
+                serde_json::from_slice(&context.list("v1", "Pod", &query).unwrap()).unwrap();
+            list["items"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|i| i["metadata"]["name"].as_str().unwrap().to_owned())
+                .collect()
+        };
+        assert_eq!(names(ListQuery::default()), ["a", "b"]);
+        assert_eq!(
+            names(ListQuery {
+                namespace: Some("ns2"),
+                ..Default::default()
+            }),
+            ["b"]
+        );
+        assert_eq!(
+            names(ListQuery {
+                label_selector: Some("app=web"),
+                ..Default::default()
+            }),
+            ["a"]
+        );
+        assert_eq!(
+            names(ListQuery {
+                field_selector: Some("spec.nodeName=node02"),
+                ..Default::default()
+            }),
+            ["b"]
+        );
+    }
+
+    #[test]
+    fn bad_context_files_are_refused_clearly() {
+        let err = StaticContext::parse("").unwrap_err().to_string();
+        assert!(err.contains("the file is empty"), "{err}");
+        let err = StaticContext::parse(r#"{"kind": "Pod"}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("expected a v1 List"), "{err}");
+        let err = format!(
+            "{:#}",
+            StaticContext::parse(r#"{"kind": "List", "items": [{"kind": "Pod"}]}"#).unwrap_err()
+        );
+        assert!(
+            err.contains("items[0]: the object has no apiVersion"),
+            "{err}"
+        );
+        let err = format!("{:#}", StaticContext::parse("{ not json").unwrap_err());
+        assert!(err.contains("not valid JSON"), "{err}");
+        assert!(StaticContext::parse(r#"{"kind": "List", "items": []}"#)
+            .unwrap()
+            .is_empty());
+    }
+}

@@ -1,0 +1,64 @@
+//! Kubewarden's policy protocol on top of the waPC host: `validate`, `validate_settings`,
+//! `protocol_version`, the AdmissionReview envelope, and policy metadata.
+
+pub mod admission;
+pub mod metadata;
+
+use evac_core::PolicyResponse;
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+
+use crate::wapc::{EvalError, Policy};
+
+/// Kubewarden's answer to `validate_settings`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+pub struct SettingsValidation {
+    pub valid: bool,
+    #[serde(default)]
+    pub message: Option<String>,
+}
+
+/// Evaluates `validate` for an AdmissionRequest (raw JSON) with settings (raw JSON).
+pub fn validate(
+    policy: &Policy,
+    request: &RawValue,
+    settings: &RawValue,
+) -> Result<PolicyResponse, EvalError> {
+    let answer = policy.call("validate", &validation_payload(request, settings))?;
+    serde_json::from_slice(&answer).map_err(|e| EvalError::BadResponse {
+        what: "ValidationResponse",
+        reason: e.to_string(),
+    })
+}
+
+/// The `validate` payload: `{"request": ..., "settings": ...}`, assembled without re-encoding.
+pub fn validation_payload(request: &RawValue, settings: &RawValue) -> Vec<u8> {
+    let (request, settings) = (request.get().as_bytes(), settings.get().as_bytes());
+    let mut payload = Vec::with_capacity(request.len() + settings.len() + 26);
+    payload.extend_from_slice(br#"{"request":"#);
+    payload.extend_from_slice(request);
+    payload.extend_from_slice(br#","settings":"#);
+    payload.extend_from_slice(settings);
+    payload.push(b'}');
+    payload
+}
+
+pub fn validate_settings(
+    policy: &Policy,
+    settings: &RawValue,
+) -> Result<SettingsValidation, EvalError> {
+    let answer = policy.call("validate_settings", settings.get().as_bytes())?;
+    serde_json::from_slice(&answer).map_err(|e| EvalError::BadResponse {
+        what: "settings validation response",
+        reason: e.to_string(),
+    })
+}
+
+/// The module's Kubewarden protocol version (`"v1"`).
+pub fn protocol_version(policy: &Policy) -> Result<String, EvalError> {
+    let answer = policy.call("protocol_version", b"")?;
+    serde_json::from_slice(&answer).map_err(|e| EvalError::BadResponse {
+        what: "protocol version",
+        reason: e.to_string(),
+    })
+}

@@ -1,0 +1,64 @@
+use std::time::Duration;
+
+/// Why an evaluation produced no answer. Each variant is one clear line for a user.
+#[derive(Debug, thiserror::Error)]
+pub enum EvalError {
+    #[error("the policy ran past its time limit of {}ms", .0.as_millis())]
+    Timeout(Duration),
+    #[error("the policy exceeded its memory limit of {} MiB", .0 / (1024 * 1024))]
+    MemoryLimit(usize),
+    #[error("the policy trapped: {0}")]
+    Trap(String),
+    #[error("the policy returned an error: {0}")]
+    Guest(String),
+    #[error("the policy's answer is not a valid {what}: {reason}")]
+    BadResponse { what: &'static str, reason: String },
+    #[error("the policy could not be started: {0}")]
+    Instantiate(String),
+}
+
+impl EvalError {
+    /// A short label for metrics and logs.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Self::Timeout(_) => "timeout",
+            Self::MemoryLimit(_) => "memory_limit",
+            Self::Trap(_) => "trap",
+            Self::Guest(_) => "guest_error",
+            Self::BadResponse { .. } => "bad_response",
+            Self::Instantiate(_) => "instantiate",
+        }
+    }
+}
+
+/// Marks a memory growth refused by the limiter, so the trap it causes is reported as such.
+#[derive(Debug)]
+pub(crate) struct MemoryLimitExceeded;
+
+impl std::fmt::Display for MemoryLimitExceeded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("memory limit exceeded")
+    }
+}
+
+impl std::error::Error for MemoryLimitExceeded {}
+
+/// Describes a wasmtime error on one line: the trap, and the innermost function it happened in.
+pub(crate) fn describe_trap(error: &wasmtime::Error) -> String {
+    let what = match error.downcast_ref::<wasmtime::Trap>() {
+        Some(trap) => trap.to_string(),
+        None => error.root_cause().to_string(),
+    };
+    let frame = error
+        .downcast_ref::<wasmtime::WasmBacktrace>()
+        .and_then(|bt| {
+            bt.frames()
+                .iter()
+                .find_map(|f| f.func_name().map(str::to_owned))
+        });
+    let what = what.lines().next().unwrap_or_default().to_owned();
+    match frame {
+        Some(function) => format!("{what} (in {function})"),
+        None => what,
+    }
+}

@@ -1,0 +1,16 @@
+//! The waPC host: runs Kubewarden policy modules on wasmtime.
+//!
+//! A [`PolicyEngine`] holds the wasmtime engine (pooling allocator, epoch deadlines) and compiles
+//! [`PolicyModule`]s. A [`Policy`] is a module bound to the host capabilities it may call; every
+//! [`Policy::call`] runs in a fresh, isolated guest state with a memory limit and a deadline.
+
+mod abi;
+mod engine;
+mod error;
+mod module;
+mod policy;
+
+pub use engine::{EngineOptions, PolicyEngine};
+pub use error::EvalError;
+pub use module::PolicyModule;
+pub use policy::Policy;
