@@ -1,7 +1,6 @@
 //! Reading cluster objects: the requests of Kubewarden's `kubernetes` host capabilities, and the
 //! [`ClusterReader`] trait through which decisions make them.
 
-use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 /// `kubewarden/kubernetes/get_resource`: one object by kind, namespace and name.
@@ -126,45 +125,42 @@ pub struct List<T> {
     pub items: Vec<T>,
 }
 
-/// Reads and decodes one object.
-pub fn get<T, C>(
-    cluster: &C,
-    api_version: &str,
-    kind: &str,
-    namespace: &str,
-    name: &str,
-) -> Result<T, ReadError>
+/// Reads one object as JSON. Decode it with [`decode`]: decoded objects borrow from these bytes.
+pub fn fetch<C>(cluster: &C, api_version: &str, kind: &str, namespace: &str, name: &str) -> Result<Vec<u8>, ReadError>
 where
-    T: DeserializeOwned,
     C: ClusterReader + ?Sized,
 {
-    let request = GetResource {
+    cluster.get_resource(&GetResource {
         api_version: api_version.to_owned(),
         kind: kind.to_owned(),
         name: name.to_owned(),
         namespace: (!namespace.is_empty()).then(|| namespace.to_owned()),
         disable_cache: false,
-    };
-    let raw = cluster.get_resource(&request)?;
-    serde_json::from_slice(&raw)
-        .map_err(|e| ReadError::other(format!("cannot decode {kind} {namespace}/{name}: {e}")))
+    })
 }
 
-/// Lists and decodes every object of a kind.
-pub fn list_all<T, C>(cluster: &C, api_version: &str, kind: &str) -> Result<Vec<T>, ReadError>
+/// Lists every object of a kind as a JSON `List`; decode it with [`decode_list`].
+pub fn fetch_all<C>(cluster: &C, api_version: &str, kind: &str) -> Result<Vec<u8>, ReadError>
 where
-    T: DeserializeOwned,
     C: ClusterReader + ?Sized,
 {
-    let request = ListResourcesAll {
+    cluster.list_resources_all(&ListResourcesAll {
         api_version: api_version.to_owned(),
         kind: kind.to_owned(),
         label_selector: None,
         field_selector: None,
-    };
-    let raw = cluster.list_resources_all(&request)?;
-    let list: List<T> = serde_json::from_slice(&raw)
-        .map_err(|e| ReadError::other(format!("cannot decode the {kind} list: {e}")))?;
+    })
+}
+
+/// Decodes an object read with [`fetch`].
+pub fn decode<'a, T: Deserialize<'a>>(raw: &'a [u8], kind: &str) -> Result<T, ReadError> {
+    serde_json::from_slice(raw).map_err(|e| ReadError::other(format!("cannot decode the {kind}: {e}")))
+}
+
+/// Decodes the items of a list read with [`fetch_all`].
+pub fn decode_list<'a, T: Deserialize<'a>>(raw: &'a [u8], kind: &str) -> Result<Vec<T>, ReadError> {
+    let list: List<T> =
+        serde_json::from_slice(raw).map_err(|e| ReadError::other(format!("cannot decode the {kind} list: {e}")))?;
     Ok(list.items)
 }
 

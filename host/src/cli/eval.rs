@@ -48,6 +48,7 @@ pub fn run(args: EvalArgs) -> Result<()> {
         memory_limit: args.memory_limit_mib * 1024 * 1024,
         timeout: Duration::from_millis(args.timeout_ms),
         max_concurrent: 2,
+        reuse_instances: true,
     })?;
     let bytes = std::fs::read(&args.policy)
         .with_context(|| format!("cannot read policy module {}", args.policy.display()))?;

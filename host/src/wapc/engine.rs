@@ -17,8 +17,11 @@ pub struct EngineOptions {
     pub memory_limit: usize,
     /// Deadline of one evaluation.
     pub timeout: Duration,
-    /// How many evaluations may be in flight at once (pooled instance slots).
+    /// How many evaluations may be in flight at once.
     pub max_concurrent: u32,
+    /// Reuse an instance after putting it back into its exact post-init state, instead of
+    /// instantiating for every evaluation (for modules and kernels where that is possible).
+    pub reuse_instances: bool,
 }
 
 impl Default for EngineOptions {
@@ -27,6 +30,7 @@ impl Default for EngineOptions {
             memory_limit: 64 * 1024 * 1024,
             timeout: Duration::from_millis(1000),
             max_concurrent: 64,
+            reuse_instances: true,
         }
     }
 }
@@ -51,9 +55,11 @@ impl PolicyEngine {
         // Slots are reused between evaluations; keeping their pages resident and resetting only
         // the dirty ones (found with PAGEMAP_SCAN where the kernel has it) avoids most of the
         // kernel memory work a fresh instance costs.
-        pool.total_core_instances(options.max_concurrent)
-            .total_memories(options.max_concurrent)
-            .total_tables(options.max_concurrent)
+        // In-flight evaluations plus the idle instances modules keep.
+        let slots = options.max_concurrent.saturating_mul(4).max(8);
+        pool.total_core_instances(slots)
+            .total_memories(slots)
+            .total_tables(slots)
             .max_memory_size(options.memory_limit)
             .linear_memory_keep_resident(2 * 1024 * 1024)
             .table_keep_resident(64 * 1024)

@@ -62,3 +62,14 @@ pub(crate) fn describe_trap(error: &wasmtime::Error) -> String {
         None => what,
     }
 }
+
+/// Maps a failed guest call to what happened.
+pub(crate) fn classify(error: wasmtime::Error, options: &super::EngineOptions) -> EvalError {
+    if error.downcast_ref::<MemoryLimitExceeded>().is_some() {
+        return EvalError::MemoryLimit(options.memory_limit);
+    }
+    if let Some(wasmtime::Trap::Interrupt) = error.downcast_ref::<wasmtime::Trap>() {
+        return EvalError::Timeout(options.timeout);
+    }
+    EvalError::Trap(describe_trap(&error))
+}

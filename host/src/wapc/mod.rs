@@ -5,12 +5,15 @@
 //! [`Policy::call`] runs in a fresh, isolated guest state with a memory limit and a deadline.
 
 mod abi;
+mod dirty_pages;
 mod engine;
 mod error;
+mod instance;
 mod module;
 mod policy;
+mod prepare;
 
 pub use engine::{EngineOptions, PolicyEngine};
 pub use error::EvalError;
 pub use module::PolicyModule;
-pub use policy::Policy;
+pub use policy::{Policy, RESET_NS, CALL_NS, DIRTY, MEMLEN};

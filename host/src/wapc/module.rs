@@ -1,11 +1,12 @@
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use anyhow::{anyhow, bail, Context, Result};
 use sha2::{Digest, Sha256};
 use wasmtime::{ExternType, FuncType, InstancePre, Linker, Module, ModuleExport, ValType};
 
 use super::abi::{self, GuestState};
-use super::PolicyEngine;
+use super::instance::Instance;
+use super::{prepare, PolicyEngine};
 
 /// A compiled, checked waPC policy module, ready to instantiate cheaply.
 #[derive(Clone)]
@@ -17,6 +18,12 @@ pub(crate) struct ModuleInner {
     pub(crate) engine: PolicyEngine,
     pub(crate) pre: InstancePre<GuestState>,
     pub(crate) exports: Exports,
+    /// The mutable globals to restore between calls, when instances may be reused.
+    pub(crate) reusable_globals: Option<Vec<String>>,
+    /// Why instances may not be reused, when they may not.
+    reuse_blocker: Option<String>,
+    /// Instances in their post-init state, ready for a call.
+    pub(crate) idle: Mutex<Vec<Instance>>,
     digest: String,
     size: usize,
 }
@@ -33,7 +40,8 @@ pub(crate) struct Exports {
 impl PolicyModule {
     pub(crate) fn compile(engine: &PolicyEngine, bytes: &[u8]) -> Result<Self> {
         let digest = hex::encode(Sha256::digest(bytes));
-        let module = Module::new(engine.engine(), bytes).map_err(|e| {
+        let prepared = prepare::prepare(bytes)?;
+        let module = Module::new(engine.engine(), &prepared.bytes).map_err(|e| {
             anyhow!(
                 "not a valid WebAssembly module: {}",
                 first_line(&format!("{e:#}"))
@@ -48,11 +56,18 @@ impl PolicyModule {
                 first_line(&format!("{e:#}"))
             )
         })?;
+        let (reusable_globals, reuse_blocker) = match prepared.reuse {
+            Ok(globals) => (Some(globals), None),
+            Err(why) => (None, Some(why)),
+        };
         Ok(Self {
             inner: Arc::new(ModuleInner {
                 engine: engine.clone(),
                 pre,
                 exports,
+                reusable_globals,
+                reuse_blocker,
+                idle: Mutex::new(Vec::new()),
                 digest,
                 size: bytes.len(),
             }),
@@ -66,6 +81,11 @@ impl PolicyModule {
 
     pub fn size(&self) -> usize {
         self.inner.size
+    }
+
+    /// Why evaluations of this module each need a new instance, if they do.
+    pub fn reuse_blocker(&self) -> Option<&str> {
+        self.inner.reuse_blocker.as_deref()
     }
 
     pub fn engine(&self) -> &PolicyEngine {

@@ -4,7 +4,8 @@
 //! The checks run in KubeVirt's order, which decides the cases where several apply:
 //! the pod's kind and phase; the VMI lookup; the eviction strategy and migratability; an evacuation
 //! already in progress; an eviction of the migration target pod; parsing the Eviction (for dry-run
-//! and its requester). Objects are read lazily, each only when a check needs it.
+//! and its requester). Objects are read lazily, each only when a check needs it, and decoded in
+//! place: the decoded objects borrow their strings from the bytes read.
 
 pub mod messages;
 mod settings;
@@ -14,10 +15,8 @@ mod tests;
 pub use settings::{KubeVirtRef, Settings};
 
 use crate::cluster::{self, ClusterReader, ReadError};
-use crate::effect::{Effect, EvacuationSource, ObjectRef};
-use crate::model::{
-    AdmissionRequest, Eviction, EvictionStrategy, KubeVirt, Pod, VirtualMachineInstance,
-};
+use crate::effect::{EvacuationSource, Effect, ObjectRef};
+use crate::model::{AdmissionRequest, Eviction, EvictionStrategy, KubeVirt, Pod, VirtualMachineInstance};
 use crate::Decision;
 
 pub const POD_API_VERSION: &str = "v1";
@@ -31,34 +30,23 @@ pub struct NotAnEviction {
 
 impl core::fmt::Display for NotAnEviction {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        write!(
-            f,
-            "this policy only evaluates pods/eviction CREATE requests, got {}",
-            self.got
-        )
+        write!(f, "this policy only evaluates pods/eviction CREATE requests, got {}", self.got)
     }
 }
 
 impl std::error::Error for NotAnEviction {}
 
 /// Decides a `pods/eviction` CREATE.
-pub fn decide<C>(
-    request: &AdmissionRequest,
-    settings: &Settings,
-    cluster: &C,
-) -> Result<Decision, NotAnEviction>
+pub fn decide<C>(request: &AdmissionRequest<'_>, settings: &Settings, cluster: &C) -> Result<Decision, NotAnEviction>
 where
     C: ClusterReader + ?Sized,
 {
     check_request(request)?;
     // KubeVirt lets the API server answer for pods it cannot read (e.g. a pod that is gone).
-    let Ok(pod) = cluster::get::<Pod, _>(
-        cluster,
-        POD_API_VERSION,
-        "Pod",
-        &request.namespace,
-        &request.name,
-    ) else {
+    let Ok(raw) = cluster::fetch(cluster, POD_API_VERSION, "Pod", &request.namespace, &request.name) else {
+        return Ok(Decision::allow());
+    };
+    let Ok(pod) = cluster::decode::<Pod<'_>>(&raw, "Pod") else {
         return Ok(Decision::allow());
     };
     if pod.is_hotplug_volume_pod() {
@@ -70,7 +58,7 @@ where
     Ok(Decision::allow())
 }
 
-fn check_request(request: &AdmissionRequest) -> Result<(), NotAnEviction> {
+fn check_request(request: &AdmissionRequest<'_>) -> Result<(), NotAnEviction> {
     let is_eviction = request.resource.group.is_empty()
         && request.resource.resource == "pods"
         && request.sub_resource == "eviction"
@@ -78,11 +66,7 @@ fn check_request(request: &AdmissionRequest) -> Result<(), NotAnEviction> {
     if is_eviction {
         return Ok(());
     }
-    let operation = if request.operation.is_empty() {
-        "<no operation>"
-    } else {
-        &request.operation
-    };
+    let operation = if request.operation.is_empty() { "<no operation>" } else { request.operation.as_str() };
     let resource = if request.resource.resource.is_empty() {
         "<no resource>".to_owned()
     } else if request.resource.group.is_empty() {
@@ -90,20 +74,30 @@ fn check_request(request: &AdmissionRequest) -> Result<(), NotAnEviction> {
     } else {
         format!("{}.{}", request.resource_path(), request.resource.group)
     };
-    Err(NotAnEviction {
-        got: format!("{operation} {resource}"),
-    })
+    Err(NotAnEviction { got: format!("{operation} {resource}") })
+}
+
+/// Reads a VMI: `Ok(None)` when it does not exist.
+fn fetch_vmi<C: ClusterReader + ?Sized>(cluster: &C, namespace: &str, name: &str) -> Result<Option<Vec<u8>>, ReadError> {
+    match cluster::fetch(cluster, VMI_API_VERSION, "VirtualMachineInstance", namespace, name) {
+        Ok(raw) => Ok(Some(raw)),
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e) => Err(e),
+    }
 }
 
 /// A hotplug volume pod is protected while its launcher pod's VMI exists: evicting it would pull a
 /// disk out from under a running VM.
-fn admit_hotplug_pod<C: ClusterReader + ?Sized>(pod: &Pod, cluster: &C) -> Decision {
-    let namespace = &pod.metadata.namespace;
+fn admit_hotplug_pod<C: ClusterReader + ?Sized>(pod: &Pod<'_>, cluster: &C) -> Decision {
+    let namespace = pod.metadata.namespace.as_str();
     let owner_name = &pod.metadata.owner_references[0].name;
-    let owner = match cluster::get::<Pod, _>(cluster, POD_API_VERSION, "Pod", namespace, owner_name)
-    {
-        Ok(owner) => owner,
+    let raw = match cluster::fetch(cluster, POD_API_VERSION, "Pod", namespace, owner_name) {
+        Ok(raw) => raw,
         Err(e) if e.is_not_found() => return Decision::allow(),
+        Err(e) => return Decision::deny(messages::failed_getting_hotplug_owner(&e)),
+    };
+    let owner = match cluster::decode::<Pod<'_>>(&raw, "Pod") {
+        Ok(owner) => owner,
         Err(e) => return Decision::deny(messages::failed_getting_hotplug_owner(&e)),
     };
     if !owner.is_virt_launcher() || owner.is_completed() {
@@ -112,39 +106,28 @@ fn admit_hotplug_pod<C: ClusterReader + ?Sized>(pod: &Pod, cluster: &C) -> Decis
     let Some(vmi_name) = owner.domain() else {
         return Decision::allow();
     };
-    match cluster::get::<VirtualMachineInstance, _>(
-        cluster,
-        VMI_API_VERSION,
-        "VirtualMachineInstance",
-        namespace,
-        vmi_name,
-    ) {
-        Ok(_) => Decision::deny(messages::hotplug_pod_protected(
-            &pod.metadata.name,
-            vmi_name,
-            namespace,
-        )),
-        Err(e) if e.is_not_found() => Decision::allow(),
+    match fetch_vmi(cluster, namespace, vmi_name) {
+        Ok(Some(_)) => Decision::deny(messages::hotplug_pod_protected(&pod.metadata.name, vmi_name, namespace)),
+        Ok(None) => Decision::allow(),
         Err(e) => Decision::deny(messages::failed_getting_vmi(&e)),
     }
 }
 
 fn admit_launcher_pod<C: ClusterReader + ?Sized>(
-    request: &AdmissionRequest,
+    request: &AdmissionRequest<'_>,
     settings: &Settings,
-    pod: &Pod,
+    pod: &Pod<'_>,
     cluster: &C,
 ) -> Decision {
     let Some(vmi_name) = pod.domain() else {
         return Decision::allow();
     };
-    let vmi = match cluster::get::<VirtualMachineInstance, _>(
-        cluster,
-        VMI_API_VERSION,
-        "VirtualMachineInstance",
-        &request.namespace,
-        vmi_name,
-    ) {
+    let vmi_read = cluster::fetch(cluster, VMI_API_VERSION, "VirtualMachineInstance", &request.namespace, vmi_name);
+    let raw = match vmi_read {
+        Ok(raw) => raw,
+        Err(e) => return Decision::deny(messages::failed_getting_vmi(&e)),
+    };
+    let vmi = match cluster::decode::<VirtualMachineInstance<'_>>(&raw, "VirtualMachineInstance") {
         Ok(vmi) => vmi,
         Err(e) => return Decision::deny(messages::failed_getting_vmi(&e)),
     };
@@ -173,11 +156,7 @@ fn admit_launcher_pod<C: ClusterReader + ?Sized>(
         return Decision::allow();
     }
 
-    let vmi_namespace = if vmi.metadata.namespace.is_empty() {
-        &request.namespace
-    } else {
-        &vmi.metadata.namespace
-    };
+    let vmi_namespace = if vmi.metadata.namespace.is_empty() { &request.namespace } else { &vmi.metadata.namespace };
     let vmi_ref = ObjectRef::new(vmi_namespace.as_str(), vmi.metadata.name.as_str());
     if vmi.is_marked_for_evacuation() {
         return Decision::deny(messages::evacuation_in_progress(&vmi_ref));
@@ -185,22 +164,18 @@ fn admit_launcher_pod<C: ClusterReader + ?Sized>(
     if vmi.status.node_name != pod.spec.node_name {
         return Decision::deny(messages::TARGET_POD);
     }
-    let eviction: Eviction = match serde_json::from_str(request.object_json()) {
+    let eviction: Eviction<'_> = match serde_json::from_str(request.object_json()) {
         Ok(eviction) => eviction,
         Err(e) => return Decision::deny(messages::failed_parsing_eviction(&e)),
     };
     let dry_run = request.is_dry_run() || eviction.is_dry_run();
-    let source = eviction
-        .requested_by_descheduler()
-        .then_some(EvacuationSource::Descheduler);
-    Decision::deny(messages::evacuation_triggered(&vmi_ref)).with_effect(
-        Effect::MarkForEvacuation {
-            vmi: vmi_ref,
-            node: pod.spec.node_name.clone(),
-            dry_run,
-            source,
-        },
-    )
+    let source = eviction.requested_by_descheduler().then_some(EvacuationSource::Descheduler);
+    Decision::deny(messages::evacuation_triggered(&vmi_ref)).with_effect(Effect::MarkForEvacuation {
+        vmi: vmi_ref,
+        node: pod.spec.node_name.to_string(),
+        dry_run,
+        source,
+    })
 }
 
 /// The cluster-wide eviction strategy from the KubeVirt CR: the one the settings name, or the
@@ -209,21 +184,17 @@ fn cluster_eviction_strategy<C: ClusterReader + ?Sized>(
     settings: &Settings,
     cluster: &C,
 ) -> Result<Option<EvictionStrategy>, ReadError> {
-    let kubevirt = match &settings.kubevirt {
-        Some(at) => match cluster::get::<KubeVirt, _>(
-            cluster,
-            VMI_API_VERSION,
-            "KubeVirt",
-            &at.namespace,
-            &at.name,
-        ) {
-            Ok(kubevirt) => Some(kubevirt),
+    let strategy = match &settings.kubevirt {
+        Some(at) => match cluster::fetch(cluster, VMI_API_VERSION, "KubeVirt", &at.namespace, &at.name) {
+            Ok(raw) => cluster::decode::<KubeVirt<'_>>(&raw, "KubeVirt")?.spec.configuration.eviction_strategy,
             Err(e) if e.is_not_found() => None,
             Err(e) => return Err(e),
         },
-        None => cluster::list_all::<KubeVirt, _>(cluster, VMI_API_VERSION, "KubeVirt")?
-            .into_iter()
-            .next(),
+        None => {
+            let raw = cluster::fetch_all(cluster, VMI_API_VERSION, "KubeVirt")?;
+            let kubevirts = cluster::decode_list::<KubeVirt<'_>>(&raw, "KubeVirt")?;
+            kubevirts.into_iter().next().and_then(|k| k.spec.configuration.eviction_strategy)
+        }
     };
-    Ok(kubevirt.and_then(|k| k.spec.configuration.eviction_strategy))
+    Ok(strategy)
 }

@@ -154,8 +154,9 @@ fn kubevirt_cr(strategy: Option<&str>) -> Value {
     cr
 }
 
-fn eviction_request(pod: &str, eviction: Value) -> AdmissionRequest {
-    serde_json::from_value(json!({
+/// The text of an AdmissionRequest; [`parse`] it to decide it.
+fn eviction_request(pod: &str, eviction: Value) -> String {
+    serde_json::to_string(&json!({
         "uid": "705ab4f5-6393-11e8-b7cc-42010a800002",
         "kind": {"group": "policy", "version": "v1", "kind": "Eviction"},
         "resource": {"group": "", "version": "v1", "resource": "pods"},
@@ -165,6 +166,10 @@ fn eviction_request(pod: &str, eviction: Value) -> AdmissionRequest {
         "dryRun": false
     }))
     .unwrap()
+}
+
+fn parse(text: &str) -> AdmissionRequest<'_> {
+    serde_json::from_str(text).unwrap()
 }
 
 fn eviction(annotations: Value, dry_run: Value) -> Value {
@@ -260,7 +265,7 @@ fn first_eviction_per_strategy_and_migratability() {
     for (strategy, migratable, expect) in rows {
         let vmi = Vmi::new(*strategy, *migratable);
         let cluster = cluster(&vmi, None);
-        let decision = run(&cluster, &eviction_request(POD, plain_eviction()));
+        let decision = run(&cluster, &parse(&eviction_request(POD, plain_eviction())));
         let row = format!("strategy {strategy:?}, migratable {migratable}");
         check(&row, &decision, expect, Some(mark(false, None)));
     }
@@ -283,7 +288,7 @@ fn repeated_eviction_of_a_marked_vmi() {
     for (strategy, migratable, expect) in rows {
         let vmi = Vmi::new(Some(*strategy), *migratable).marked();
         let cluster = cluster(&vmi, None);
-        let decision = run(&cluster, &eviction_request(POD, plain_eviction()));
+        let decision = run(&cluster, &parse(&eviction_request(POD, plain_eviction())));
         check(
             &format!("marked {strategy}, migratable {migratable}"),
             &decision,
@@ -335,7 +340,7 @@ fn cluster_wide_strategy_is_the_fallback() {
     for (vmi_strategy, cluster_strategy, migratable, expect) in rows {
         let vmi = Vmi::new(*vmi_strategy, *migratable);
         let cluster = cluster(&vmi, *cluster_strategy);
-        let decision = run(&cluster, &eviction_request(POD, plain_eviction()));
+        let decision = run(&cluster, &parse(&eviction_request(POD, plain_eviction())));
         let row =
             format!("vmi {vmi_strategy:?}, cluster {cluster_strategy:?}, migratable {migratable}");
         check(&row, &decision, expect, Some(mark(false, None)));
@@ -361,7 +366,7 @@ fn settings_name_the_kubevirt_cr() {
         }),
     };
     let decision = decide(
-        &eviction_request(POD, plain_eviction()),
+        &parse(&eviction_request(POD, plain_eviction())),
         &settings,
         &cluster,
     )
@@ -385,7 +390,7 @@ fn settings_name_the_kubevirt_cr() {
         }),
     };
     let decision = decide(
-        &eviction_request(POD, plain_eviction()),
+        &parse(&eviction_request(POD, plain_eviction())),
         &settings,
         &cluster,
     )
@@ -399,7 +404,7 @@ fn no_kubevirt_cr_means_no_cluster_wide_strategy() {
     let cluster = FakeCluster::default()
         .with(launcher_pod(NODE))
         .with(vmi.json());
-    let decision = run(&cluster, &eviction_request(POD, plain_eviction()));
+    let decision = run(&cluster, &parse(&eviction_request(POD, plain_eviction())));
     check("no CR", &decision, &Expect::Allow, None);
 }
 
@@ -407,7 +412,7 @@ fn no_kubevirt_cr_means_no_cluster_wide_strategy() {
 fn unreadable_cluster_configuration_denies() {
     let vmi = Vmi::new(None, true);
     let cluster = cluster(&vmi, Some("LiveMigrate")).failing("KubeVirt", "connection refused");
-    let decision = run(&cluster, &eviction_request(POD, plain_eviction()));
+    let decision = run(&cluster, &parse(&eviction_request(POD, plain_eviction())));
     let expect = "kubevirt failed getting the cluster-wide eviction strategy: connection refused";
     check(
         "CR read fails",
@@ -421,7 +426,7 @@ fn unreadable_cluster_configuration_denies() {
 #[test]
 fn eviction_of_the_target_pod() {
     let target = cluster_with(Vmi::new(Some("LiveMigrate"), true).on("node02"));
-    let decision = run(&target, &eviction_request(POD, plain_eviction()));
+    let decision = run(&target, &parse(&eviction_request(POD, plain_eviction())));
     check(
         "target pod",
         &decision,
@@ -431,7 +436,7 @@ fn eviction_of_the_target_pod() {
 
     // An evacuation in progress is reported before the target check.
     let marked = cluster_with(Vmi::new(Some("LiveMigrate"), true).on("node02").marked());
-    let decision = run(&marked, &eviction_request(POD, plain_eviction()));
+    let decision = run(&marked, &parse(&eviction_request(POD, plain_eviction())));
     check(
         "marked target pod",
         &decision,
@@ -453,7 +458,8 @@ fn dry_run_from_the_request_or_the_eviction() {
     for (request_dry_run, delete_dry_run, expect_dry_run) in rows {
         let vmi = Vmi::new(Some("LiveMigrate"), true);
         let cluster = cluster(&vmi, None);
-        let mut request = eviction_request(POD, eviction(json!({}), delete_dry_run.clone()));
+        let text = eviction_request(POD, eviction(json!({}), delete_dry_run.clone()));
+    let mut request = parse(&text);
         request.dry_run = Some(*request_dry_run);
         let decision = run(&cluster, &request);
         let row =
@@ -483,7 +489,7 @@ fn descheduler_evictions_carry_their_source() {
         let cluster = cluster(&vmi, None);
         let decision = run(
             &cluster,
-            &eviction_request(POD, eviction(annotations.clone(), json!([]))),
+            &parse(&eviction_request(POD, eviction(annotations.clone(), json!([])))),
         );
         check(
             &format!("annotations {annotations}"),
@@ -500,7 +506,7 @@ fn malformed_eviction_object() {
     let malformed = json!({"apiVersion": "policy/v1", "kind": "Eviction", "metadata": "oops"});
     let vmi = Vmi::new(Some("LiveMigrate"), true);
     let cluster = cluster(&vmi, None);
-    let decision = run(&cluster, &eviction_request(POD, malformed.clone()));
+    let decision = run(&cluster, &parse(&eviction_request(POD, malformed.clone())));
     match &decision.verdict {
         Verdict::Deny { code: 429, message } => {
             assert!(
@@ -514,7 +520,7 @@ fn malformed_eviction_object() {
 
     // Earlier checks decide first.
     let marked = cluster_with(Vmi::new(Some("LiveMigrate"), true).marked());
-    let decision = run(&marked, &eviction_request(POD, malformed.clone()));
+    let decision = run(&marked, &parse(&eviction_request(POD, malformed.clone())));
     check(
         "malformed, marked",
         &decision,
@@ -524,14 +530,14 @@ fn malformed_eviction_object() {
     let none = cluster_with(Vmi::new(Some("None"), true));
     check(
         "malformed, None",
-        &run(&none, &eviction_request(POD, malformed.clone())),
+        &run(&none, &parse(&eviction_request(POD, malformed.clone()))),
         &Expect::Allow,
         None,
     );
     let plain = FakeCluster::default().with(plain_pod());
     check(
         "malformed, plain pod",
-        &run(&plain, &eviction_request("web-0", malformed)),
+        &run(&plain, &parse(&eviction_request("web-0", malformed))),
         &Expect::Allow,
         None,
     );
@@ -556,7 +562,7 @@ fn pods_kubevirt_does_not_act_on() {
         "not a KubeVirt pod",
         &run(
             &with_pod(plain_pod()),
-            &eviction_request("web-0", plain_eviction()),
+            &parse(&eviction_request("web-0", plain_eviction())),
         ),
         &Expect::Allow,
         None,
@@ -565,7 +571,7 @@ fn pods_kubevirt_does_not_act_on() {
         "missing pod",
         &run(
             &with_pod(plain_pod()),
-            &eviction_request("gone", plain_eviction()),
+            &parse(&eviction_request("gone", plain_eviction())),
         ),
         &Expect::Allow,
         None,
@@ -573,7 +579,7 @@ fn pods_kubevirt_does_not_act_on() {
     let failing = with_pod(launcher_pod(NODE)).failing("Pod", "etcdserver: request timed out");
     check(
         "unreadable pod",
-        &run(&failing, &eviction_request(POD, plain_eviction())),
+        &run(&failing, &parse(&eviction_request(POD, plain_eviction()))),
         &Expect::Allow,
         None,
     );
@@ -582,7 +588,7 @@ fn pods_kubevirt_does_not_act_on() {
         pod["status"]["phase"] = json!(phase);
         check(
             phase,
-            &run(&with_pod(pod), &eviction_request(POD, plain_eviction())),
+            &run(&with_pod(pod), &parse(&eviction_request(POD, plain_eviction()))),
             &Expect::Allow,
             None,
         );
@@ -590,7 +596,7 @@ fn pods_kubevirt_does_not_act_on() {
     for phase in ["Pending", "Running", "Unknown"] {
         let mut pod = launcher_pod(NODE);
         pod["status"]["phase"] = json!(phase);
-        let decision = run(&with_pod(pod), &eviction_request(POD, plain_eviction()));
+        let decision = run(&with_pod(pod), &parse(&eviction_request(POD, plain_eviction())));
         check(
             phase,
             &decision,
@@ -603,7 +609,7 @@ fn pods_kubevirt_does_not_act_on() {
     let cluster = with_pod(no_domain);
     check(
         "no domain annotation",
-        &run(&cluster, &eviction_request(POD, plain_eviction())),
+        &run(&cluster, &parse(&eviction_request(POD, plain_eviction()))),
         &Expect::Allow,
         None,
     );
@@ -613,7 +619,7 @@ fn pods_kubevirt_does_not_act_on() {
 #[test]
 fn launcher_pod_whose_vmi_cannot_be_read() {
     let cluster = FakeCluster::default().with(launcher_pod(NODE));
-    let decision = run(&cluster, &eviction_request(POD, plain_eviction()));
+    let decision = run(&cluster, &parse(&eviction_request(POD, plain_eviction())));
     let expect = format!(
         "kubevirt failed getting the vmi: virtualmachineinstances.kubevirt.io \"{VMI}\" not found"
     );
@@ -623,7 +629,7 @@ fn launcher_pod_whose_vmi_cannot_be_read() {
         "VirtualMachineInstance",
         "the server is currently unable to handle the request",
     );
-    let decision = run(&cluster, &eviction_request(POD, plain_eviction()));
+    let decision = run(&cluster, &parse(&eviction_request(POD, plain_eviction())));
     let expect =
         "kubevirt failed getting the vmi: the server is currently unable to handle the request";
     check(
@@ -650,7 +656,8 @@ fn owned_by_launcher() -> Value {
 fn hotplug_volume_pods() {
     let vmi = Vmi::new(Some("None"), false);
     let protected = format!("cannot evict hotplug pod: hp-volume-x7k2p associated with running vmi: {VMI} in namespace {NS}");
-    let request = eviction_request("hp-volume-x7k2p", plain_eviction());
+    let text = eviction_request("hp-volume-x7k2p", plain_eviction());
+    let request = parse(&text);
 
     let full = FakeCluster::default()
         .with(hotplug_pod(owned_by_launcher()))
@@ -729,23 +736,26 @@ fn hotplug_volume_pods() {
 #[test]
 fn only_pods_eviction_create_is_decided() {
     let cluster = FakeCluster::default();
-    let mut request = eviction_request(POD, plain_eviction());
-    request.sub_resource.clear();
+    let text = eviction_request(POD, plain_eviction());
+    let mut request = parse(&text);
+    request.sub_resource = Default::default();
     let err = decide(&request, &Settings::default(), &cluster).unwrap_err();
     assert_eq!(
         err.to_string(),
         "this policy only evaluates pods/eviction CREATE requests, got CREATE pods"
     );
 
-    let mut request = eviction_request(POD, plain_eviction());
+    let text = eviction_request(POD, plain_eviction());
+    let mut request = parse(&text);
     request.operation = "DELETE".into();
     let err = decide(&request, &Settings::default(), &cluster).unwrap_err();
     assert_eq!(err.got, "DELETE pods/eviction");
 
-    let mut request = eviction_request(POD, plain_eviction());
+    let text = eviction_request(POD, plain_eviction());
+    let mut request = parse(&text);
     request.resource.group = "kubevirt.io".into();
     request.resource.resource = "virtualmachineinstances".into();
-    request.sub_resource.clear();
+    request.sub_resource = Default::default();
     let err = decide(&request, &Settings::default(), &cluster).unwrap_err();
     assert_eq!(err.got, "CREATE virtualmachineinstances.kubevirt.io");
     assert!(cluster.read_kinds().is_empty());

@@ -1,29 +1,26 @@
 use serde::{Deserialize, Serialize};
 
-use super::{null_as_default, ObjectMeta};
+use super::{null_as_default, ObjectMeta, Str};
 
 /// A `policy/v1` Eviction: the object of a `pods/eviction` CREATE.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", default)]
-pub struct Eviction {
-    #[serde(deserialize_with = "null_as_default")]
-    pub api_version: String,
-    #[serde(deserialize_with = "null_as_default")]
-    pub kind: String,
-    #[serde(deserialize_with = "null_as_default")]
-    pub metadata: ObjectMeta,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub delete_options: Option<DeleteOptions>,
+pub struct Eviction<'a> {
+    #[serde(borrow, deserialize_with = "null_as_default")]
+    pub api_version: Str<'a>,
+    #[serde(borrow, deserialize_with = "null_as_default")]
+    pub kind: Str<'a>,
+    #[serde(borrow, deserialize_with = "null_as_default")]
+    pub metadata: ObjectMeta<'a>,
+    #[serde(borrow, skip_serializing_if = "Option::is_none")]
+    pub delete_options: Option<DeleteOptions<'a>>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", default)]
-pub struct DeleteOptions {
-    #[serde(
-        deserialize_with = "null_as_default",
-        skip_serializing_if = "Vec::is_empty"
-    )]
-    pub dry_run: Vec<String>,
+pub struct DeleteOptions<'a> {
+    #[serde(borrow, deserialize_with = "null_as_default", skip_serializing_if = "Vec::is_empty")]
+    pub dry_run: Vec<Str<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub grace_period_seconds: Option<i64>,
 }
@@ -33,13 +30,10 @@ pub const REQUESTED_BY_ANNOTATION: &str = "requested-by";
 /// Its value for the descheduler.
 pub const DESCHEDULER_REQUESTER: &str = "sigs.k8s.io/descheduler";
 
-impl Eviction {
+impl Eviction<'_> {
     /// `deleteOptions.dryRun[0] == "All"`, as KubeVirt reads it.
     pub fn is_dry_run(&self) -> bool {
-        self.delete_options
-            .as_ref()
-            .and_then(|o| o.dry_run.first())
-            .is_some_and(|d| d == "All")
+        self.delete_options.as_ref().and_then(|o| o.dry_run.first()).is_some_and(|d| d.as_str() == "All")
     }
 
     /// Whether the descheduler asked for this eviction.

@@ -8,12 +8,14 @@ mod eviction;
 mod kubevirt;
 mod meta;
 mod pod;
+mod str;
 mod vmi;
 
 pub use admission::{AdmissionRequest, GroupVersionKind, GroupVersionResource, ValidationRequest};
 pub use eviction::{DeleteOptions, Eviction};
 pub use kubevirt::{DeveloperConfiguration, KubeVirt, KubeVirtConfiguration, KubeVirtSpec};
-pub use meta::{Condition, ObjectMeta, OwnerReference};
+pub use meta::{Condition, ObjectMeta, OwnerReference, StrMap};
+pub use str::Str;
 pub use pod::{Pod, PodSpec, PodStatus};
 pub use vmi::{EvictionStrategy, VirtualMachineInstance, VmiSpec, VmiStatus};
 

@@ -1,17 +1,17 @@
 use serde::{Deserialize, Serialize};
 
-use super::{null_as_default, Condition, ObjectMeta};
+use super::{null_as_default, Condition, ObjectMeta, Str};
 
 /// A `kubevirt.io/v1` VirtualMachineInstance.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(default)]
-pub struct VirtualMachineInstance {
-    #[serde(deserialize_with = "null_as_default")]
-    pub metadata: ObjectMeta,
+pub struct VirtualMachineInstance<'a> {
+    #[serde(borrow, deserialize_with = "null_as_default")]
+    pub metadata: ObjectMeta<'a>,
     #[serde(deserialize_with = "null_as_default")]
     pub spec: VmiSpec,
-    #[serde(deserialize_with = "null_as_default")]
-    pub status: VmiStatus,
+    #[serde(borrow, deserialize_with = "null_as_default")]
+    pub status: VmiStatus<'a>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
@@ -23,33 +23,21 @@ pub struct VmiSpec {
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", default)]
-pub struct VmiStatus {
-    #[serde(
-        deserialize_with = "null_as_default",
-        skip_serializing_if = "String::is_empty"
-    )]
-    pub node_name: String,
-    #[serde(
-        deserialize_with = "null_as_default",
-        skip_serializing_if = "String::is_empty"
-    )]
-    pub evacuation_node_name: String,
-    #[serde(
-        deserialize_with = "null_as_default",
-        skip_serializing_if = "String::is_empty"
-    )]
-    pub phase: String,
-    #[serde(
-        deserialize_with = "null_as_default",
-        skip_serializing_if = "Vec::is_empty"
-    )]
-    pub conditions: Vec<Condition>,
+pub struct VmiStatus<'a> {
+    #[serde(borrow, deserialize_with = "null_as_default", skip_serializing_if = "str::is_empty")]
+    pub node_name: Str<'a>,
+    #[serde(borrow, deserialize_with = "null_as_default", skip_serializing_if = "str::is_empty")]
+    pub evacuation_node_name: Str<'a>,
+    #[serde(borrow, deserialize_with = "null_as_default", skip_serializing_if = "str::is_empty")]
+    pub phase: Str<'a>,
+    #[serde(borrow, deserialize_with = "null_as_default", skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition<'a>>,
 }
 
 /// The VMI condition KubeVirt sets when a VMI can be live-migrated.
 pub const LIVE_MIGRATABLE_CONDITION: &str = "LiveMigratable";
 
-impl VirtualMachineInstance {
+impl VirtualMachineInstance<'_> {
     /// `vmi.IsMigratable()`: the `LiveMigratable` condition is `True`.
     pub fn is_migratable(&self) -> bool {
         Condition::is_true(&self.status.conditions, LIVE_MIGRATABLE_CONDITION)
@@ -62,10 +50,7 @@ impl VirtualMachineInstance {
 
     /// The VMI's eviction strategy, falling back to the cluster-wide one
     /// (`migrations.VMIEvictionStrategy`).
-    pub fn eviction_strategy<'a>(
-        &'a self,
-        cluster_wide: Option<&'a EvictionStrategy>,
-    ) -> Option<&'a EvictionStrategy> {
+    pub fn eviction_strategy<'s>(&'s self, cluster_wide: Option<&'s EvictionStrategy>) -> Option<&'s EvictionStrategy> {
         self.spec.eviction_strategy.as_ref().or(cluster_wide)
     }
 }

@@ -1,0 +1,146 @@
+//! One instance of a policy module, and how it is put back into its post-init state.
+
+use std::sync::Arc;
+
+use wasmtime::{Global, Memory, Store, TypedFunc, Val};
+use wasmtime_wasi::WasiCtxBuilder;
+
+use super::abi::{CallState, GuestState, MemoryLimiter};
+use super::dirty_pages;
+use super::error::{classify, describe_trap};
+use super::module::ModuleInner;
+use super::EvalError;
+use crate::capabilities::HostCapabilities;
+
+/// A live instance, initialised (`wapc_init` has run) and ready for a call.
+pub(crate) struct Instance {
+    store: Store<GuestState>,
+    memory: Memory,
+    guest_call: TypedFunc<(i32, i32), i32>,
+    /// The post-init state, when this instance may be reused.
+    snapshot: Option<Snapshot>,
+}
+
+struct Snapshot {
+    memory: Vec<u8>,
+    globals: Vec<(Global, Val)>,
+}
+
+fn fresh_state(module: &ModuleInner, capabilities: Arc<dyn HostCapabilities>) -> GuestState {
+    GuestState {
+        wasi: WasiCtxBuilder::new().build_p1(),
+        limiter: MemoryLimiter { limit: module.engine.options().memory_limit },
+        memory: None,
+        capabilities,
+        call: CallState::default(),
+    }
+}
+
+impl Instance {
+    /// Instantiates and initialises the module; snapshots it when it may be reused.
+    pub(crate) fn new(module: &ModuleInner, capabilities: Arc<dyn HostCapabilities>) -> Result<Self, EvalError> {
+        let engine = &module.engine;
+        let mut store = Store::new(engine.engine(), fresh_state(module, capabilities));
+        store.limiter(|s| &mut s.limiter);
+        store.set_epoch_deadline(engine.deadline_ticks());
+
+        let instance = module
+            .pre
+            .instantiate(&mut store)
+            .map_err(|e| EvalError::Instantiate(describe_trap(&e)))?;
+        let export = |store: &mut Store<GuestState>, export| instance.get_module_export(store, export);
+        let memory = export(&mut store, &module.exports.memory)
+            .and_then(|e| e.into_memory())
+            .ok_or_else(|| EvalError::Instantiate("the module's memory is missing".into()))?;
+        store.data_mut().memory = Some(memory);
+        for init in &module.exports.init {
+            let func = export(&mut store, init).and_then(|e| e.into_func()).expect("resolved at load");
+            func.typed::<(), ()>(&store)
+                .and_then(|f| f.call(&mut store, ()))
+                .map_err(|e| classify(e, engine.options()))?;
+        }
+        let guest_call = export(&mut store, &module.exports.guest_call)
+            .and_then(|e| e.into_func())
+            .expect("resolved at load")
+            .typed(&store)
+            .map_err(|e| EvalError::Instantiate(describe_trap(&e)))?;
+
+        let snapshot = match &module.reusable_globals {
+            Some(names) if engine.options().reuse_instances && dirty_pages::available() => {
+                let mut globals = Vec::with_capacity(names.len());
+                for name in names {
+                    if let Some(global) = instance.get_global(&mut store, name) {
+                        globals.push((global, global.get(&mut store)));
+                    }
+                }
+                Some(Snapshot { memory: memory.data(&store).to_vec(), globals })
+            }
+            _ => None,
+        };
+        Ok(Self { store, memory, guest_call, snapshot })
+    }
+
+    /// Calls a waPC operation. The instance must not be used again if this fails.
+    pub(crate) fn call(
+        &mut self,
+        module: &ModuleInner,
+        capabilities: &Arc<dyn HostCapabilities>,
+        operation: &str,
+        payload: &[u8],
+    ) -> Result<Vec<u8>, EvalError> {
+        let engine = &module.engine;
+        let state = self.store.data_mut();
+        if !Arc::ptr_eq(&state.capabilities, capabilities) {
+            state.capabilities = Arc::clone(capabilities);
+        }
+        state.call = CallState {
+            operation: operation.as_bytes().to_vec(),
+            payload: payload.to_vec(),
+            ..CallState::default()
+        };
+        self.store.set_epoch_deadline(engine.deadline_ticks());
+
+        let args = (operation.len() as i32, payload.len() as i32);
+        let status = self
+            .guest_call
+            .call(&mut self.store, args)
+            .map_err(|e| classify(e, engine.options()))?;
+        let call = &mut self.store.data_mut().call;
+        match (status, call.response.take(), call.error.take()) {
+            (1, Some(response), _) => Ok(response),
+            (1, None, _) => Ok(Vec::new()),
+            (_, _, Some(error)) => Err(EvalError::Guest(String::from_utf8_lossy(&error).into_owned())),
+            (status, _, None) => Err(EvalError::Guest(format!("__guest_call returned {status} without an error message"))),
+        }
+    }
+
+    /// Puts the instance back into its post-init state. `false` if it cannot be (it must then be
+    /// dropped): not reusable, or its memory grew.
+    pub(crate) fn reset(&mut self) -> bool {
+        let Some(snapshot) = &self.snapshot else {
+            return false;
+        };
+        let data = self.memory.data_mut(&mut self.store);
+        if data.len() != snapshot.memory.len() {
+            return false;
+        }
+        let base = data.as_ptr() as usize;
+        let restored = dirty_pages::for_each_dirty_range(base..base + data.len(), &mut |range| {
+            let (start, end) = (range.start - base, range.end - base);
+            data[start..end].copy_from_slice(&snapshot.memory[start..end]);
+            super::policy::DIRTY.fetch_add((end - start) as u64, std::sync::atomic::Ordering::Relaxed);
+        });
+        super::policy::MEMLEN.store(data.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        if restored.is_none() {
+            return false;
+        }
+        for (global, value) in &snapshot.globals {
+            if global.set(&mut self.store, *value).is_err() {
+                return false;
+            }
+        }
+        // WASI state (open descriptors) starts over too.
+        self.store.data_mut().wasi = WasiCtxBuilder::new().build_p1();
+        true
+    }
+}
