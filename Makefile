@@ -31,15 +31,15 @@ policies: setup host
 		echo "built $(DIST)/$$p.wasm"; \
 	done
 
-## All tests: unit and table tests (native), then end-to-end tests on the built modules.
+## All tests: the core's table tests, the host's unit tests, the policies' native tests, and the
+## end-to-end tests that load the built modules. Release mode reuses `make build`'s artifacts.
 test: build
-	$(CARGO) test --workspace --exclude $(firstword $(POLICIES)) $(foreach p,$(wordlist 2,99,$(POLICIES)),--exclude $(p))
-	$(CARGO) test $(foreach p,$(POLICIES),-p $(p))
-	$(CARGO) build --target wasm32-unknown-unknown -p evac-core
+	$(CARGO) test --release --workspace
+	$(CARGO) build --release --target wasm32-unknown-unknown -p evac-core
 
 lint: setup
 	$(CARGO) fmt --all --check
-	$(CARGO) clippy --all-targets -- -D warnings
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	$(CARGO) clippy --target $(WASM_TARGET) $(foreach p,$(POLICIES),-p $(p)) -- -D warnings
 
 fmt:

@@ -1,5 +1,10 @@
-//! One evaluation of the pod-eviction policy: the module in a fresh isolated guest state per call
-//! (what the server and `evac eval` do), beside the same policy code called natively.
+//! One evaluation of the pod-eviction policy, in a fresh isolated guest state per call, beside the
+//! same policy code called natively.
+//!
+//! - `reset`: evac's default, an initialised instance put back into its post-init state after
+//!   each call;
+//! - `instantiate`: a new instance per call (pooling allocator), Kubewarden's model;
+//! - `native`: the policy crate compiled for the host, reading the same JSON.
 //!
 //! Needs the built module: `make bench` (or `make build` first). Numbers go in docs/benchmarks.md.
 
@@ -15,6 +20,11 @@ use evac::wapc::{EngineOptions, Policy, PolicyEngine};
 use evac_core::cluster::{GetResource, ListResourcesAll};
 use evac_core::{ClusterReader, ReadError};
 use serde_json::value::RawValue;
+
+/// The requests measured: the evacuation path (reads the pod, the VMI and the KubeVirt CR, parses
+/// the Eviction, marks the VMI) and the cheapest path (a pod that is not KubeVirt's).
+const CASES: [(&str, &str); 2] =
+    [("evacuate", "01-drain-live-migratable.json"), ("allow-plain-pod", "11-plain-pod.json")];
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -37,39 +47,44 @@ fn fixture(request: &str) -> Fixture {
     }
 }
 
+fn policy(fixture: &Fixture, reuse_instances: bool) -> Policy {
+    let engine = PolicyEngine::new(EngineOptions { reuse_instances, ..EngineOptions::default() }).unwrap();
+    let module =
+        engine.load(&repo().join("dist/policies/pod-eviction.wasm")).expect("run `make build` first");
+    module.prewarm(1).unwrap();
+    Policy::new(module, fixture.capabilities.clone())
+}
+
 /// The host capabilities as a native `ClusterReader`, so the native run reads the same JSON.
 struct Native<'a>(&'a dyn HostCapabilities);
 
 impl ClusterReader for Native<'_> {
-    fn get_resource(&self, r: &GetResource) -> Result<Vec<u8>, ReadError> {
+    fn get_resource(&self, r: &GetResource<'_>) -> Result<Vec<u8>, ReadError> {
         let payload = serde_json::to_vec(r).unwrap();
         self.0.call("kubewarden", "kubernetes", "get_resource", &payload).map_err(ReadError::from_message)
     }
 
-    fn list_resources_all(&self, r: &ListResourcesAll) -> Result<Vec<u8>, ReadError> {
+    fn list_resources_all(&self, r: &ListResourcesAll<'_>) -> Result<Vec<u8>, ReadError> {
         let payload = serde_json::to_vec(r).unwrap();
-        self.0.call("kubewarden", "kubernetes", "list_resources_all", &payload).map_err(ReadError::from_message)
+        self.0
+            .call("kubewarden", "kubernetes", "list_resources_all", &payload)
+            .map_err(ReadError::from_message)
     }
-}
-
-fn policy(fixture: &Fixture) -> Policy {
-    let engine = PolicyEngine::new(EngineOptions::default()).unwrap();
-    let module = engine.load(&repo().join("dist/policies/pod-eviction.wasm")).expect("run `make build` first");
-    Policy::new(module, fixture.capabilities.clone())
 }
 
 fn evaluation(c: &mut Criterion) {
     let mut group = c.benchmark_group("pod-eviction");
-    // The evacuation path: reads the pod, the VMI and the KubeVirt CR, parses the Eviction, marks.
-    for (label, request) in [("evacuate", "01-drain-live-migratable.json"), ("allow-plain-pod", "11-plain-pod.json")] {
+    for (label, request) in CASES {
         let fixture = fixture(request);
-        let policy = policy(&fixture);
-        group.bench_function(format!("wasm-isolated/{label}"), |b| {
-            b.iter(|| kubewarden::validate(&policy, &fixture.request, &fixture.settings).unwrap())
-        });
+        for (mode, reuse) in [("reset", true), ("instantiate", false)] {
+            let policy = policy(&fixture, reuse);
+            group.bench_function(format!("{label}/wasm-{mode}"), |b| {
+                b.iter(|| kubewarden::validate(&policy, &fixture.request, &fixture.settings).unwrap())
+            });
+        }
         let payload = kubewarden::validation_payload(&fixture.request, &fixture.settings);
         let reader = Native(fixture.capabilities.as_ref());
-        group.bench_function(format!("native/{label}"), |b| {
+        group.bench_function(format!("{label}/native"), |b| {
             b.iter(|| pod_eviction::evaluate(&payload, &reader).unwrap())
         });
     }
@@ -78,30 +93,34 @@ fn evaluation(c: &mut Criterion) {
 
 /// p50 and p99 of single evaluations, which criterion does not report.
 fn percentiles(_: &mut Criterion) {
-    let fixture = fixture("01-drain-live-migratable.json");
-    let policy = policy(&fixture);
-    let mut samples: Vec<Duration> = (0..20_000)
-        .map(|_| {
-            let start = Instant::now();
-            kubewarden::validate(&policy, &fixture.request, &fixture.settings).unwrap();
-            start.elapsed()
-        })
-        .collect();
-    samples.sort();
-    let at = |q: f64| samples[((samples.len() as f64 * q) as usize).min(samples.len() - 1)];
-    println!(
-        "pod-eviction/wasm-isolated/evacuate: p50 {:?}  p90 {:?}  p99 {:?}  max {:?} ({} runs)",
-        at(0.50),
-        at(0.90),
-        at(0.99),
-        samples[samples.len() - 1],
-        samples.len()
-    );
+    for (label, request) in CASES {
+        let fixture = fixture(request);
+        for (mode, reuse) in [("reset", true), ("instantiate", false)] {
+            let policy = policy(&fixture, reuse);
+            let mut samples: Vec<Duration> = (0..50_000)
+                .map(|_| {
+                    let start = Instant::now();
+                    kubewarden::validate(&policy, &fixture.request, &fixture.settings).unwrap();
+                    start.elapsed()
+                })
+                .collect();
+            samples.sort();
+            let at = |q: f64| samples[((samples.len() as f64 * q) as usize).min(samples.len() - 1)];
+            println!(
+                "pod-eviction/{label}/wasm-{mode}: p50 {:.1?}  p90 {:.1?}  p99 {:.1?} ({} runs; {:?})",
+                at(0.50),
+                at(0.90),
+                at(0.99),
+                samples.len(),
+                policy.module().stats()
+            );
+        }
+    }
 }
 
 criterion_group! {
     name = benches;
-    config = Criterion::default().measurement_time(Duration::from_secs(5)).warm_up_time(Duration::from_secs(1));
+    config = Criterion::default().measurement_time(Duration::from_secs(4)).warm_up_time(Duration::from_secs(1));
     targets = evaluation, percentiles
 }
 criterion_main!(benches);

@@ -7,8 +7,7 @@ fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("EVAC_LOG")
-                .unwrap_or_else(|_| "warn".into()),
+            tracing_subscriber::EnvFilter::try_from_env("EVAC_LOG").unwrap_or_else(|_| "warn".into()),
         )
         .init();
     match Cli::parse().run() {

@@ -3,47 +3,57 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::model::Str;
+
 /// `kubewarden/kubernetes/get_resource`: one object by kind, namespace and name.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
-pub struct GetResource {
-    pub api_version: String,
-    pub kind: String,
-    pub name: String,
+pub struct GetResource<'a> {
+    #[serde(borrow)]
+    pub api_version: Str<'a>,
+    #[serde(borrow)]
+    pub kind: Str<'a>,
+    #[serde(borrow)]
+    pub name: Str<'a>,
     /// Absent or empty for cluster-scoped objects.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub namespace: Option<String>,
+    #[serde(borrow, default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<Str<'a>>,
     #[serde(default)]
     pub disable_cache: bool,
 }
 
 /// `kubewarden/kubernetes/list_resources_all`: every object of a kind, in all namespaces.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
-pub struct ListResourcesAll {
-    pub api_version: String,
-    pub kind: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub label_selector: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub field_selector: Option<String>,
+pub struct ListResourcesAll<'a> {
+    #[serde(borrow)]
+    pub api_version: Str<'a>,
+    #[serde(borrow)]
+    pub kind: Str<'a>,
+    #[serde(borrow, default, skip_serializing_if = "Option::is_none")]
+    pub label_selector: Option<Str<'a>>,
+    #[serde(borrow, default, skip_serializing_if = "Option::is_none")]
+    pub field_selector: Option<Str<'a>>,
 }
 
 /// `kubewarden/kubernetes/list_resources_by_namespace`: every object of a kind in one namespace.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
-pub struct ListResourcesByNamespace {
-    pub api_version: String,
-    pub kind: String,
-    pub namespace: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub label_selector: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub field_selector: Option<String>,
+pub struct ListResourcesByNamespace<'a> {
+    #[serde(borrow)]
+    pub api_version: Str<'a>,
+    #[serde(borrow)]
+    pub kind: Str<'a>,
+    #[serde(borrow)]
+    pub namespace: Str<'a>,
+    #[serde(borrow, default, skip_serializing_if = "Option::is_none")]
+    pub label_selector: Option<Str<'a>>,
+    #[serde(borrow, default, skip_serializing_if = "Option::is_none")]
+    pub field_selector: Option<Str<'a>>,
 }
 
 /// Read access to cluster objects, answering in JSON exactly as Kubewarden's host capabilities do:
 /// an object for `get_resource`, a `List` (`{"items": [...]}`) for the list calls.
 pub trait ClusterReader {
-    fn get_resource(&self, request: &GetResource) -> Result<Vec<u8>, ReadError>;
-    fn list_resources_all(&self, request: &ListResourcesAll) -> Result<Vec<u8>, ReadError>;
+    fn get_resource(&self, request: &GetResource<'_>) -> Result<Vec<u8>, ReadError>;
+    fn list_resources_all(&self, request: &ListResourcesAll<'_>) -> Result<Vec<u8>, ReadError>;
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,27 +78,18 @@ impl ReadError {
             Some((group, _)) => format!("{resource}.{group} \"{name}\" not found"),
             None => format!("{resource} \"{name}\" not found"),
         };
-        Self {
-            kind: ReadErrorKind::NotFound,
-            message,
-        }
+        Self { kind: ReadErrorKind::NotFound, message }
     }
 
     pub fn other(message: impl Into<String>) -> Self {
-        Self {
-            kind: ReadErrorKind::Other,
-            message: message.into(),
-        }
+        Self { kind: ReadErrorKind::Other, message: message.into() }
     }
 
     /// Classifies an error text that crossed the waPC boundary, where only the text survives.
     /// Kubernetes' NotFound message always ends in `not found`.
     pub fn from_message(message: String) -> Self {
-        let kind = if message.ends_with(" not found") {
-            ReadErrorKind::NotFound
-        } else {
-            ReadErrorKind::Other
-        };
+        let kind =
+            if message.ends_with(" not found") { ReadErrorKind::NotFound } else { ReadErrorKind::Other };
         Self { kind, message }
     }
 
@@ -126,15 +127,21 @@ pub struct List<T> {
 }
 
 /// Reads one object as JSON. Decode it with [`decode`]: decoded objects borrow from these bytes.
-pub fn fetch<C>(cluster: &C, api_version: &str, kind: &str, namespace: &str, name: &str) -> Result<Vec<u8>, ReadError>
+pub fn fetch<C>(
+    cluster: &C,
+    api_version: &str,
+    kind: &str,
+    namespace: &str,
+    name: &str,
+) -> Result<Vec<u8>, ReadError>
 where
     C: ClusterReader + ?Sized,
 {
     cluster.get_resource(&GetResource {
-        api_version: api_version.to_owned(),
-        kind: kind.to_owned(),
-        name: name.to_owned(),
-        namespace: (!namespace.is_empty()).then(|| namespace.to_owned()),
+        api_version: api_version.into(),
+        kind: kind.into(),
+        name: name.into(),
+        namespace: (!namespace.is_empty()).then(|| namespace.into()),
         disable_cache: false,
     })
 }
@@ -145,8 +152,8 @@ where
     C: ClusterReader + ?Sized,
 {
     cluster.list_resources_all(&ListResourcesAll {
-        api_version: api_version.to_owned(),
-        kind: kind.to_owned(),
+        api_version: api_version.into(),
+        kind: kind.into(),
         label_selector: None,
         field_selector: None,
     })
@@ -154,13 +161,16 @@ where
 
 /// Decodes an object read with [`fetch`].
 pub fn decode<'a, T: Deserialize<'a>>(raw: &'a [u8], kind: &str) -> Result<T, ReadError> {
-    serde_json::from_slice(raw).map_err(|e| ReadError::other(format!("cannot decode the {kind}: {e}")))
+    let text =
+        crate::json_text(raw).map_err(|e| ReadError::other(format!("cannot decode the {kind}: {e}")))?;
+    serde_json::from_str(text).map_err(|e| ReadError::other(format!("cannot decode the {kind}: {e}")))
 }
 
 /// Decodes the items of a list read with [`fetch_all`].
 pub fn decode_list<'a, T: Deserialize<'a>>(raw: &'a [u8], kind: &str) -> Result<Vec<T>, ReadError> {
+    let error = |e: &dyn core::fmt::Display| ReadError::other(format!("cannot decode the {kind} list: {e}"));
     let list: List<T> =
-        serde_json::from_slice(raw).map_err(|e| ReadError::other(format!("cannot decode the {kind} list: {e}")))?;
+        serde_json::from_str(crate::json_text(raw).map_err(|e| error(&e))?).map_err(|e| error(&e))?;
     Ok(list.items)
 }
 
@@ -174,10 +184,7 @@ mod tests {
             ReadError::not_found("kubevirt.io/v1", "VirtualMachineInstance", "x").message,
             r#"virtualmachineinstances.kubevirt.io "x" not found"#
         );
-        assert_eq!(
-            ReadError::not_found("v1", "Pod", "p").message,
-            r#"pods "p" not found"#
-        );
+        assert_eq!(ReadError::not_found("v1", "Pod", "p").message, r#"pods "p" not found"#);
         assert_eq!(
             ReadError::not_found("policy/v1", "PodDisruptionBudget", "b").message,
             r#"poddisruptionbudgets.policy "b" not found"#

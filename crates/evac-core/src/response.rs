@@ -25,19 +25,13 @@ pub struct Decision {
 
 impl Decision {
     pub fn allow() -> Self {
-        Self {
-            verdict: Verdict::Allow,
-            effects: Vec::new(),
-        }
+        Self { verdict: Verdict::Allow, effects: Vec::new() }
     }
 
     /// A `429` denial.
     pub fn deny(message: impl Into<String>) -> Self {
         Self {
-            verdict: Verdict::Deny {
-                code: TOO_MANY_REQUESTS,
-                message: message.into(),
-            },
+            verdict: Verdict::Deny { code: TOO_MANY_REQUESTS, message: message.into() },
             effects: Vec::new(),
         }
     }

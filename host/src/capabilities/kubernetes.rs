@@ -2,7 +2,6 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use evac_core::cluster::{GetResource, ListResourcesAll, ListResourcesByNamespace};
-use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use super::HostCapabilities;
@@ -25,10 +24,7 @@ pub struct KubernetesCapabilities {
 
 impl KubernetesCapabilities {
     pub fn new(source: Arc<dyn ObjectSource>) -> Self {
-        Self {
-            source,
-            grants: None,
-        }
+        Self { source, grants: None }
     }
 
     /// Limits reads to these resources, as Kubewarden does with `contextAwareResources`.
@@ -41,10 +37,7 @@ impl KubernetesCapabilities {
         let Some(grants) = &self.grants else {
             return Ok(());
         };
-        let wanted = ResourceGrant {
-            api_version: api_version.to_owned(),
-            kind: kind.to_owned(),
-        };
+        let wanted = ResourceGrant { api_version: api_version.to_owned(), kind: kind.to_owned() };
         if grants.contains(&wanted) {
             Ok(())
         } else {
@@ -55,9 +48,8 @@ impl KubernetesCapabilities {
     }
 }
 
-fn decode<T: DeserializeOwned>(operation: &str, payload: &[u8]) -> Result<T, String> {
-    serde_json::from_slice(payload)
-        .map_err(|e| format!("invalid kubernetes/{operation} request: {e}"))
+fn decode<'a, T: Deserialize<'a>>(operation: &str, payload: &'a [u8]) -> Result<T, String> {
+    serde_json::from_slice(payload).map_err(|e| format!("invalid kubernetes/{operation} request: {e}"))
 }
 
 impl HostCapabilities for KubernetesCapabilities {
@@ -69,47 +61,39 @@ impl HostCapabilities for KubernetesCapabilities {
         payload: &[u8],
     ) -> Result<Vec<u8>, String> {
         if binding != "kubewarden" || namespace != "kubernetes" {
-            return Err(format!(
-                "unknown host capability {binding}/{namespace}/{operation}"
-            ));
+            return Err(format!("unknown host capability {binding}/{namespace}/{operation}"));
         }
         match operation {
             "get_resource" => {
-                let r: GetResource = decode(operation, payload)?;
+                let r: GetResource<'_> = decode(operation, payload)?;
                 self.check_grant(&r.api_version, &r.kind)?;
-                let namespace = r.namespace.as_deref().filter(|n| !n.is_empty());
+                let namespace = r.namespace.as_ref().map(|n| n.as_str()).filter(|n| !n.is_empty());
                 self.source
                     .get(&r.api_version, &r.kind, namespace, &r.name)
                     .map(|object| object.to_vec())
                     .map_err(|e| e.message)
             }
             "list_resources_all" => {
-                let r: ListResourcesAll = decode(operation, payload)?;
+                let r: ListResourcesAll<'_> = decode(operation, payload)?;
                 self.check_grant(&r.api_version, &r.kind)?;
                 let query = ListQuery {
                     namespace: None,
-                    label_selector: r.label_selector.as_deref(),
-                    field_selector: r.field_selector.as_deref(),
+                    label_selector: r.label_selector.as_ref().map(|s| s.as_str()),
+                    field_selector: r.field_selector.as_ref().map(|s| s.as_str()),
                 };
-                self.source
-                    .list(&r.api_version, &r.kind, &query)
-                    .map_err(|e| e.message)
+                self.source.list(&r.api_version, &r.kind, &query).map_err(|e| e.message)
             }
             "list_resources_by_namespace" => {
-                let r: ListResourcesByNamespace = decode(operation, payload)?;
+                let r: ListResourcesByNamespace<'_> = decode(operation, payload)?;
                 self.check_grant(&r.api_version, &r.kind)?;
                 let query = ListQuery {
                     namespace: Some(&r.namespace),
-                    label_selector: r.label_selector.as_deref(),
-                    field_selector: r.field_selector.as_deref(),
+                    label_selector: r.label_selector.as_ref().map(|s| s.as_str()),
+                    field_selector: r.field_selector.as_ref().map(|s| s.as_str()),
                 };
-                self.source
-                    .list(&r.api_version, &r.kind, &query)
-                    .map_err(|e| e.message)
+                self.source.list(&r.api_version, &r.kind, &query).map_err(|e| e.message)
             }
-            other => Err(format!(
-                "unknown host capability kubewarden/kubernetes/{other}"
-            )),
+            other => Err(format!("unknown host capability kubewarden/kubernetes/{other}")),
         }
     }
 }

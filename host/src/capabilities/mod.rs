@@ -18,3 +18,12 @@ pub trait HostCapabilities: Send + Sync {
         payload: &[u8],
     ) -> Result<Vec<u8>, String>;
 }
+
+/// For calls that must not read the cluster (`protocol_version`, warming instances up).
+pub struct NoCapabilities;
+
+impl HostCapabilities for NoCapabilities {
+    fn call(&self, binding: &str, namespace: &str, operation: &str, _: &[u8]) -> Result<Vec<u8>, String> {
+        Err(format!("host capability {binding}/{namespace}/{operation} is not available here"))
+    }
+}

@@ -23,21 +23,18 @@ pub fn run(args: AnnotateArgs) -> Result<()> {
         .with_context(|| format!("cannot read {}", args.metadata.display()))?;
     let mut metadata =
         Metadata::from_yaml(&text).with_context(|| format!("in {}", args.metadata.display()))?;
-    let bytes = std::fs::read(&args.module)
-        .with_context(|| format!("cannot read {}", args.module.display()))?;
+    let bytes =
+        std::fs::read(&args.module).with_context(|| format!("cannot read {}", args.module.display()))?;
 
     // As kwctl does: ask the module its protocol version, which also proves it runs.
     if metadata.execution_mode == "kubewarden-wapc" {
-        let engine = PolicyEngine::new(EngineOptions {
-            max_concurrent: 1,
-            ..EngineOptions::default()
-        })?;
-        let module = engine
-            .compile(&bytes)
-            .with_context(|| format!("cannot load {}", args.module.display()))?;
-        let policy = crate::wapc::Policy::new(module, std::sync::Arc::new(NoCapabilities));
-        let version = crate::kubewarden::protocol_version(&policy)
-            .context("asking the module its protocol version")?;
+        let engine = PolicyEngine::new(EngineOptions { max_concurrent: 1, ..EngineOptions::default() })?;
+        let module =
+            engine.compile(&bytes).with_context(|| format!("cannot load {}", args.module.display()))?;
+        let policy =
+            crate::wapc::Policy::new(module, std::sync::Arc::new(crate::capabilities::NoCapabilities));
+        let version =
+            crate::kubewarden::protocol_version(&policy).context("asking the module its protocol version")?;
         if version != "v1" {
             bail!("the module speaks Kubewarden protocol {version:?}, not v1");
         }
@@ -47,21 +44,4 @@ pub fn run(args: AnnotateArgs) -> Result<()> {
     std::fs::write(&args.output, annotated)
         .with_context(|| format!("cannot write {}", args.output.display()))?;
     Ok(())
-}
-
-/// Host capabilities for calls that must not read the cluster.
-struct NoCapabilities;
-
-impl crate::capabilities::HostCapabilities for NoCapabilities {
-    fn call(
-        &self,
-        binding: &str,
-        namespace: &str,
-        operation: &str,
-        _: &[u8],
-    ) -> Result<Vec<u8>, String> {
-        Err(format!(
-            "host capability {binding}/{namespace}/{operation} is not available here"
-        ))
-    }
 }

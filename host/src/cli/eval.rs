@@ -62,13 +62,11 @@ pub fn run(args: EvalArgs) -> Result<()> {
     }
     let policy = Policy::new(module, Arc::new(capabilities));
 
-    let verdict =
-        kubewarden::validate_settings(&policy, &settings).context("validating the settings")?;
+    let verdict = kubewarden::validate_settings(&policy, &settings).context("validating the settings")?;
     if !verdict.valid {
         bail!("invalid settings: {}", verdict.message.unwrap_or_default());
     }
-    let response =
-        kubewarden::validate(&policy, &request, &settings).context("evaluating the request")?;
+    let response = kubewarden::validate(&policy, &request, &settings).context("evaluating the request")?;
     println!("{}", serde_json::to_string(&response)?);
     Ok(())
 }
@@ -82,13 +80,15 @@ fn load_settings(arg: Option<&str>) -> Result<Box<RawValue>> {
     let value: serde_json::Value = if trimmed.starts_with('{') {
         serde_json::from_str(arg).context("--settings is not valid JSON")?
     } else {
-        let text = std::fs::read_to_string(arg)
-            .with_context(|| format!("cannot read the settings file {arg}"))?;
+        let text =
+            std::fs::read_to_string(arg).with_context(|| format!("cannot read the settings file {arg}"))?;
         serde_yaml::from_str(&text)
             .with_context(|| format!("the settings file {arg} is not valid JSON or YAML"))?
     };
-    if !value.is_object() && !value.is_null() {
-        bail!("--settings must be a JSON or YAML object");
+    match value {
+        // An empty settings file means no settings.
+        serde_json::Value::Null => Ok(RawValue::from_string("{}".into())?),
+        serde_json::Value::Object(_) => Ok(RawValue::from_string(serde_json::to_string(&value)?)?),
+        _ => bail!("--settings must be a JSON or YAML object"),
     }
-    Ok(RawValue::from_string(serde_json::to_string(&value)?)?)
 }

@@ -12,8 +12,8 @@ pub struct InspectArgs {
 }
 
 pub fn run(args: InspectArgs) -> Result<()> {
-    let bytes = std::fs::read(&args.module)
-        .with_context(|| format!("cannot read {}", args.module.display()))?;
+    let bytes =
+        std::fs::read(&args.module).with_context(|| format!("cannot read {}", args.module.display()))?;
     match metadata::read(&bytes)? {
         Some(metadata) => println!("{}", serde_yaml::to_string(&metadata)?),
         None => anyhow::bail!(

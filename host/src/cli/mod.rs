@@ -7,11 +7,7 @@ mod inspect;
 use clap::{Parser, Subcommand};
 
 #[derive(Debug, Parser)]
-#[command(
-    name = "evac",
-    version,
-    about = "Live-migrate KubeVirt VMs on every kind of pod disruption"
-)]
+#[command(name = "evac", version, about = "Live-migrate KubeVirt VMs on every kind of pod disruption")]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,

@@ -35,12 +35,7 @@ pub trait ObjectSource: Send + Sync {
     ) -> Result<Arc<[u8]>, ReadError>;
 
     /// A `v1 List` of the matching objects.
-    fn list(
-        &self,
-        api_version: &str,
-        kind: &str,
-        query: &ListQuery<'_>,
-    ) -> Result<Vec<u8>, ReadError>;
+    fn list(&self, api_version: &str, kind: &str, query: &ListQuery<'_>) -> Result<Vec<u8>, ReadError>;
 }
 
 /// Writes a `v1 List` around already-serialized items.

@@ -46,11 +46,7 @@ impl LabelSelector {
     pub fn matches_object(&self, object: &Value) -> bool {
         let labels = object["metadata"]["labels"]
             .as_object()
-            .map(|m| {
-                m.iter()
-                    .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
-                    .collect()
-            })
+            .map(|m| m.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned()))).collect())
             .unwrap_or_default();
         self.matches(&labels)
     }
@@ -80,16 +76,10 @@ fn parse_label_requirement(part: &str) -> Result<LabelRequirement, String> {
         return Ok(LabelRequirement::NotExists(key.trim().to_owned()));
     }
     if let Some((key, value)) = part.split_once("!=") {
-        return Ok(LabelRequirement::NotEquals(
-            key.trim().into(),
-            value.trim().into(),
-        ));
+        return Ok(LabelRequirement::NotEquals(key.trim().into(), value.trim().into()));
     }
     if let Some((key, value)) = part.split_once("==").or_else(|| part.split_once('=')) {
-        return Ok(LabelRequirement::Equals(
-            key.trim().into(),
-            value.trim().into(),
-        ));
+        return Ok(LabelRequirement::Equals(key.trim().into(), value.trim().into()));
     }
     let words: Vec<&str> = part.splitn(2, char::is_whitespace).collect();
     if let [key, rest] = words.as_slice() {
@@ -101,16 +91,8 @@ fn parse_label_requirement(part: &str) -> Result<LabelRequirement, String> {
         } else {
             return Err(invalid());
         };
-        let set = set
-            .trim()
-            .strip_prefix('(')
-            .and_then(|s| s.strip_suffix(')'))
-            .ok_or_else(invalid)?;
-        let values = set
-            .split(',')
-            .map(|v| v.trim().to_owned())
-            .filter(|v| !v.is_empty())
-            .collect();
+        let set = set.trim().strip_prefix('(').and_then(|s| s.strip_suffix(')')).ok_or_else(invalid)?;
+        let values = set.split(',').map(|v| v.trim().to_owned()).filter(|v| !v.is_empty()).collect();
         let key = (*key).to_owned();
         return Ok(if negated {
             LabelRequirement::NotIn(key, values)
@@ -118,10 +100,7 @@ fn parse_label_requirement(part: &str) -> Result<LabelRequirement, String> {
             LabelRequirement::In(key, values)
         });
     }
-    if part
-        .chars()
-        .all(|c| c.is_alphanumeric() || "-_./".contains(c))
-    {
+    if part.chars().all(|c| c.is_alphanumeric() || "-_./".contains(c)) {
         return Ok(LabelRequirement::Exists(part.to_owned()));
     }
     Err(invalid())
@@ -140,7 +119,9 @@ impl FieldSelector {
             } else if let Some((p, v)) = part.split_once("==").or_else(|| part.split_once('=')) {
                 (p, true, v)
             } else {
-                return Err(format!("invalid field selector requirement {part:?}: expected field=value or field!=value"));
+                return Err(format!(
+                    "invalid field selector requirement {part:?}: expected field=value or field!=value"
+                ));
             };
             terms.push((path.trim().to_owned(), equal, value.trim().to_owned()));
         }
@@ -202,11 +183,7 @@ mod tests {
             ("status.phase!=Succeeded", true),
         ];
         for (text, expected) in cases {
-            assert_eq!(
-                FieldSelector::parse(text).unwrap().matches_object(&pod),
-                expected,
-                "{text}"
-            );
+            assert_eq!(FieldSelector::parse(text).unwrap().matches_object(&pod), expected, "{text}");
         }
         assert!(FieldSelector::parse("spec.nodeName").is_err());
     }

@@ -11,8 +11,8 @@ use super::{list_json, FieldSelector, LabelSelector, ListQuery, ObjectSource, Re
 /// tests evaluate against. An object not in it is NotFound.
 #[derive(Debug, Default)]
 pub struct StaticContext {
-    /// (apiVersion, kind) -> (namespace, name) -> object.
-    objects: HashMap<(String, String), BTreeMap<(String, String), Stored>>,
+    /// apiVersion -> kind -> objects; nested so that a lookup borrows its keys.
+    objects: HashMap<String, HashMap<String, Namespaces>>,
 }
 
 #[derive(Debug)]
@@ -48,9 +48,7 @@ impl StaticContext {
         };
         let mut context = Self::default();
         for (i, item) in items.iter().enumerate() {
-            context
-                .insert(item.clone())
-                .with_context(|| format!("items[{i}]"))?;
+            context.insert(item.clone()).with_context(|| format!("items[{i}]"))?;
         }
         Ok(context)
     }
@@ -66,40 +64,39 @@ impl StaticContext {
     /// Adds (or replaces) an object.
     pub fn insert(&mut self, object: Value) -> Result<()> {
         let field = |path: &[&str]| {
-            path.iter()
-                .try_fold(&object, |v, k| v.get(k))
-                .and_then(Value::as_str)
-                .map(str::to_owned)
+            path.iter().try_fold(&object, |v, k| v.get(k)).and_then(Value::as_str).map(str::to_owned)
         };
-        let Some(api_version) = field(&["apiVersion"]) else {
-            bail!("the object has no apiVersion")
-        };
-        let Some(kind) = field(&["kind"]) else {
-            bail!("the object has no kind")
-        };
-        let Some(name) = field(&["metadata", "name"]) else {
-            bail!("the {kind} has no metadata.name")
-        };
+        let Some(api_version) = field(&["apiVersion"]) else { bail!("the object has no apiVersion") };
+        let Some(kind) = field(&["kind"]) else { bail!("the object has no kind") };
+        let Some(name) = field(&["metadata", "name"]) else { bail!("the {kind} has no metadata.name") };
         let namespace = field(&["metadata", "namespace"]).unwrap_or_default();
         let json: Arc<[u8]> = serde_json::to_vec(&object)?.into();
-        self.objects.entry((api_version, kind)).or_default().insert(
-            (namespace, name),
-            Stored {
-                json,
-                value: object,
-            },
-        );
+        self.objects
+            .entry(api_version)
+            .or_default()
+            .entry(kind)
+            .or_default()
+            .entry(namespace)
+            .or_default()
+            .insert(name, Stored { json, value: object });
         Ok(())
     }
 
     pub fn len(&self) -> usize {
-        self.objects.values().map(BTreeMap::len).sum()
+        self.objects.values().flat_map(HashMap::values).flat_map(BTreeMap::values).map(BTreeMap::len).sum()
     }
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+
+    fn kind(&self, api_version: &str, kind: &str) -> Option<&Namespaces> {
+        self.objects.get(api_version)?.get(kind)
+    }
 }
+
+/// namespace ("" when cluster-scoped) -> name -> object.
+type Namespaces = BTreeMap<String, BTreeMap<String, Stored>>;
 
 impl ObjectSource for StaticContext {
     fn get(
@@ -109,48 +106,25 @@ impl ObjectSource for StaticContext {
         namespace: Option<&str>,
         name: &str,
     ) -> Result<Arc<[u8]>, ReadError> {
-        self.objects
-            .get(&(api_version.to_owned(), kind.to_owned()))
-            .and_then(|objects| {
-                objects.get(&(namespace.unwrap_or_default().to_owned(), name.to_owned()))
-            })
+        self.kind(api_version, kind)
+            .and_then(|namespaces| namespaces.get(namespace.unwrap_or_default()))
+            .and_then(|names| names.get(name))
             .map(|stored| Arc::clone(&stored.json))
             .ok_or_else(|| ReadError::not_found(api_version, kind, name))
     }
 
-    fn list(
-        &self,
-        api_version: &str,
-        kind: &str,
-        query: &ListQuery<'_>,
-    ) -> Result<Vec<u8>, ReadError> {
-        let labels = query
-            .label_selector
-            .map(LabelSelector::parse)
-            .transpose()
-            .map_err(ReadError::other)?;
-        let fields = query
-            .field_selector
-            .map(FieldSelector::parse)
-            .transpose()
-            .map_err(ReadError::other)?;
+    fn list(&self, api_version: &str, kind: &str, query: &ListQuery<'_>) -> Result<Vec<u8>, ReadError> {
+        let labels = query.label_selector.map(LabelSelector::parse).transpose().map_err(ReadError::other)?;
+        let fields = query.field_selector.map(FieldSelector::parse).transpose().map_err(ReadError::other)?;
         let items = self
-            .objects
-            .get(&(api_version.to_owned(), kind.to_owned()))
+            .kind(api_version, kind)
             .into_iter()
             .flat_map(BTreeMap::iter)
-            .filter(|((namespace, _), _)| query.namespace.is_none_or(|n| n == namespace))
-            .filter(|(_, stored)| {
-                labels
-                    .as_ref()
-                    .is_none_or(|s| s.matches_object(&stored.value))
-            })
-            .filter(|(_, stored)| {
-                fields
-                    .as_ref()
-                    .is_none_or(|s| s.matches_object(&stored.value))
-            })
-            .map(|(_, stored)| &*stored.json);
+            .filter(|(namespace, _)| query.namespace.is_none_or(|n| n == namespace.as_str()))
+            .flat_map(|(_, names)| names.values())
+            .filter(|stored| labels.as_ref().is_none_or(|s| s.matches_object(&stored.value)))
+            .filter(|stored| fields.as_ref().is_none_or(|s| s.matches_object(&stored.value)))
+            .map(|stored| &*stored.json);
         Ok(list_json(items))
     }
 }
@@ -191,8 +165,7 @@ items:
     fn lists_with_selectors() {
         let context = StaticContext::parse(CONTEXT).unwrap();
         let names = |query: ListQuery<'_>| -> Vec<String> {
-            let list: Value =
-                serde_json::from_slice(&context.list("v1", "Pod", &query).unwrap()).unwrap();
+            let list: Value = serde_json::from_slice(&context.list("v1", "Pod", &query).unwrap()).unwrap();
             list["items"]
                 .as_array()
                 .unwrap()
@@ -201,25 +174,10 @@ items:
                 .collect()
         };
         assert_eq!(names(ListQuery::default()), ["a", "b"]);
+        assert_eq!(names(ListQuery { namespace: Some("ns2"), ..Default::default() }), ["b"]);
+        assert_eq!(names(ListQuery { label_selector: Some("app=web"), ..Default::default() }), ["a"]);
         assert_eq!(
-            names(ListQuery {
-                namespace: Some("ns2"),
-                ..Default::default()
-            }),
-            ["b"]
-        );
-        assert_eq!(
-            names(ListQuery {
-                label_selector: Some("app=web"),
-                ..Default::default()
-            }),
-            ["a"]
-        );
-        assert_eq!(
-            names(ListQuery {
-                field_selector: Some("spec.nodeName=node02"),
-                ..Default::default()
-            }),
+            names(ListQuery { field_selector: Some("spec.nodeName=node02"), ..Default::default() }),
             ["b"]
         );
     }
@@ -228,22 +186,15 @@ items:
     fn bad_context_files_are_refused_clearly() {
         let err = StaticContext::parse("").unwrap_err().to_string();
         assert!(err.contains("the file is empty"), "{err}");
-        let err = StaticContext::parse(r#"{"kind": "Pod"}"#)
-            .unwrap_err()
-            .to_string();
+        let err = StaticContext::parse(r#"{"kind": "Pod"}"#).unwrap_err().to_string();
         assert!(err.contains("expected a v1 List"), "{err}");
         let err = format!(
             "{:#}",
             StaticContext::parse(r#"{"kind": "List", "items": [{"kind": "Pod"}]}"#).unwrap_err()
         );
-        assert!(
-            err.contains("items[0]: the object has no apiVersion"),
-            "{err}"
-        );
+        assert!(err.contains("items[0]: the object has no apiVersion"), "{err}");
         let err = format!("{:#}", StaticContext::parse("{ not json").unwrap_err());
         assert!(err.contains("not valid JSON"), "{err}");
-        assert!(StaticContext::parse(r#"{"kind": "List", "items": []}"#)
-            .unwrap()
-            .is_empty());
+        assert!(StaticContext::parse(r#"{"kind": "List", "items": []}"#).unwrap().is_empty());
     }
 }

@@ -9,9 +9,7 @@ use serde_json::{json, Value};
 pub fn request_from_input(input: &[u8]) -> Result<Box<RawValue>> {
     let value: Value = serde_json::from_slice(input).context("the request is not valid JSON")?;
     let Value::Object(object) = &value else {
-        bail!(
-            "the request is not a JSON object: expected an AdmissionReview or an AdmissionRequest"
-        );
+        bail!("the request is not a JSON object: expected an AdmissionReview or an AdmissionRequest");
     };
     let request = if object.get("kind").and_then(Value::as_str) == Some("AdmissionReview") {
         match object.get("request") {
@@ -54,10 +52,7 @@ mod tests {
     #[test]
     fn takes_a_review_or_a_bare_request() {
         let review = br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"1","operation":"CREATE"}}"#;
-        assert_eq!(
-            request_from_input(review).unwrap().get(),
-            r#"{"operation":"CREATE","uid":"1"}"#
-        );
+        assert_eq!(request_from_input(review).unwrap().get(), r#"{"operation":"CREATE","uid":"1"}"#);
         let bare = br#"{"uid":"1","operation":"CREATE"}"#;
         assert!(request_from_input(bare).is_ok());
     }

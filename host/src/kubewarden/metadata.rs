@@ -69,10 +69,7 @@ impl Metadata {
     pub fn validate(&self) -> Result<()> {
         const MODES: [&str; 4] = ["kubewarden-wapc", "opa", "gatekeeper", "wasi"];
         if !MODES.contains(&self.execution_mode.as_str()) {
-            bail!(
-                "executionMode {:?} is not one of {MODES:?}",
-                self.execution_mode
-            );
+            bail!("executionMode {:?} is not one of {MODES:?}", self.execution_mode);
         }
         match self.policy_type.as_str() {
             "kubernetes" if self.rules.is_empty() => {
@@ -93,9 +90,7 @@ impl Metadata {
             }
             for op in &rule.operations {
                 if !["CREATE", "UPDATE", "DELETE", "CONNECT", "*"].contains(&op.as_str()) {
-                    bail!(
-                        "rules[{i}].operations: {op:?} is not CREATE, UPDATE, DELETE, CONNECT or *"
-                    );
+                    bail!("rules[{i}].operations: {op:?} is not CREATE, UPDATE, DELETE, CONNECT or *");
                 }
             }
         }
@@ -115,25 +110,17 @@ pub fn embed(module: &[u8], metadata: &Metadata) -> Result<Vec<u8>> {
             }
         }
         if let Some((id, range)) = payload.as_section() {
-            out.section(&RawSection {
-                id,
-                data: &module[range],
-            });
+            out.section(&RawSection { id, data: &module[range] });
         }
     }
-    out.section(&CustomSection {
-        name: METADATA_SECTION.into(),
-        data: json.into(),
-    });
+    out.section(&CustomSection { name: METADATA_SECTION.into(), data: json.into() });
     Ok(out.finish())
 }
 
 /// The metadata embedded in a module, if any.
 pub fn read(module: &[u8]) -> Result<Option<Metadata>> {
     for payload in Parser::new(0).parse_all(module) {
-        if let Payload::CustomSection(section) =
-            payload.context("not a valid WebAssembly module")?
-        {
+        if let Payload::CustomSection(section) = payload.context("not a valid WebAssembly module")? {
             if section.name() == METADATA_SECTION {
                 let metadata = serde_json::from_slice(section.data())
                     .context("the module's io.kubewarden.metadata section is not valid metadata")?;

@@ -25,10 +25,8 @@ pub fn validate(
     settings: &RawValue,
 ) -> Result<PolicyResponse, EvalError> {
     let answer = policy.call("validate", &validation_payload(request, settings))?;
-    serde_json::from_slice(&answer).map_err(|e| EvalError::BadResponse {
-        what: "ValidationResponse",
-        reason: e.to_string(),
-    })
+    serde_json::from_slice(&answer)
+        .map_err(|e| EvalError::BadResponse { what: "ValidationResponse", reason: e.to_string() })
 }
 
 /// The `validate` payload: `{"request": ..., "settings": ...}`, assembled without re-encoding.
@@ -43,22 +41,15 @@ pub fn validation_payload(request: &RawValue, settings: &RawValue) -> Vec<u8> {
     payload
 }
 
-pub fn validate_settings(
-    policy: &Policy,
-    settings: &RawValue,
-) -> Result<SettingsValidation, EvalError> {
+pub fn validate_settings(policy: &Policy, settings: &RawValue) -> Result<SettingsValidation, EvalError> {
     let answer = policy.call("validate_settings", settings.get().as_bytes())?;
-    serde_json::from_slice(&answer).map_err(|e| EvalError::BadResponse {
-        what: "settings validation response",
-        reason: e.to_string(),
-    })
+    serde_json::from_slice(&answer)
+        .map_err(|e| EvalError::BadResponse { what: "settings validation response", reason: e.to_string() })
 }
 
 /// The module's Kubewarden protocol version (`"v1"`).
 pub fn protocol_version(policy: &Policy) -> Result<String, EvalError> {
     let answer = policy.call("protocol_version", b"")?;
-    serde_json::from_slice(&answer).map_err(|e| EvalError::BadResponse {
-        what: "protocol version",
-        reason: e.to_string(),
-    })
+    serde_json::from_slice(&answer)
+        .map_err(|e| EvalError::BadResponse { what: "protocol version", reason: e.to_string() })
 }

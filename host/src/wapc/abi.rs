@@ -40,55 +40,40 @@ pub(crate) struct MemoryLimiter {
 }
 
 impl ResourceLimiter for MemoryLimiter {
-    fn memory_growing(
-        &mut self,
-        _current: usize,
-        desired: usize,
-        _maximum: Option<usize>,
-    ) -> Result<bool> {
+    fn memory_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> Result<bool> {
         if desired > self.limit {
             return Err(wasmtime::Error::new(MemoryLimitExceeded));
         }
         Ok(true)
     }
 
-    fn table_growing(
-        &mut self,
-        _current: usize,
-        desired: usize,
-        _maximum: Option<usize>,
-    ) -> Result<bool> {
+    fn table_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> Result<bool> {
         Ok(desired <= 100_000)
     }
 }
 
 fn memory(caller: &Caller<'_, GuestState>) -> Result<Memory> {
-    caller
-        .data()
-        .memory
-        .ok_or_else(|| anyhow!("the module exports no memory"))
+    caller.data().memory.ok_or_else(|| anyhow!("the module exports no memory"))
+}
+
+/// A guest buffer, bounds-checked.
+fn slice(data: &[u8], ptr: i32, len: i32) -> Result<&[u8]> {
+    let (start, len) = (ptr as u32 as usize, len as u32 as usize);
+    match data.get(start..start.saturating_add(len)) {
+        Some(bytes) => Ok(bytes),
+        None => bail!("the guest passed an out-of-bounds buffer ({len} bytes at {start})"),
+    }
 }
 
 fn read(caller: &Caller<'_, GuestState>, ptr: i32, len: i32) -> Result<Vec<u8>> {
-    let memory = memory(caller)?;
-    let (start, len) = (ptr as u32 as usize, len as u32 as usize);
-    let data = memory.data(caller);
-    match data.get(start..start.saturating_add(len)) {
-        Some(bytes) => Ok(bytes.to_vec()),
-        None => bail!("the guest passed an out-of-bounds buffer ({len} bytes at {start})"),
-    }
+    Ok(slice(memory(caller)?.data(caller), ptr, len)?.to_vec())
 }
 
 fn write(caller: &mut Caller<'_, GuestState>, ptr: i32, bytes: &[u8]) -> Result<()> {
     let memory = memory(caller)?;
     memory
         .write(caller, ptr as u32 as usize, bytes)
-        .map_err(|_| {
-            anyhow!(
-                "the guest passed an out-of-bounds buffer ({} bytes at {ptr})",
-                bytes.len()
-            )
-        })
+        .map_err(|_| anyhow!("the guest passed an out-of-bounds buffer ({} bytes at {ptr})", bytes.len()))
 }
 
 fn utf8(bytes: Vec<u8>) -> String {
@@ -105,8 +90,8 @@ pub(crate) fn add_to_linker(linker: &mut Linker<GuestState>) -> Result<()> {
         |mut caller: Caller<'_, GuestState>, op_ptr: i32, ptr: i32| {
             let operation = std::mem::take(&mut caller.data_mut().call.operation);
             let payload = std::mem::take(&mut caller.data_mut().call.payload);
-            let written = write(&mut caller, op_ptr, &operation)
-                .and_then(|()| write(&mut caller, ptr, &payload));
+            let written =
+                write(&mut caller, op_ptr, &operation).and_then(|()| write(&mut caller, ptr, &payload));
             let call = &mut caller.data_mut().call;
             call.operation = operation;
             call.payload = payload;
@@ -122,15 +107,11 @@ pub(crate) fn add_to_linker(linker: &mut Linker<GuestState>) -> Result<()> {
             Ok(())
         },
     )?;
-    linker.func_wrap(
-        "wapc",
-        "__guest_error",
-        |mut caller: Caller<'_, GuestState>, ptr: i32, len: i32| {
-            let bytes = read(&caller, ptr, len)?;
-            caller.data_mut().call.error = Some(bytes);
-            Ok(())
-        },
-    )?;
+    linker.func_wrap("wapc", "__guest_error", |mut caller: Caller<'_, GuestState>, ptr: i32, len: i32| {
+        let bytes = read(&caller, ptr, len)?;
+        caller.data_mut().call.error = Some(bytes);
+        Ok(())
+    })?;
     linker.func_wrap(
         "wapc",
         "__host_call",
@@ -144,12 +125,13 @@ pub(crate) fn add_to_linker(linker: &mut Linker<GuestState>) -> Result<()> {
          ptr: i32,
          len: i32|
          -> Result<i32> {
-            let binding = utf8(read(&caller, bd_ptr, bd_len)?);
-            let namespace = utf8(read(&caller, ns_ptr, ns_len)?);
-            let operation = utf8(read(&caller, op_ptr, op_len)?);
-            let payload = read(&caller, ptr, len)?;
+            // The arguments are read in place: no copy leaves guest memory.
             let capabilities = Arc::clone(&caller.data().capabilities);
-            let answer = capabilities.call(&binding, &namespace, &operation, &payload);
+            let data = memory(&caller)?.data(&caller);
+            let text = |ptr, len| std::str::from_utf8(slice(data, ptr, len)?).map_err(|e| anyhow!("{e}"));
+            let (binding, namespace, operation) =
+                (text(bd_ptr, bd_len)?, text(ns_ptr, ns_len)?, text(op_ptr, op_len)?);
+            let answer = capabilities.call(binding, namespace, operation, slice(data, ptr, len)?);
             let call = &mut caller.data_mut().call;
             match answer {
                 Ok(response) => {
@@ -165,59 +147,24 @@ pub(crate) fn add_to_linker(linker: &mut Linker<GuestState>) -> Result<()> {
             }
         },
     )?;
-    linker.func_wrap(
-        "wapc",
-        "__host_response_len",
-        |caller: Caller<'_, GuestState>| -> i32 {
-            caller
-                .data()
-                .call
-                .host_response
-                .as_ref()
-                .map_or(0, |r| r.len() as i32)
-        },
-    )?;
-    linker.func_wrap(
-        "wapc",
-        "__host_response",
-        |mut caller: Caller<'_, GuestState>, ptr: i32| {
-            let response = caller
-                .data_mut()
-                .call
-                .host_response
-                .take()
-                .unwrap_or_default();
-            write(&mut caller, ptr, &response)
-        },
-    )?;
-    linker.func_wrap(
-        "wapc",
-        "__host_error_len",
-        |caller: Caller<'_, GuestState>| -> i32 {
-            caller
-                .data()
-                .call
-                .host_error
-                .as_ref()
-                .map_or(0, |r| r.len() as i32)
-        },
-    )?;
-    linker.func_wrap(
-        "wapc",
-        "__host_error",
-        |mut caller: Caller<'_, GuestState>, ptr: i32| {
-            let error = caller.data_mut().call.host_error.take().unwrap_or_default();
-            write(&mut caller, ptr, &error)
-        },
-    )?;
-    linker.func_wrap(
-        "wapc",
-        "__console_log",
-        |caller: Caller<'_, GuestState>, ptr: i32, len: i32| {
-            let line = utf8(read(&caller, ptr, len)?);
-            tracing::info!(target: "evac::policy", "{line}");
-            Ok(())
-        },
-    )?;
+    linker.func_wrap("wapc", "__host_response_len", |caller: Caller<'_, GuestState>| -> i32 {
+        caller.data().call.host_response.as_ref().map_or(0, |r| r.len() as i32)
+    })?;
+    linker.func_wrap("wapc", "__host_response", |mut caller: Caller<'_, GuestState>, ptr: i32| {
+        let response = caller.data_mut().call.host_response.take().unwrap_or_default();
+        write(&mut caller, ptr, &response)
+    })?;
+    linker.func_wrap("wapc", "__host_error_len", |caller: Caller<'_, GuestState>| -> i32 {
+        caller.data().call.host_error.as_ref().map_or(0, |r| r.len() as i32)
+    })?;
+    linker.func_wrap("wapc", "__host_error", |mut caller: Caller<'_, GuestState>, ptr: i32| {
+        let error = caller.data_mut().call.host_error.take().unwrap_or_default();
+        write(&mut caller, ptr, &error)
+    })?;
+    linker.func_wrap("wapc", "__console_log", |caller: Caller<'_, GuestState>, ptr: i32, len: i32| {
+        let line = utf8(read(&caller, ptr, len)?);
+        tracing::info!(target: "evac::policy", "{line}");
+        Ok(())
+    })?;
     Ok(())
 }

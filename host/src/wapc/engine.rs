@@ -4,10 +4,9 @@ use std::thread;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use wasmtime::{
-    Config, Enabled, Engine, InstanceAllocationStrategy, OptLevel, PoolingAllocationConfig,
-};
+use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, OptLevel, PoolingAllocationConfig};
 
+use super::permits::Permits;
 use super::PolicyModule;
 
 /// How evaluations are bounded and how many may run at once.
@@ -47,6 +46,7 @@ pub struct PolicyEngine {
 pub(crate) struct EngineInner {
     pub(crate) engine: Engine,
     pub(crate) options: EngineOptions,
+    pub(crate) permits: Permits,
 }
 
 impl PolicyEngine {
@@ -56,7 +56,7 @@ impl PolicyEngine {
         // the dirty ones (found with PAGEMAP_SCAN where the kernel has it) avoids most of the
         // kernel memory work a fresh instance costs.
         // In-flight evaluations plus the idle instances modules keep.
-        let slots = options.max_concurrent.saturating_mul(4).max(8);
+        let slots = options.max_concurrent.max(1).saturating_mul(4).max(8);
         pool.total_core_instances(slots)
             .total_memories(slots)
             .total_tables(slots)
@@ -70,11 +70,12 @@ impl PolicyEngine {
             .epoch_interruption(true)
             .cranelift_opt_level(OptLevel::Speed)
             .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
-        let engine = Engine::new(&config)
-            .map_err(anyhow::Error::from)
-            .context("cannot set up the wasm engine")?;
+        let engine =
+            Engine::new(&config).map_err(anyhow::Error::from).context("cannot set up the wasm engine")?;
 
-        let inner = Arc::new(EngineInner { engine, options });
+        let in_flight = options.max_concurrent.max(1) as usize;
+        let permits = Permits::new(in_flight, slots as usize - in_flight);
+        let inner = Arc::new(EngineInner { engine, options, permits });
         spawn_epoch_ticker(Arc::downgrade(&inner));
         Ok(Self { inner })
     }
@@ -94,10 +95,13 @@ impl PolicyEngine {
 
     /// Reads and compiles a module file.
     pub fn load(&self, path: &Path) -> Result<PolicyModule> {
-        let bytes = std::fs::read(path)
-            .with_context(|| format!("cannot read policy module {}", path.display()))?;
-        self.compile(&bytes)
-            .with_context(|| format!("cannot load policy module {}", path.display()))
+        let bytes =
+            std::fs::read(path).with_context(|| format!("cannot read policy module {}", path.display()))?;
+        self.compile(&bytes).with_context(|| format!("cannot load policy module {}", path.display()))
+    }
+
+    pub(crate) fn permits(&self) -> &Permits {
+        &self.inner.permits
     }
 
     /// Deadline of one evaluation, in epoch ticks.

@@ -51,11 +51,7 @@ pub(crate) fn describe_trap(error: &wasmtime::Error) -> String {
     };
     let frame = error
         .downcast_ref::<wasmtime::WasmBacktrace>()
-        .and_then(|bt| {
-            bt.frames()
-                .iter()
-                .find_map(|f| f.func_name().map(str::to_owned))
-        });
+        .and_then(|bt| bt.frames().iter().find_map(|f| f.func_name().map(str::to_owned)));
     let what = what.lines().next().unwrap_or_default().to_owned();
     match frame {
         Some(function) => format!("{what} (in {function})"),

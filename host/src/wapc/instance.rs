@@ -38,16 +38,18 @@ fn fresh_state(module: &ModuleInner, capabilities: Arc<dyn HostCapabilities>) ->
 
 impl Instance {
     /// Instantiates and initialises the module; snapshots it when it may be reused.
-    pub(crate) fn new(module: &ModuleInner, capabilities: Arc<dyn HostCapabilities>) -> Result<Self, EvalError> {
+    pub(crate) fn new(
+        module: &ModuleInner,
+        capabilities: Arc<dyn HostCapabilities>,
+    ) -> Result<Self, EvalError> {
         let engine = &module.engine;
+        module.created.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let mut store = Store::new(engine.engine(), fresh_state(module, capabilities));
         store.limiter(|s| &mut s.limiter);
         store.set_epoch_deadline(engine.deadline_ticks());
 
-        let instance = module
-            .pre
-            .instantiate(&mut store)
-            .map_err(|e| EvalError::Instantiate(describe_trap(&e)))?;
+        let instance =
+            module.pre.instantiate(&mut store).map_err(|e| EvalError::Instantiate(describe_trap(&e)))?;
         let export = |store: &mut Store<GuestState>, export| instance.get_module_export(store, export);
         let memory = export(&mut store, &module.exports.memory)
             .and_then(|e| e.into_memory())
@@ -73,7 +75,14 @@ impl Instance {
                         globals.push((global, global.get(&mut store)));
                     }
                 }
-                Some(Snapshot { memory: memory.data(&store).to_vec(), globals })
+                let data = memory.data(&store);
+                let snapshot = data.to_vec();
+                // Taking the snapshot mapped the zero page wherever the memory was never written;
+                // unmap it again so that the resets' scans walk only pages in use.
+                let range = data.as_ptr() as usize..data.as_ptr() as usize + data.len();
+                // SAFETY: this instance's memory, which nothing else uses while we hold its store.
+                unsafe { dirty_pages::drop_zero_pages(range) };
+                Some(Snapshot { memory: snapshot, globals })
             }
             _ => None,
         };
@@ -101,22 +110,26 @@ impl Instance {
         self.store.set_epoch_deadline(engine.deadline_ticks());
 
         let args = (operation.len() as i32, payload.len() as i32);
-        let status = self
-            .guest_call
-            .call(&mut self.store, args)
-            .map_err(|e| classify(e, engine.options()))?;
+        let status =
+            self.guest_call.call(&mut self.store, args).map_err(|e| classify(e, engine.options()))?;
         let call = &mut self.store.data_mut().call;
         match (status, call.response.take(), call.error.take()) {
             (1, Some(response), _) => Ok(response),
             (1, None, _) => Ok(Vec::new()),
             (_, _, Some(error)) => Err(EvalError::Guest(String::from_utf8_lossy(&error).into_owned())),
-            (status, _, None) => Err(EvalError::Guest(format!("__guest_call returned {status} without an error message"))),
+            (status, _, None) => {
+                Err(EvalError::Guest(format!("__guest_call returned {status} without an error message")))
+            }
         }
+    }
+
+    pub(crate) fn is_reusable(&self) -> bool {
+        self.snapshot.is_some()
     }
 
     /// Puts the instance back into its post-init state. `false` if it cannot be (it must then be
     /// dropped): not reusable, or its memory grew.
-    pub(crate) fn reset(&mut self) -> bool {
+    pub(crate) fn reset(&mut self, module: &ModuleInner) -> bool {
         let Some(snapshot) = &self.snapshot else {
             return false;
         };
@@ -128,9 +141,7 @@ impl Instance {
         let restored = dirty_pages::for_each_dirty_range(base..base + data.len(), &mut |range| {
             let (start, end) = (range.start - base, range.end - base);
             data[start..end].copy_from_slice(&snapshot.memory[start..end]);
-            super::policy::DIRTY.fetch_add((end - start) as u64, std::sync::atomic::Ordering::Relaxed);
         });
-        super::policy::MEMLEN.store(data.len() as u64, std::sync::atomic::Ordering::Relaxed);
         if restored.is_none() {
             return false;
         }
@@ -139,8 +150,10 @@ impl Instance {
                 return false;
             }
         }
-        // WASI state (open descriptors) starts over too.
-        self.store.data_mut().wasi = WasiCtxBuilder::new().build_p1();
+        if module.wasi_stateful {
+            // The guest may have opened or closed descriptors: WASI starts over too.
+            self.store.data_mut().wasi = WasiCtxBuilder::new().build_p1();
+        }
         true
     }
 }

@@ -10,10 +10,11 @@ mod engine;
 mod error;
 mod instance;
 mod module;
+mod permits;
 mod policy;
 mod prepare;
 
 pub use engine::{EngineOptions, PolicyEngine};
 pub use error::EvalError;
-pub use module::PolicyModule;
-pub use policy::{Policy, RESET_NS, CALL_NS, DIRTY, MEMLEN};
+pub use module::{InstanceStats, PolicyModule};
+pub use policy::Policy;

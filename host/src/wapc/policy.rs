@@ -27,26 +27,16 @@ impl Policy {
     /// module qualifies). An instance whose call failed is never reused.
     pub fn call(&self, operation: &str, payload: &[u8]) -> Result<Vec<u8>, EvalError> {
         let module = self.module.inner();
-        let mut instance = match module.idle.lock().expect("idle instances").pop() {
+        let _permit = module.engine.permits().acquire();
+        let mut instance = match module.take_idle() {
             Some(instance) => instance,
             None => Instance::new(module, Arc::clone(&self.capabilities))?,
         };
-        let t = std::time::Instant::now();
+        // A failed call leaves the instance in an unknown state: it is dropped, never reused.
         let answer = instance.call(module, &self.capabilities, operation, payload)?;
-        CALL_NS.fetch_add(t.elapsed().as_nanos() as u64, std::sync::atomic::Ordering::Relaxed);
-        let t = std::time::Instant::now();
-        let ok = instance.reset();
-        RESET_NS.fetch_add(t.elapsed().as_nanos() as u64, std::sync::atomic::Ordering::Relaxed);
-        if ok {
-            let mut idle = module.idle.lock().expect("idle instances");
-            if idle.len() < module.engine.options().max_concurrent as usize {
-                idle.push(instance);
-            }
+        if instance.reset(module) {
+            module.make_idle(instance);
         }
         Ok(answer)
     }
 }
-pub static RESET_NS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-pub static CALL_NS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-pub static DIRTY: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-pub static MEMLEN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);

@@ -18,12 +18,37 @@ pub(crate) struct Prepared {
     pub(crate) bytes: Vec<u8>,
     /// `Ok(global export names)` when instances may be reused; `Err(why not)` otherwise.
     pub(crate) reuse: Result<Vec<String>, String>,
+    /// The byte size the module's memory starts with.
+    pub(crate) initial_memory: u64,
+    /// Whether the module imports a WASI function that can change the WASI context (open or close
+    /// descriptors, ...): its context must then be rebuilt between evaluations.
+    pub(crate) wasi_stateful: bool,
 }
+
+/// WASI preview 1 functions that leave the context as they found it (with no preopened
+/// directories, and stdio that discards output and reads nothing).
+const STATELESS_WASI: &[&str] = &[
+    "args_get",
+    "args_sizes_get",
+    "clock_res_get",
+    "clock_time_get",
+    "environ_get",
+    "environ_sizes_get",
+    "fd_fdstat_get",
+    "fd_prestat_dir_name",
+    "fd_prestat_get",
+    "fd_write",
+    "proc_exit",
+    "random_get",
+    "sched_yield",
+];
 
 pub(crate) fn prepare(bytes: &[u8]) -> Result<Prepared> {
     let mut imported_globals = 0u32;
     let mut memories = 0u32;
     let mut mutable_globals = Vec::new();
+    let mut wasi_stateful = false;
+    let mut initial_memory = 0u64;
     let mut blocker: Option<String> = None;
     let mut block = |why: String| {
         blocker.get_or_insert(why);
@@ -34,19 +59,33 @@ pub(crate) fn prepare(bytes: &[u8]) -> Result<Prepared> {
             Payload::ImportSection(imports) => {
                 for import in imports {
                     let import = import?;
+                    if import.module == "wasi_snapshot_preview1" && !STATELESS_WASI.contains(&import.name) {
+                        wasi_stateful = true;
+                    }
                     match import.ty {
                         TypeRef::Global(g) => {
                             if g.mutable {
-                                block(format!("it imports the mutable global {}::{}", import.module, import.name));
+                                block(format!(
+                                    "it imports the mutable global {}::{}",
+                                    import.module, import.name
+                                ));
                             }
                             imported_globals += 1;
                         }
-                        TypeRef::Memory(_) => memories += 1,
+                        TypeRef::Memory(memory) => {
+                            memories += 1;
+                            initial_memory = initial_memory.max(memory_bytes(&memory));
+                        }
                         _ => {}
                     }
                 }
             }
-            Payload::MemorySection(section) => memories += section.count(),
+            Payload::MemorySection(section) => {
+                for memory in section {
+                    memories += 1;
+                    initial_memory = initial_memory.max(memory_bytes(&memory?));
+                }
+            }
             Payload::GlobalSection(section) => {
                 for (i, global) in section.into_iter().enumerate() {
                     if global?.ty.mutable {
@@ -80,11 +119,17 @@ pub(crate) fn prepare(bytes: &[u8]) -> Result<Prepared> {
         block(format!("it has {memories} memories"));
     }
     if let Some(why) = blocker {
-        return Ok(Prepared { bytes: bytes.to_vec(), reuse: Err(why) });
+        return Ok(Prepared { bytes: bytes.to_vec(), reuse: Err(why), initial_memory, wasi_stateful });
     }
     let names: Vec<String> = mutable_globals.iter().map(|i| format!("{GLOBAL_EXPORT_PREFIX}{i}")).collect();
-    let bytes = if mutable_globals.is_empty() { bytes.to_vec() } else { export_globals(bytes, &mutable_globals)? };
-    Ok(Prepared { bytes, reuse: Ok(names) })
+    let bytes =
+        if mutable_globals.is_empty() { bytes.to_vec() } else { export_globals(bytes, &mutable_globals)? };
+    Ok(Prepared { bytes, reuse: Ok(names), initial_memory, wasi_stateful })
+}
+
+fn memory_bytes(memory: &wasmparser::MemoryType) -> u64 {
+    let page = memory.page_size_log2.map_or(65536, |log2| 1u64 << log2);
+    memory.initial.saturating_mul(page)
 }
 
 /// Re-encodes the export section with the given globals exported.
@@ -132,13 +177,25 @@ mod tests {
         .unwrap();
         let prepared = prepare(&wasm).unwrap();
         assert_eq!(prepared.reuse, Ok(vec![format!("{GLOBAL_EXPORT_PREFIX}0")]));
+        assert!(!prepared.wasi_stateful);
         wasmparser::validate(&prepared.bytes).unwrap();
+    }
+
+    #[test]
+    fn notices_wasi_functions_that_change_the_context() {
+        let stateless = r#"(module (import "wasi_snapshot_preview1" "fd_write" (func (param i32 i32 i32 i32) (result i32))) (memory 1))"#;
+        assert!(!prepare(&wat::parse_str(stateless).unwrap()).unwrap().wasi_stateful);
+        let stateful = r#"(module (import "wasi_snapshot_preview1" "fd_close" (func (param i32) (result i32))) (memory 1))"#;
+        assert!(prepare(&wat::parse_str(stateful).unwrap()).unwrap().wasi_stateful);
     }
 
     #[test]
     fn refuses_reuse_when_state_could_escape_the_reset() {
         let cases = [
-            (r#"(module (memory 1) (table 1 funcref) (func (table.set 0 (i32.const 0) (ref.null func))))"#, "table.set"),
+            (
+                r#"(module (memory 1) (table 1 funcref) (func (table.set 0 (i32.const 0) (ref.null func))))"#,
+                "table.set",
+            ),
             (r#"(module (memory 1) (data "x") (func (data.drop 0)))"#, "data.drop"),
             (r#"(module (memory 1) (memory 1))"#, "2 memories"),
             (r#"(module (import "env" "g" (global (mut i32))) (memory 1))"#, "mutable global"),

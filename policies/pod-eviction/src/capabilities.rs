@@ -9,13 +9,8 @@ impl HostCapabilities {
     #[cfg(target_arch = "wasm32")]
     fn call(operation: &str, payload: &impl serde::Serialize) -> Result<Vec<u8>, ReadError> {
         let message = serde_json::to_vec(payload).map_err(|e| ReadError::other(e.to_string()))?;
-        kubewarden_policy_sdk::wapc_guest::host_call(
-            "kubewarden",
-            "kubernetes",
-            operation,
-            &message,
-        )
-        .map_err(|e| ReadError::from_message(host_error_text(e.as_ref())))
+        kubewarden_policy_sdk::wapc_guest::host_call("kubewarden", "kubernetes", operation, &message)
+            .map_err(|e| ReadError::from_message(host_error_text(e.as_ref())))
     }
 
     /// Host capabilities exist only inside a Kubewarden host; native builds are for unit tests,
@@ -39,11 +34,11 @@ fn host_error_text(error: &(dyn std::error::Error + Send + Sync)) -> String {
 }
 
 impl ClusterReader for HostCapabilities {
-    fn get_resource(&self, request: &GetResource) -> Result<Vec<u8>, ReadError> {
+    fn get_resource(&self, request: &GetResource<'_>) -> Result<Vec<u8>, ReadError> {
         Self::call("get_resource", request)
     }
 
-    fn list_resources_all(&self, request: &ListResourcesAll) -> Result<Vec<u8>, ReadError> {
+    fn list_resources_all(&self, request: &ListResourcesAll<'_>) -> Result<Vec<u8>, ReadError> {
         Self::call("list_resources_all", request)
     }
 }

@@ -1,4 +1,4 @@
-use kubewarden_policy_sdk::settings::Validatable;
+use kubewarden_policy_sdk::settings::{SettingsValidationResponse, Validatable};
 use serde::{Deserialize, Serialize};
 
 /// The policy's settings: those of the eviction decision.
@@ -25,6 +25,24 @@ impl Validatable for Settings {
     }
 }
 
+/// Kubewarden's `validate_settings`: settings that do not decode are invalid too, with the reason
+/// (the SDK's helper answers those with an error instead). `null` means the defaults.
+pub fn validate(payload: &[u8]) -> SettingsValidationResponse {
+    let settings = match serde_json::from_slice::<Option<Settings>>(payload) {
+        Ok(settings) => settings.unwrap_or_default(),
+        Err(e) => {
+            return SettingsValidationResponse {
+                valid: false,
+                message: Some(format!("invalid settings: {e}")),
+            }
+        }
+    };
+    match settings.validate() {
+        Ok(()) => SettingsValidationResponse { valid: true, message: None },
+        Err(message) => SettingsValidationResponse { valid: false, message: Some(message) },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -45,5 +63,17 @@ mod tests {
     #[test]
     fn unknown_settings_are_refused() {
         assert!(serde_json::from_str::<Settings>(r#"{"kubevirtt": {}}"#).is_err());
+    }
+
+    #[test]
+    fn validation_answers_every_payload() {
+        assert!(validate(b"{}").valid);
+        assert!(validate(b"null").valid);
+        let unknown = validate(br#"{"kubevirtt": {}}"#);
+        assert!(!unknown.valid);
+        assert!(unknown.message.unwrap().contains("unknown field `kubevirtt`"));
+        let half = validate(br#"{"kubevirt": {"namespace": "", "name": "kubevirt"}}"#);
+        assert_eq!(half.message.as_deref(), Some("kubevirt: both namespace and name must be set"));
+        assert!(!validate(b"[").valid);
     }
 }

@@ -11,10 +11,7 @@ pub const EVACUATION_TRIGGERED: &str = "Eviction triggered evacuation";
 pub const TARGET_POD: &str = "Eviction request for target Pod";
 
 pub fn evacuation_triggered(vmi: &ObjectRef) -> String {
-    format!(
-        "{EVACUATION_TRIGGERED} of VMI \"{}/{}\"",
-        vmi.namespace, vmi.name
-    )
+    format!("{EVACUATION_TRIGGERED} of VMI \"{}/{}\"", vmi.namespace, vmi.name)
 }
 
 pub fn evacuation_in_progress(vmi: &ObjectRef) -> String {

@@ -15,7 +15,7 @@ mod tests;
 pub use settings::{KubeVirtRef, Settings};
 
 use crate::cluster::{self, ClusterReader, ReadError};
-use crate::effect::{EvacuationSource, Effect, ObjectRef};
+use crate::effect::{Effect, EvacuationSource, ObjectRef};
 use crate::model::{AdmissionRequest, Eviction, EvictionStrategy, KubeVirt, Pod, VirtualMachineInstance};
 use crate::Decision;
 
@@ -37,7 +37,11 @@ impl core::fmt::Display for NotAnEviction {
 impl std::error::Error for NotAnEviction {}
 
 /// Decides a `pods/eviction` CREATE.
-pub fn decide<C>(request: &AdmissionRequest<'_>, settings: &Settings, cluster: &C) -> Result<Decision, NotAnEviction>
+pub fn decide<C>(
+    request: &AdmissionRequest<'_>,
+    settings: &Settings,
+    cluster: &C,
+) -> Result<Decision, NotAnEviction>
 where
     C: ClusterReader + ?Sized,
 {
@@ -78,7 +82,11 @@ fn check_request(request: &AdmissionRequest<'_>) -> Result<(), NotAnEviction> {
 }
 
 /// Reads a VMI: `Ok(None)` when it does not exist.
-fn fetch_vmi<C: ClusterReader + ?Sized>(cluster: &C, namespace: &str, name: &str) -> Result<Option<Vec<u8>>, ReadError> {
+fn fetch_vmi<C: ClusterReader + ?Sized>(
+    cluster: &C,
+    namespace: &str,
+    name: &str,
+) -> Result<Option<Vec<u8>>, ReadError> {
     match cluster::fetch(cluster, VMI_API_VERSION, "VirtualMachineInstance", namespace, name) {
         Ok(raw) => Ok(Some(raw)),
         Err(e) if e.is_not_found() => Ok(None),
@@ -90,7 +98,8 @@ fn fetch_vmi<C: ClusterReader + ?Sized>(cluster: &C, namespace: &str, name: &str
 /// disk out from under a running VM.
 fn admit_hotplug_pod<C: ClusterReader + ?Sized>(pod: &Pod<'_>, cluster: &C) -> Decision {
     let namespace = pod.metadata.namespace.as_str();
-    let owner_name = &pod.metadata.owner_references[0].name;
+    let owners = pod.metadata.owner_references.get();
+    let owner_name = &owners[0].name;
     let raw = match cluster::fetch(cluster, POD_API_VERSION, "Pod", namespace, owner_name) {
         Ok(raw) => raw,
         Err(e) if e.is_not_found() => return Decision::allow(),
@@ -106,8 +115,10 @@ fn admit_hotplug_pod<C: ClusterReader + ?Sized>(pod: &Pod<'_>, cluster: &C) -> D
     let Some(vmi_name) = owner.domain() else {
         return Decision::allow();
     };
-    match fetch_vmi(cluster, namespace, vmi_name) {
-        Ok(Some(_)) => Decision::deny(messages::hotplug_pod_protected(&pod.metadata.name, vmi_name, namespace)),
+    match fetch_vmi(cluster, namespace, &vmi_name) {
+        Ok(Some(_)) => {
+            Decision::deny(messages::hotplug_pod_protected(&pod.metadata.name, &vmi_name, namespace))
+        }
         Ok(None) => Decision::allow(),
         Err(e) => Decision::deny(messages::failed_getting_vmi(&e)),
     }
@@ -122,7 +133,8 @@ fn admit_launcher_pod<C: ClusterReader + ?Sized>(
     let Some(vmi_name) = pod.domain() else {
         return Decision::allow();
     };
-    let vmi_read = cluster::fetch(cluster, VMI_API_VERSION, "VirtualMachineInstance", &request.namespace, vmi_name);
+    let vmi_read =
+        cluster::fetch(cluster, VMI_API_VERSION, "VirtualMachineInstance", &request.namespace, &vmi_name);
     let raw = match vmi_read {
         Ok(raw) => raw,
         Err(e) => return Decision::deny(messages::failed_getting_vmi(&e)),
@@ -156,7 +168,8 @@ fn admit_launcher_pod<C: ClusterReader + ?Sized>(
         return Decision::allow();
     }
 
-    let vmi_namespace = if vmi.metadata.namespace.is_empty() { &request.namespace } else { &vmi.metadata.namespace };
+    let vmi_namespace =
+        if vmi.metadata.namespace.is_empty() { &request.namespace } else { &vmi.metadata.namespace };
     let vmi_ref = ObjectRef::new(vmi_namespace.as_str(), vmi.metadata.name.as_str());
     if vmi.is_marked_for_evacuation() {
         return Decision::deny(messages::evacuation_in_progress(&vmi_ref));
@@ -186,7 +199,9 @@ fn cluster_eviction_strategy<C: ClusterReader + ?Sized>(
 ) -> Result<Option<EvictionStrategy>, ReadError> {
     let strategy = match &settings.kubevirt {
         Some(at) => match cluster::fetch(cluster, VMI_API_VERSION, "KubeVirt", &at.namespace, &at.name) {
-            Ok(raw) => cluster::decode::<KubeVirt<'_>>(&raw, "KubeVirt")?.spec.configuration.eviction_strategy,
+            Ok(raw) => {
+                cluster::decode::<KubeVirt<'_>>(&raw, "KubeVirt")?.spec.configuration.eviction_strategy
+            }
             Err(e) if e.is_not_found() => None,
             Err(e) => return Err(e),
         },

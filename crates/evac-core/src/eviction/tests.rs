@@ -28,10 +28,7 @@ struct FakeCluster {
 impl FakeCluster {
     fn with(mut self, object: Value) -> Self {
         let kind = object["kind"].as_str().unwrap().to_owned();
-        let ns = object["metadata"]["namespace"]
-            .as_str()
-            .unwrap_or("")
-            .to_owned();
+        let ns = object["metadata"]["namespace"].as_str().unwrap_or("").to_owned();
         let name = object["metadata"]["name"].as_str().unwrap().to_owned();
         self.objects.insert((kind, ns, name), object);
         self
@@ -48,15 +45,15 @@ impl FakeCluster {
 }
 
 impl ClusterReader for FakeCluster {
-    fn get_resource(&self, r: &GetResource) -> Result<Vec<u8>, ReadError> {
-        self.reads.borrow_mut().push(r.kind.clone());
-        if let Some(message) = self.failing_kinds.get(&r.kind) {
+    fn get_resource(&self, r: &GetResource<'_>) -> Result<Vec<u8>, ReadError> {
+        self.reads.borrow_mut().push(r.kind.to_string());
+        if let Some(message) = self.failing_kinds.get(r.kind.as_str()) {
             return Err(ReadError::other(message.clone()));
         }
         let key = (
-            r.kind.clone(),
-            r.namespace.clone().unwrap_or_default(),
-            r.name.clone(),
+            r.kind.to_string(),
+            r.namespace.as_ref().map(|n| n.to_string()).unwrap_or_default(),
+            r.name.to_string(),
         );
         self.objects
             .get(&key)
@@ -64,21 +61,14 @@ impl ClusterReader for FakeCluster {
             .ok_or_else(|| ReadError::not_found(&r.api_version, &r.kind, &r.name))
     }
 
-    fn list_resources_all(&self, r: &ListResourcesAll) -> Result<Vec<u8>, ReadError> {
+    fn list_resources_all(&self, r: &ListResourcesAll<'_>) -> Result<Vec<u8>, ReadError> {
         self.reads.borrow_mut().push(format!("list {}", r.kind));
-        if let Some(message) = self.failing_kinds.get(&r.kind) {
+        if let Some(message) = self.failing_kinds.get(r.kind.as_str()) {
             return Err(ReadError::other(message.clone()));
         }
-        let items: Vec<&Value> = self
-            .objects
-            .iter()
-            .filter(|(k, _)| k.0 == r.kind)
-            .map(|(_, v)| v)
-            .collect();
-        Ok(
-            serde_json::to_vec(&json!({"apiVersion": "v1", "kind": "List", "items": items}))
-                .unwrap(),
-        )
+        let items: Vec<&Value> =
+            self.objects.iter().filter(|(k, _)| k.0 == r.kind.as_str()).map(|(_, v)| v).collect();
+        Ok(serde_json::to_vec(&json!({"apiVersion": "v1", "kind": "List", "items": items})).unwrap())
     }
 }
 
@@ -104,12 +94,7 @@ struct Vmi {
 
 impl Vmi {
     fn new(strategy: Option<&'static str>, migratable: bool) -> Self {
-        Self {
-            strategy,
-            migratable,
-            marked: false,
-            node: NODE,
-        }
+        Self { strategy, migratable, marked: false, node: NODE }
     }
 
     fn marked(mut self) -> Self {
@@ -185,10 +170,7 @@ fn plain_eviction() -> Value {
 }
 
 fn cluster(vmi: &Vmi, cluster_strategy: Option<&str>) -> FakeCluster {
-    FakeCluster::default()
-        .with(launcher_pod(NODE))
-        .with(vmi.json())
-        .with(kubevirt_cr(cluster_strategy))
+    FakeCluster::default().with(launcher_pod(NODE)).with(vmi.json()).with(kubevirt_cr(cluster_strategy))
 }
 
 fn run(cluster: &FakeCluster, request: &AdmissionRequest) -> Decision {
@@ -196,12 +178,7 @@ fn run(cluster: &FakeCluster, request: &AdmissionRequest) -> Decision {
 }
 
 fn mark(dry_run: bool, source: Option<EvacuationSource>) -> Effect {
-    Effect::MarkForEvacuation {
-        vmi: ObjectRef::new(NS, VMI),
-        node: NODE.into(),
-        dry_run,
-        source,
-    }
+    Effect::MarkForEvacuation { vmi: ObjectRef::new(NS, VMI), node: NODE.into(), dry_run, source }
 }
 
 fn triggered() -> String {
@@ -248,11 +225,7 @@ fn first_eviction_per_strategy_and_migratability() {
         (Some("None"), false, Expect::Allow),
         (Some("LiveMigrate"), true, Expect::Evacuate(triggered())),
         (Some("LiveMigrate"), false, Expect::Deny(not_migratable())),
-        (
-            Some("LiveMigrateIfPossible"),
-            true,
-            Expect::Evacuate(triggered()),
-        ),
+        (Some("LiveMigrateIfPossible"), true, Expect::Evacuate(triggered())),
         (Some("LiveMigrateIfPossible"), false, Expect::Allow),
         (Some("External"), true, Expect::Evacuate(triggered())),
         (Some("External"), false, Expect::Evacuate(triggered())),
@@ -289,12 +262,7 @@ fn repeated_eviction_of_a_marked_vmi() {
         let vmi = Vmi::new(Some(*strategy), *migratable).marked();
         let cluster = cluster(&vmi, None);
         let decision = run(&cluster, &parse(&eviction_request(POD, plain_eviction())));
-        check(
-            &format!("marked {strategy}, migratable {migratable}"),
-            &decision,
-            expect,
-            None,
-        );
+        check(&format!("marked {strategy}, migratable {migratable}"), &decision, expect, None);
     }
 }
 
@@ -302,56 +270,25 @@ fn repeated_eviction_of_a_marked_vmi() {
 #[test]
 fn cluster_wide_strategy_is_the_fallback() {
     let rows: &[(Option<&str>, Option<&str>, bool, Expect)] = &[
-        (
-            None,
-            Some("LiveMigrate"),
-            true,
-            Expect::Evacuate(triggered()),
-        ),
-        (
-            None,
-            Some("LiveMigrate"),
-            false,
-            Expect::Deny(not_migratable()),
-        ),
-        (
-            None,
-            Some("LiveMigrateIfPossible"),
-            true,
-            Expect::Evacuate(triggered()),
-        ),
+        (None, Some("LiveMigrate"), true, Expect::Evacuate(triggered())),
+        (None, Some("LiveMigrate"), false, Expect::Deny(not_migratable())),
+        (None, Some("LiveMigrateIfPossible"), true, Expect::Evacuate(triggered())),
         (None, Some("LiveMigrateIfPossible"), false, Expect::Allow),
         (None, Some("External"), false, Expect::Evacuate(triggered())),
         (None, Some("None"), true, Expect::Allow),
         (Some("None"), Some("LiveMigrate"), true, Expect::Allow),
-        (
-            Some("LiveMigrate"),
-            Some("None"),
-            true,
-            Expect::Evacuate(triggered()),
-        ),
-        (
-            Some("External"),
-            Some("LiveMigrateIfPossible"),
-            false,
-            Expect::Evacuate(triggered()),
-        ),
+        (Some("LiveMigrate"), Some("None"), true, Expect::Evacuate(triggered())),
+        (Some("External"), Some("LiveMigrateIfPossible"), false, Expect::Evacuate(triggered())),
     ];
     for (vmi_strategy, cluster_strategy, migratable, expect) in rows {
         let vmi = Vmi::new(*vmi_strategy, *migratable);
         let cluster = cluster(&vmi, *cluster_strategy);
         let decision = run(&cluster, &parse(&eviction_request(POD, plain_eviction())));
-        let row =
-            format!("vmi {vmi_strategy:?}, cluster {cluster_strategy:?}, migratable {migratable}");
+        let row = format!("vmi {vmi_strategy:?}, cluster {cluster_strategy:?}, migratable {migratable}");
         check(&row, &decision, expect, Some(mark(false, None)));
         // The KubeVirt CR is read only when the VMI has no strategy of its own.
         let read_cr = cluster.read_kinds().iter().any(|k| k.contains("KubeVirt"));
-        assert_eq!(
-            read_cr,
-            vmi_strategy.is_none(),
-            "{row}: reads {:?}",
-            cluster.read_kinds()
-        );
+        assert_eq!(read_cr, vmi_strategy.is_none(), "{row}: reads {:?}", cluster.read_kinds());
     }
 }
 
@@ -359,51 +296,23 @@ fn cluster_wide_strategy_is_the_fallback() {
 fn settings_name_the_kubevirt_cr() {
     let vmi = Vmi::new(None, true);
     let cluster = cluster(&vmi, Some("LiveMigrate"));
-    let settings = Settings {
-        kubevirt: Some(KubeVirtRef {
-            namespace: "kubevirt".into(),
-            name: "kubevirt".into(),
-        }),
-    };
-    let decision = decide(
-        &parse(&eviction_request(POD, plain_eviction())),
-        &settings,
-        &cluster,
-    )
-    .unwrap();
-    check(
-        "named CR",
-        &decision,
-        &Expect::Evacuate(triggered()),
-        Some(mark(false, None)),
-    );
-    assert_eq!(
-        cluster.read_kinds(),
-        ["Pod", "VirtualMachineInstance", "KubeVirt"]
-    );
+    let settings =
+        Settings { kubevirt: Some(KubeVirtRef { namespace: "kubevirt".into(), name: "kubevirt".into() }) };
+    let decision = decide(&parse(&eviction_request(POD, plain_eviction())), &settings, &cluster).unwrap();
+    check("named CR", &decision, &Expect::Evacuate(triggered()), Some(mark(false, None)));
+    assert_eq!(cluster.read_kinds(), ["Pod", "VirtualMachineInstance", "KubeVirt"]);
 
     // A named CR that does not exist means no cluster-wide strategy.
-    let settings = Settings {
-        kubevirt: Some(KubeVirtRef {
-            namespace: "other".into(),
-            name: "kubevirt".into(),
-        }),
-    };
-    let decision = decide(
-        &parse(&eviction_request(POD, plain_eviction())),
-        &settings,
-        &cluster,
-    )
-    .unwrap();
+    let settings =
+        Settings { kubevirt: Some(KubeVirtRef { namespace: "other".into(), name: "kubevirt".into() }) };
+    let decision = decide(&parse(&eviction_request(POD, plain_eviction())), &settings, &cluster).unwrap();
     check("missing named CR", &decision, &Expect::Allow, None);
 }
 
 #[test]
 fn no_kubevirt_cr_means_no_cluster_wide_strategy() {
     let vmi = Vmi::new(None, true);
-    let cluster = FakeCluster::default()
-        .with(launcher_pod(NODE))
-        .with(vmi.json());
+    let cluster = FakeCluster::default().with(launcher_pod(NODE)).with(vmi.json());
     let decision = run(&cluster, &parse(&eviction_request(POD, plain_eviction())));
     check("no CR", &decision, &Expect::Allow, None);
 }
@@ -414,12 +323,7 @@ fn unreadable_cluster_configuration_denies() {
     let cluster = cluster(&vmi, Some("LiveMigrate")).failing("KubeVirt", "connection refused");
     let decision = run(&cluster, &parse(&eviction_request(POD, plain_eviction())));
     let expect = "kubevirt failed getting the cluster-wide eviction strategy: connection refused";
-    check(
-        "CR read fails",
-        &decision,
-        &Expect::Deny(expect.into()),
-        None,
-    );
+    check("CR read fails", &decision, &Expect::Deny(expect.into()), None);
 }
 
 /// Evicting the migration target (the VMI runs on another node) is refused without marking.
@@ -427,22 +331,12 @@ fn unreadable_cluster_configuration_denies() {
 fn eviction_of_the_target_pod() {
     let target = cluster_with(Vmi::new(Some("LiveMigrate"), true).on("node02"));
     let decision = run(&target, &parse(&eviction_request(POD, plain_eviction())));
-    check(
-        "target pod",
-        &decision,
-        &Expect::Deny("Eviction request for target Pod".into()),
-        None,
-    );
+    check("target pod", &decision, &Expect::Deny("Eviction request for target Pod".into()), None);
 
     // An evacuation in progress is reported before the target check.
     let marked = cluster_with(Vmi::new(Some("LiveMigrate"), true).on("node02").marked());
     let decision = run(&marked, &parse(&eviction_request(POD, plain_eviction())));
-    check(
-        "marked target pod",
-        &decision,
-        &Expect::Deny(in_progress()),
-        None,
-    );
+    check("marked target pod", &decision, &Expect::Deny(in_progress()), None);
 }
 
 #[test]
@@ -459,27 +353,18 @@ fn dry_run_from_the_request_or_the_eviction() {
         let vmi = Vmi::new(Some("LiveMigrate"), true);
         let cluster = cluster(&vmi, None);
         let text = eviction_request(POD, eviction(json!({}), delete_dry_run.clone()));
-    let mut request = parse(&text);
+        let mut request = parse(&text);
         request.dry_run = Some(*request_dry_run);
         let decision = run(&cluster, &request);
-        let row =
-            format!("request dryRun {request_dry_run}, deleteOptions.dryRun {delete_dry_run}");
-        check(
-            &row,
-            &decision,
-            &Expect::Evacuate(triggered()),
-            Some(mark(*expect_dry_run, None)),
-        );
+        let row = format!("request dryRun {request_dry_run}, deleteOptions.dryRun {delete_dry_run}");
+        check(&row, &decision, &Expect::Evacuate(triggered()), Some(mark(*expect_dry_run, None)));
     }
 }
 
 #[test]
 fn descheduler_evictions_carry_their_source() {
     let rows: &[(Value, Option<EvacuationSource>)] = &[
-        (
-            json!({"requested-by": "sigs.k8s.io/descheduler"}),
-            Some(EvacuationSource::Descheduler),
-        ),
+        (json!({"requested-by": "sigs.k8s.io/descheduler"}), Some(EvacuationSource::Descheduler)),
         (json!({"requested-by": "someone-else"}), None),
         (json!({}), None),
         (Value::Null, None),
@@ -487,10 +372,8 @@ fn descheduler_evictions_carry_their_source() {
     for (annotations, source) in rows {
         let vmi = Vmi::new(Some("LiveMigrate"), true);
         let cluster = cluster(&vmi, None);
-        let decision = run(
-            &cluster,
-            &parse(&eviction_request(POD, eviction(annotations.clone(), json!([])))),
-        );
+        let decision =
+            run(&cluster, &parse(&eviction_request(POD, eviction(annotations.clone(), json!([])))));
         check(
             &format!("annotations {annotations}"),
             &decision,
@@ -509,10 +392,7 @@ fn malformed_eviction_object() {
     let decision = run(&cluster, &parse(&eviction_request(POD, malformed.clone())));
     match &decision.verdict {
         Verdict::Deny { code: 429, message } => {
-            assert!(
-                message.starts_with("failed to parse the eviction object: "),
-                "{message}"
-            )
+            assert!(message.starts_with("failed to parse the eviction object: "), "{message}")
         }
         other => panic!("{other:?}"),
     }
@@ -521,12 +401,7 @@ fn malformed_eviction_object() {
     // Earlier checks decide first.
     let marked = cluster_with(Vmi::new(Some("LiveMigrate"), true).marked());
     let decision = run(&marked, &parse(&eviction_request(POD, malformed.clone())));
-    check(
-        "malformed, marked",
-        &decision,
-        &Expect::Deny(in_progress()),
-        None,
-    );
+    check("malformed, marked", &decision, &Expect::Deny(in_progress()), None);
     let none = cluster_with(Vmi::new(Some("None"), true));
     check(
         "malformed, None",
@@ -560,19 +435,13 @@ fn pods_kubevirt_does_not_act_on() {
 
     check(
         "not a KubeVirt pod",
-        &run(
-            &with_pod(plain_pod()),
-            &parse(&eviction_request("web-0", plain_eviction())),
-        ),
+        &run(&with_pod(plain_pod()), &parse(&eviction_request("web-0", plain_eviction()))),
         &Expect::Allow,
         None,
     );
     check(
         "missing pod",
-        &run(
-            &with_pod(plain_pod()),
-            &parse(&eviction_request("gone", plain_eviction())),
-        ),
+        &run(&with_pod(plain_pod()), &parse(&eviction_request("gone", plain_eviction()))),
         &Expect::Allow,
         None,
     );
@@ -597,12 +466,7 @@ fn pods_kubevirt_does_not_act_on() {
         let mut pod = launcher_pod(NODE);
         pod["status"]["phase"] = json!(phase);
         let decision = run(&with_pod(pod), &parse(&eviction_request(POD, plain_eviction())));
-        check(
-            phase,
-            &decision,
-            &Expect::Evacuate(triggered()),
-            Some(mark(false, None)),
-        );
+        check(phase, &decision, &Expect::Evacuate(triggered()), Some(mark(false, None)));
     }
     let mut no_domain = launcher_pod(NODE);
     no_domain["metadata"]["annotations"] = json!(null);
@@ -620,24 +484,16 @@ fn pods_kubevirt_does_not_act_on() {
 fn launcher_pod_whose_vmi_cannot_be_read() {
     let cluster = FakeCluster::default().with(launcher_pod(NODE));
     let decision = run(&cluster, &parse(&eviction_request(POD, plain_eviction())));
-    let expect = format!(
-        "kubevirt failed getting the vmi: virtualmachineinstances.kubevirt.io \"{VMI}\" not found"
-    );
+    let expect =
+        format!("kubevirt failed getting the vmi: virtualmachineinstances.kubevirt.io \"{VMI}\" not found");
     check("missing VMI", &decision, &Expect::Deny(expect), None);
 
-    let cluster = FakeCluster::default().with(launcher_pod(NODE)).failing(
-        "VirtualMachineInstance",
-        "the server is currently unable to handle the request",
-    );
+    let cluster = FakeCluster::default()
+        .with(launcher_pod(NODE))
+        .failing("VirtualMachineInstance", "the server is currently unable to handle the request");
     let decision = run(&cluster, &parse(&eviction_request(POD, plain_eviction())));
-    let expect =
-        "kubevirt failed getting the vmi: the server is currently unable to handle the request";
-    check(
-        "unreadable VMI",
-        &decision,
-        &Expect::Deny(expect.into()),
-        None,
-    );
+    let expect = "kubevirt failed getting the vmi: the server is currently unable to handle the request";
+    check("unreadable VMI", &decision, &Expect::Deny(expect.into()), None);
 }
 
 fn hotplug_pod(owners: Value) -> Value {
@@ -655,7 +511,9 @@ fn owned_by_launcher() -> Value {
 #[test]
 fn hotplug_volume_pods() {
     let vmi = Vmi::new(Some("None"), false);
-    let protected = format!("cannot evict hotplug pod: hp-volume-x7k2p associated with running vmi: {VMI} in namespace {NS}");
+    let protected = format!(
+        "cannot evict hotplug pod: hp-volume-x7k2p associated with running vmi: {VMI} in namespace {NS}"
+    );
     let text = eviction_request("hp-volume-x7k2p", plain_eviction());
     let request = parse(&text);
 
@@ -663,63 +521,28 @@ fn hotplug_volume_pods() {
         .with(hotplug_pod(owned_by_launcher()))
         .with(launcher_pod(NODE))
         .with(vmi.json());
-    check(
-        "VMI running",
-        &run(&full, &request),
-        &Expect::Deny(protected),
-        None,
-    );
+    check("VMI running", &run(&full, &request), &Expect::Deny(protected), None);
 
-    let no_vmi = FakeCluster::default()
-        .with(hotplug_pod(owned_by_launcher()))
-        .with(launcher_pod(NODE));
+    let no_vmi = FakeCluster::default().with(hotplug_pod(owned_by_launcher())).with(launcher_pod(NODE));
     check("VMI gone", &run(&no_vmi, &request), &Expect::Allow, None);
 
-    let no_owner = FakeCluster::default()
-        .with(hotplug_pod(owned_by_launcher()))
-        .with(vmi.json());
-    check(
-        "owner gone",
-        &run(&no_owner, &request),
-        &Expect::Allow,
-        None,
-    );
+    let no_owner = FakeCluster::default().with(hotplug_pod(owned_by_launcher())).with(vmi.json());
+    check("owner gone", &run(&no_owner, &request), &Expect::Allow, None);
 
     let mut finished = launcher_pod(NODE);
     finished["status"]["phase"] = json!("Succeeded");
-    let done = FakeCluster::default()
-        .with(hotplug_pod(owned_by_launcher()))
-        .with(finished)
-        .with(vmi.json());
-    check(
-        "owner finished",
-        &run(&done, &request),
-        &Expect::Allow,
-        None,
-    );
+    let done = FakeCluster::default().with(hotplug_pod(owned_by_launcher())).with(finished).with(vmi.json());
+    check("owner finished", &run(&done, &request), &Expect::Allow, None);
 
-    let two_owners = json!([owned_by_launcher()[0], {"apiVersion": "v1", "kind": "Pod", "name": "other", "uid": "5"}]);
-    let not_hotplug = FakeCluster::default()
-        .with(hotplug_pod(two_owners))
-        .with(launcher_pod(NODE))
-        .with(vmi.json());
-    check(
-        "two owners",
-        &run(&not_hotplug, &request),
-        &Expect::Allow,
-        None,
-    );
+    let two_owners =
+        json!([owned_by_launcher()[0], {"apiVersion": "v1", "kind": "Pod", "name": "other", "uid": "5"}]);
+    let not_hotplug =
+        FakeCluster::default().with(hotplug_pod(two_owners)).with(launcher_pod(NODE)).with(vmi.json());
+    check("two owners", &run(&not_hotplug, &request), &Expect::Allow, None);
 
     let owner_is_plain = json!([{"apiVersion": "v1", "kind": "Pod", "name": "web-0", "uid": "7"}]);
-    let plain_owner = FakeCluster::default()
-        .with(hotplug_pod(owner_is_plain))
-        .with(plain_pod());
-    check(
-        "owner not a launcher",
-        &run(&plain_owner, &request),
-        &Expect::Allow,
-        None,
-    );
+    let plain_owner = FakeCluster::default().with(hotplug_pod(owner_is_plain)).with(plain_pod());
+    check("owner not a launcher", &run(&plain_owner, &request), &Expect::Allow, None);
 
     let vmi_fails = FakeCluster::default()
         .with(hotplug_pod(owned_by_launcher()))
@@ -740,10 +563,7 @@ fn only_pods_eviction_create_is_decided() {
     let mut request = parse(&text);
     request.sub_resource = Default::default();
     let err = decide(&request, &Settings::default(), &cluster).unwrap_err();
-    assert_eq!(
-        err.to_string(),
-        "this policy only evaluates pods/eviction CREATE requests, got CREATE pods"
-    );
+    assert_eq!(err.to_string(), "this policy only evaluates pods/eviction CREATE requests, got CREATE pods");
 
     let text = eviction_request(POD, plain_eviction());
     let mut request = parse(&text);
@@ -764,16 +584,8 @@ fn only_pods_eviction_create_is_decided() {
 #[test]
 fn settings_validation() {
     assert!(Settings::default().validate().is_ok());
-    let bad = Settings {
-        kubevirt: Some(KubeVirtRef {
-            namespace: String::new(),
-            name: "kubevirt".into(),
-        }),
-    };
-    assert_eq!(
-        bad.validate().unwrap_err(),
-        "kubevirt: both namespace and name must be set"
-    );
+    let bad = Settings { kubevirt: Some(KubeVirtRef { namespace: String::new(), name: "kubevirt".into() }) };
+    assert_eq!(bad.validate().unwrap_err(), "kubevirt: both namespace and name must be set");
     assert!(
         serde_json::from_value::<Settings>(json!({"kubeVirt": {}})).is_err(),
         "unknown fields are refused"

@@ -38,6 +38,6 @@ impl Eviction<'_> {
 
     /// Whether the descheduler asked for this eviction.
     pub fn requested_by_descheduler(&self) -> bool {
-        self.metadata.annotation(REQUESTED_BY_ANNOTATION) == Some(DESCHEDULER_REQUESTER)
+        self.metadata.annotation(REQUESTED_BY_ANNOTATION).is_some_and(|by| by == DESCHEDULER_REQUESTER)
     }
 }

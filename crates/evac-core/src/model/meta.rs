@@ -1,43 +1,33 @@
-use std::collections::BTreeMap;
-
 use serde::{Deserialize, Serialize};
 
-use super::{null_as_default, Str};
+use super::{null_as_default, Lazy, RawMap, Str};
 
-/// String-to-string maps: labels and annotations.
-pub type StrMap<'a> = BTreeMap<Str<'a>, Str<'a>>;
-
-/// `metadata` of any Kubernetes object.
+/// `metadata` of any Kubernetes object: the fields decisions read. Maps and lists are kept raw
+/// and decoded on demand.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct ObjectMeta<'a> {
     #[serde(borrow, deserialize_with = "null_as_default")]
     pub name: Str<'a>,
     #[serde(borrow, deserialize_with = "null_as_default", skip_serializing_if = "str::is_empty")]
-    pub generate_name: Str<'a>,
-    #[serde(borrow, deserialize_with = "null_as_default", skip_serializing_if = "str::is_empty")]
     pub namespace: Str<'a>,
-    #[serde(borrow, deserialize_with = "null_as_default", skip_serializing_if = "str::is_empty")]
-    pub uid: Str<'a>,
-    #[serde(borrow, deserialize_with = "null_as_default", skip_serializing_if = "str::is_empty")]
-    pub resource_version: Str<'a>,
-    #[serde(borrow, deserialize_with = "null_as_default", skip_serializing_if = "BTreeMap::is_empty")]
-    pub labels: StrMap<'a>,
-    #[serde(borrow, deserialize_with = "null_as_default", skip_serializing_if = "BTreeMap::is_empty")]
-    pub annotations: StrMap<'a>,
-    #[serde(borrow, deserialize_with = "null_as_default", skip_serializing_if = "Vec::is_empty")]
-    pub owner_references: Vec<OwnerReference<'a>>,
+    #[serde(borrow, skip_serializing_if = "RawMap::is_empty")]
+    pub labels: RawMap<'a>,
+    #[serde(borrow, skip_serializing_if = "RawMap::is_empty")]
+    pub annotations: RawMap<'a>,
+    #[serde(borrow, skip_serializing_if = "Lazy::is_absent")]
+    pub owner_references: Lazy<'a, Vec<OwnerReference<'a>>>,
     #[serde(borrow, skip_serializing_if = "Option::is_none")]
     pub deletion_timestamp: Option<Str<'a>>,
 }
 
-impl ObjectMeta<'_> {
-    pub fn label(&self, key: &str) -> Option<&str> {
-        self.labels.get(key).map(Str::as_str)
+impl<'a> ObjectMeta<'a> {
+    pub fn label(&self, key: &str) -> Option<Str<'a>> {
+        self.labels.get(key)
     }
 
-    pub fn annotation(&self, key: &str) -> Option<&str> {
-        self.annotations.get(key).map(Str::as_str)
+    pub fn annotation(&self, key: &str) -> Option<Str<'a>> {
+        self.annotations.get(key)
     }
 }
 

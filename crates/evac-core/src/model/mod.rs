@@ -6,17 +6,21 @@
 mod admission;
 mod eviction;
 mod kubevirt;
+mod lazy;
 mod meta;
 mod pod;
+mod raw_map;
 mod str;
 mod vmi;
 
 pub use admission::{AdmissionRequest, GroupVersionKind, GroupVersionResource, ValidationRequest};
 pub use eviction::{DeleteOptions, Eviction};
 pub use kubevirt::{DeveloperConfiguration, KubeVirt, KubeVirtConfiguration, KubeVirtSpec};
-pub use meta::{Condition, ObjectMeta, OwnerReference, StrMap};
-pub use str::Str;
+pub use lazy::Lazy;
+pub use meta::{Condition, ObjectMeta, OwnerReference};
 pub use pod::{Pod, PodSpec, PodStatus};
+pub use raw_map::RawMap;
+pub use str::Str;
 pub use vmi::{EvictionStrategy, VirtualMachineInstance, VmiSpec, VmiStatus};
 
 /// Deserializes `null` as the type's default, for fields Kubernetes may send as `null`.

@@ -35,15 +35,16 @@ pub const APP_LABEL: &str = "kubevirt.io";
 /// The pod annotation that names the VMI a launcher pod runs (`virtv1.DomainAnnotation`).
 pub const DOMAIN_ANNOTATION: &str = "kubevirt.io/domain";
 
-impl Pod<'_> {
+impl<'a> Pod<'a> {
     /// A `virt-launcher` pod: the pod a VMI runs in.
     pub fn is_virt_launcher(&self) -> bool {
-        self.metadata.label(APP_LABEL) == Some("virt-launcher")
+        self.metadata.label(APP_LABEL).is_some_and(|app| app == "virt-launcher")
     }
 
     /// A hotplug volume pod, owned by exactly one launcher pod.
     pub fn is_hotplug_volume_pod(&self) -> bool {
-        self.metadata.label(APP_LABEL) == Some("hotplug-disk") && self.metadata.owner_references.len() == 1
+        self.metadata.label(APP_LABEL).is_some_and(|app| app == "hotplug-disk")
+            && self.metadata.owner_references.get().len() == 1
     }
 
     /// A pod that has finished: phase `Succeeded` or `Failed`.
@@ -52,7 +53,7 @@ impl Pod<'_> {
     }
 
     /// The VMI a launcher pod runs, from its `kubevirt.io/domain` annotation.
-    pub fn domain(&self) -> Option<&str> {
+    pub fn domain(&self) -> Option<Str<'a>> {
         self.metadata.annotation(DOMAIN_ANNOTATION)
     }
 }

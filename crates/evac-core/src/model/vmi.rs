@@ -50,7 +50,10 @@ impl VirtualMachineInstance<'_> {
 
     /// The VMI's eviction strategy, falling back to the cluster-wide one
     /// (`migrations.VMIEvictionStrategy`).
-    pub fn eviction_strategy<'s>(&'s self, cluster_wide: Option<&'s EvictionStrategy>) -> Option<&'s EvictionStrategy> {
+    pub fn eviction_strategy<'s>(
+        &'s self,
+        cluster_wide: Option<&'s EvictionStrategy>,
+    ) -> Option<&'s EvictionStrategy> {
         self.spec.eviction_strategy.as_ref().or(cluster_wide)
     }
 }

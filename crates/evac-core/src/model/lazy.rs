@@ -1,0 +1,91 @@
+use std::fmt;
+use std::marker::PhantomData;
+
+use serde::de::{Deserialize, Deserializer};
+use serde::{Serialize, Serializer};
+use serde_json::value::RawValue;
+
+/// A field kept as raw JSON and decoded only when a decision asks for it: most decisions never
+/// look at it, and capturing raw text costs no more than skipping it.
+pub struct Lazy<'a, T> {
+    raw: Option<&'a RawValue>,
+    ty: PhantomData<T>,
+}
+
+impl<'a, T: Deserialize<'a> + Default> Lazy<'a, T> {
+    /// The decoded value; the default when absent, `null` or malformed.
+    pub fn get(&self) -> T {
+        self.raw
+            .and_then(|raw| serde_json::from_str::<Option<T>>(raw.get()).ok().flatten())
+            .unwrap_or_default()
+    }
+}
+
+impl<T> Lazy<'_, T> {
+    pub fn is_absent(&self) -> bool {
+        self.raw.is_none_or(|raw| raw.get() == "null")
+    }
+}
+
+impl<T> Default for Lazy<'_, T> {
+    fn default() -> Self {
+        Self { raw: None, ty: PhantomData }
+    }
+}
+
+impl<T> Clone for Lazy<'_, T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T> Copy for Lazy<'_, T> {}
+
+impl<'a, T: Deserialize<'a> + Default + fmt::Debug> fmt::Debug for Lazy<'a, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.get().fmt(f)
+    }
+}
+
+impl<'a, T: Deserialize<'a> + Default + PartialEq> PartialEq for Lazy<'a, T> {
+    fn eq(&self, other: &Self) -> bool {
+        self.get() == other.get()
+    }
+}
+
+impl<T> Serialize for Lazy<'_, T> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self.raw {
+            Some(raw) => raw.serialize(serializer),
+            None => serializer.serialize_none(),
+        }
+    }
+}
+
+impl<'de: 'a, 'a, T> Deserialize<'de> for Lazy<'a, T> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Ok(Self { raw: Some(<&'a RawValue>::deserialize(deserializer)?), ty: PhantomData })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(serde::Deserialize)]
+    struct Holder<'a> {
+        #[serde(borrow, default)]
+        items: Lazy<'a, Vec<u32>>,
+    }
+
+    #[test]
+    fn decodes_on_demand() {
+        let holder: Holder<'_> = serde_json::from_str(r#"{"items": [1, 2]}"#).unwrap();
+        assert_eq!(holder.items.get(), vec![1, 2]);
+        let holder: Holder<'_> = serde_json::from_str(r#"{"items": null}"#).unwrap();
+        assert!(holder.items.is_absent());
+        assert!(holder.items.get().is_empty());
+        let holder: Holder<'_> = serde_json::from_str(r#"{}"#).unwrap();
+        assert!(holder.items.get().is_empty());
+    }
+}

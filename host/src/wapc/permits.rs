@@ -1,0 +1,87 @@
+//! Bounds on instances: how many evaluations run at once, and how many idle instances are kept.
+//!
+//! The pooling allocator has a fixed number of instance slots. Evaluations beyond
+//! `max_concurrent` wait for a permit instead of failing, and idle instances (of all modules)
+//! may only use the slots that in-flight evaluations cannot, so an evaluation always finds a slot.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Condvar, Mutex};
+
+pub(crate) struct Permits {
+    available: Mutex<usize>,
+    returned: Condvar,
+    /// Slots idle instances may still take.
+    idle_slots: AtomicUsize,
+}
+
+/// One evaluation's right to an instance slot; given back on drop.
+pub(crate) struct Permit<'a>(&'a Permits);
+
+impl Permits {
+    pub(crate) fn new(in_flight: usize, idle: usize) -> Self {
+        Self {
+            available: Mutex::new(in_flight),
+            returned: Condvar::new(),
+            idle_slots: AtomicUsize::new(idle),
+        }
+    }
+
+    /// Waits until fewer than `max_concurrent` evaluations run.
+    pub(crate) fn acquire(&self) -> Permit<'_> {
+        let mut available = self.available.lock().expect("permits");
+        while *available == 0 {
+            available = self.returned.wait(available).expect("permits");
+        }
+        *available -= 1;
+        Permit(self)
+    }
+
+    /// Takes a slot for an idle instance, if one is left.
+    pub(crate) fn reserve_idle(&self) -> bool {
+        self.idle_slots.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1)).is_ok()
+    }
+
+    pub(crate) fn release_idle(&self, count: usize) {
+        self.idle_slots.fetch_add(count, Ordering::AcqRel);
+    }
+}
+
+impl Drop for Permit<'_> {
+    fn drop(&mut self) {
+        *self.0.available.lock().expect("permits") += 1;
+        self.0.returned.notify_one();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn a_caller_waits_for_a_permit() {
+        let permits = Arc::new(Permits::new(1, 1));
+        let first = permits.acquire();
+        let waiting = {
+            let permits = Arc::clone(&permits);
+            std::thread::spawn(move || {
+                let _second = permits.acquire();
+            })
+        };
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(!waiting.is_finished(), "the second caller must wait");
+        drop(first);
+        waiting.join().unwrap();
+    }
+
+    #[test]
+    fn idle_slots_are_bounded() {
+        let permits = Permits::new(1, 2);
+        assert!(permits.reserve_idle() && permits.reserve_idle());
+        assert!(!permits.reserve_idle());
+        permits.release_idle(1);
+        assert!(permits.reserve_idle());
+    }
+}
