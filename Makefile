@@ -34,8 +34,8 @@ policies: setup host
 ## All tests: the core's table tests, the host's unit tests, the policies' native tests, and the
 ## end-to-end tests that load the built modules. Release mode reuses `make build`'s artifacts.
 test: build
-	$(CARGO) test --release --workspace
 	$(CARGO) build --release --target wasm32-unknown-unknown -p evac-core
+	$(CARGO) test --release --workspace
 
 lint: setup
 	$(CARGO) fmt --all --check

@@ -742,3 +742,27 @@ fn a_review_and_a_bare_request_get_the_same_answer() {
     assert_eq!(from_bare, from_review);
     check("review", &from_review, &Expect::Triggered(mark(NS, "vm", NODE)));
 }
+
+/// Deeply nested JSON in fields the policy does not read is skipped (serde_json skips without
+/// recursing), so it neither overflows the guest's small stack nor changes the answer.
+#[test]
+fn deeply_nested_input_is_handled() {
+    let nested = (0..5000).fold(json!("bottom"), |inner, _| json!({ "n": inner }));
+    let policy = policy_for(cluster([
+        launcher_pod(NS, "deep", NODE),
+        vmi(NS, "deep", Some("LiveMigrate"), true, NODE),
+    ]));
+    let expected = Expect::Triggered(mark(NS, "deep", NODE));
+
+    let eviction =
+        with(eviction_object(NS, &launcher_name("deep")), "/deleteOptions", json!({ "extra": nested }));
+    let response = validate(&policy, &eviction_request_with(NS, &launcher_name("deep"), eviction)).unwrap();
+    check("nested in the Eviction", &response, &expected);
+
+    let request =
+        with(eviction_request(NS, &launcher_name("deep")), "/userInfo/extra", json!({ "x": nested }));
+    check("nested in the request", &validate(&policy, &request).unwrap(), &expected);
+
+    let response = validate(&policy, &eviction_request(NS, &launcher_name("deep"))).unwrap();
+    check("afterwards", &response, &expected);
+}

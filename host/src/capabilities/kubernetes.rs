@@ -49,7 +49,8 @@ impl KubernetesCapabilities {
 }
 
 fn decode<'a, T: Deserialize<'a>>(operation: &str, payload: &'a [u8]) -> Result<T, String> {
-    serde_json::from_slice(payload).map_err(|e| format!("invalid kubernetes/{operation} request: {e}"))
+    let invalid = |e: &dyn std::fmt::Display| format!("invalid kubernetes/{operation} request: {e}");
+    serde_json::from_str(evac_core::json_text(payload).map_err(|e| invalid(&e))?).map_err(|e| invalid(&e))
 }
 
 impl HostCapabilities for KubernetesCapabilities {

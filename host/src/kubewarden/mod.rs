@@ -25,8 +25,9 @@ pub fn validate(
     settings: &RawValue,
 ) -> Result<PolicyResponse, EvalError> {
     let answer = policy.call("validate", &validation_payload(request, settings))?;
-    serde_json::from_slice(&answer)
-        .map_err(|e| EvalError::BadResponse { what: "ValidationResponse", reason: e.to_string() })
+    let bad = |reason: String| EvalError::BadResponse { what: "ValidationResponse", reason };
+    let text = evac_core::json_text(&answer).map_err(|e| bad(e.to_string()))?;
+    serde_json::from_str(text).map_err(|e| bad(e.to_string()))
 }
 
 /// The `validate` payload: `{"request": ..., "settings": ...}`, assembled without re-encoding.

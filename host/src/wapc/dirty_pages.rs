@@ -2,9 +2,10 @@
 //! `PAGEMAP_SCAN` ioctl (kernel 6.7+), so a used instance can be put back into its post-init
 //! state by copying only those pages.
 //!
-//! The criteria are wasmtime's own for resetting pooled memories: a page needs a reset if it is
-//! present, not the shared zero page and not backed by the memory image file, i.e. a private page
-//! that was written at some point. Pages only ever read are skipped.
+//! The criteria are wasmtime's own for resetting pooled memories, plus swapped-out pages: a page
+//! needs a reset if it is in memory or swapped out, not the shared zero page and not backed by the
+//! memory image file, i.e. a private page that was written at some point. Pages only ever read are
+//! skipped.
 
 use std::fs::File;
 use std::ops::Range;
@@ -14,6 +15,7 @@ use std::sync::LazyLock;
 const PAGE_IS_WRITTEN: u64 = 1 << 1;
 const PAGE_IS_FILE: u64 = 1 << 2;
 const PAGE_IS_PRESENT: u64 = 1 << 3;
+const PAGE_IS_SWAPPED: u64 = 1 << 4;
 const PAGE_IS_PFNZERO: u64 = 1 << 5;
 
 /// `struct pm_scan_arg` of `<linux/fs.h>`.
@@ -92,20 +94,24 @@ pub(crate) unsafe fn drop_zero_pages(memory: Range<usize>) -> Option<()> {
     Some(())
 }
 
-/// What a scan looks for: `(category_inverted, category_mask)`.
-type Criteria = (u64, u64);
+/// What a scan looks for: `(category_inverted, category_mask, category_anyof_mask)`.
+type Criteria = (u64, u64, u64);
 
-/// Pages changed from the image: present, written, neither the zero page nor the image file.
-const DIRTY: Criteria =
-    (PAGE_IS_PFNZERO | PAGE_IS_FILE, PAGE_IS_WRITTEN | PAGE_IS_PRESENT | PAGE_IS_PFNZERO | PAGE_IS_FILE);
+/// Pages changed from the image: written, neither the zero page nor the image file, and in memory
+/// or swapped out (a swapped-out page holds data too).
+const DIRTY: Criteria = (
+    PAGE_IS_PFNZERO | PAGE_IS_FILE,
+    PAGE_IS_WRITTEN | PAGE_IS_PFNZERO | PAGE_IS_FILE,
+    PAGE_IS_PRESENT | PAGE_IS_SWAPPED,
+);
 
 /// Pages mapped to the shared zero page.
-const ZERO: Criteria = (0, PAGE_IS_PRESENT | PAGE_IS_PFNZERO);
+const ZERO: Criteria = (0, PAGE_IS_PRESENT | PAGE_IS_PFNZERO, 0);
 
 fn scan(
     file: &File,
     memory: Range<usize>,
-    (category_inverted, category_mask): Criteria,
+    (category_inverted, category_mask, category_anyof_mask): Criteria,
     found: &mut dyn FnMut(Range<usize>),
 ) -> std::io::Result<()> {
     let mut regions = [PageRegion::default(); 64];
@@ -123,7 +129,7 @@ fn scan(
             max_pages: 0,
             category_inverted,
             category_mask,
-            category_anyof_mask: 0,
+            category_anyof_mask,
             return_mask: 0,
         };
         // SAFETY: `arg` and `regions` are valid for the ioctl's reads and writes; the scanned range

@@ -70,6 +70,10 @@ impl PolicyEngine {
             .epoch_interruption(true)
             .cranelift_opt_level(OptLevel::Speed)
             .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        #[cfg(feature = "profiling")]
+        if std::env::var_os("EVAC_PERF_MAP").is_some() {
+            config.profiler(wasmtime::ProfilingStrategy::PerfMap);
+        }
         let engine =
             Engine::new(&config).map_err(anyhow::Error::from).context("cannot set up the wasm engine")?;
 

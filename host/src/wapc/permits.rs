@@ -8,10 +8,16 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex};
 
 pub(crate) struct Permits {
-    available: Mutex<usize>,
+    state: Mutex<State>,
     returned: Condvar,
     /// Slots idle instances may still take.
     idle_slots: AtomicUsize,
+}
+
+struct State {
+    available: usize,
+    /// Callers waiting for a permit: only then does a returned permit need a wake-up (a syscall).
+    waiting: usize,
 }
 
 /// One evaluation's right to an instance slot; given back on drop.
@@ -20,7 +26,7 @@ pub(crate) struct Permit<'a>(&'a Permits);
 impl Permits {
     pub(crate) fn new(in_flight: usize, idle: usize) -> Self {
         Self {
-            available: Mutex::new(in_flight),
+            state: Mutex::new(State { available: in_flight, waiting: 0 }),
             returned: Condvar::new(),
             idle_slots: AtomicUsize::new(idle),
         }
@@ -28,11 +34,13 @@ impl Permits {
 
     /// Waits until fewer than `max_concurrent` evaluations run.
     pub(crate) fn acquire(&self) -> Permit<'_> {
-        let mut available = self.available.lock().expect("permits");
-        while *available == 0 {
-            available = self.returned.wait(available).expect("permits");
+        let mut state = self.state.lock().expect("permits");
+        while state.available == 0 {
+            state.waiting += 1;
+            state = self.returned.wait(state).expect("permits");
+            state.waiting -= 1;
         }
-        *available -= 1;
+        state.available -= 1;
         Permit(self)
     }
 
@@ -48,8 +56,11 @@ impl Permits {
 
 impl Drop for Permit<'_> {
     fn drop(&mut self) {
-        *self.0.available.lock().expect("permits") += 1;
-        self.0.returned.notify_one();
+        let mut state = self.0.state.lock().expect("permits");
+        state.available += 1;
+        if state.waiting > 0 {
+            self.0.returned.notify_one();
+        }
     }
 }
 

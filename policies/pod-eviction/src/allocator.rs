@@ -9,7 +9,7 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::UnsafeCell;
 
-const ARENA_SIZE: usize = 256 * 1024;
+const ARENA_SIZE: usize = 64 * 1024;
 
 pub struct Arena {
     memory: UnsafeCell<[u8; ARENA_SIZE]>,
