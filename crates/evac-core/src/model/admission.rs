@@ -20,19 +20,19 @@ pub struct ValidationRequest<'a, S> {
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct AdmissionRequest<'a> {
-    #[serde(borrow, deserialize_with = "null_as_default")]
+    #[serde(borrow)]
     pub uid: Str<'a>,
     #[serde(borrow, deserialize_with = "null_as_default")]
     pub kind: GroupVersionKind<'a>,
     #[serde(borrow, deserialize_with = "null_as_default")]
     pub resource: GroupVersionResource<'a>,
-    #[serde(borrow, deserialize_with = "null_as_default", skip_serializing_if = "str::is_empty")]
+    #[serde(borrow, skip_serializing_if = "str::is_empty")]
     pub sub_resource: Str<'a>,
-    #[serde(borrow, deserialize_with = "null_as_default", skip_serializing_if = "str::is_empty")]
+    #[serde(borrow, skip_serializing_if = "str::is_empty")]
     pub name: Str<'a>,
-    #[serde(borrow, deserialize_with = "null_as_default", skip_serializing_if = "str::is_empty")]
+    #[serde(borrow, skip_serializing_if = "str::is_empty")]
     pub namespace: Str<'a>,
-    #[serde(borrow, deserialize_with = "null_as_default")]
+    #[serde(borrow)]
     pub operation: Str<'a>,
     #[serde(borrow, skip_serializing_if = "Option::is_none")]
     pub object: Option<&'a RawValue>,
@@ -65,21 +65,21 @@ impl AdmissionRequest<'_> {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(default)]
 pub struct GroupVersionKind<'a> {
-    #[serde(borrow, deserialize_with = "null_as_default")]
+    #[serde(borrow)]
     pub group: Str<'a>,
-    #[serde(borrow, deserialize_with = "null_as_default")]
+    #[serde(borrow)]
     pub version: Str<'a>,
-    #[serde(borrow, deserialize_with = "null_as_default")]
+    #[serde(borrow)]
     pub kind: Str<'a>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(default)]
 pub struct GroupVersionResource<'a> {
-    #[serde(borrow, deserialize_with = "null_as_default")]
+    #[serde(borrow)]
     pub group: Str<'a>,
-    #[serde(borrow, deserialize_with = "null_as_default")]
+    #[serde(borrow)]
     pub version: Str<'a>,
-    #[serde(borrow, deserialize_with = "null_as_default")]
+    #[serde(borrow)]
     pub resource: Str<'a>,
 }

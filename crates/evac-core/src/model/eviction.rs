@@ -6,9 +6,9 @@ use super::{null_as_default, ObjectMeta, Str};
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct Eviction<'a> {
-    #[serde(borrow, deserialize_with = "null_as_default")]
+    #[serde(borrow)]
     pub api_version: Str<'a>,
-    #[serde(borrow, deserialize_with = "null_as_default")]
+    #[serde(borrow)]
     pub kind: Str<'a>,
     #[serde(borrow, deserialize_with = "null_as_default")]
     pub metadata: ObjectMeta<'a>,

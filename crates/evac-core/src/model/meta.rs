@@ -1,15 +1,15 @@
 use serde::{Deserialize, Serialize};
 
-use super::{null_as_default, Lazy, RawMap, Str};
+use super::{Lazy, RawMap, Str};
 
 /// `metadata` of any Kubernetes object: the fields decisions read. Maps and lists are kept raw
 /// and decoded on demand.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct ObjectMeta<'a> {
-    #[serde(borrow, deserialize_with = "null_as_default")]
+    #[serde(borrow)]
     pub name: Str<'a>,
-    #[serde(borrow, deserialize_with = "null_as_default", skip_serializing_if = "str::is_empty")]
+    #[serde(borrow, skip_serializing_if = "str::is_empty")]
     pub namespace: Str<'a>,
     #[serde(borrow, skip_serializing_if = "RawMap::is_empty")]
     pub labels: RawMap<'a>,
@@ -35,13 +35,13 @@ impl<'a> ObjectMeta<'a> {
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct OwnerReference<'a> {
-    #[serde(borrow, deserialize_with = "null_as_default")]
+    #[serde(borrow)]
     pub api_version: Str<'a>,
-    #[serde(borrow, deserialize_with = "null_as_default")]
+    #[serde(borrow)]
     pub kind: Str<'a>,
-    #[serde(borrow, deserialize_with = "null_as_default")]
+    #[serde(borrow)]
     pub name: Str<'a>,
-    #[serde(borrow, deserialize_with = "null_as_default")]
+    #[serde(borrow)]
     pub uid: Str<'a>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub controller: Option<bool>,
@@ -51,13 +51,13 @@ pub struct OwnerReference<'a> {
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct Condition<'a> {
-    #[serde(rename = "type", borrow, deserialize_with = "null_as_default")]
+    #[serde(rename = "type", borrow)]
     pub type_: Str<'a>,
-    #[serde(borrow, deserialize_with = "null_as_default")]
+    #[serde(borrow)]
     pub status: Str<'a>,
-    #[serde(borrow, deserialize_with = "null_as_default", skip_serializing_if = "str::is_empty")]
+    #[serde(borrow, skip_serializing_if = "str::is_empty")]
     pub reason: Str<'a>,
-    #[serde(borrow, deserialize_with = "null_as_default", skip_serializing_if = "str::is_empty")]
+    #[serde(borrow, skip_serializing_if = "str::is_empty")]
     pub message: Str<'a>,
 }
 

@@ -17,14 +17,14 @@ pub struct Pod<'a> {
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct PodSpec<'a> {
-    #[serde(borrow, deserialize_with = "null_as_default", skip_serializing_if = "str::is_empty")]
+    #[serde(borrow, skip_serializing_if = "str::is_empty")]
     pub node_name: Str<'a>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct PodStatus<'a> {
-    #[serde(borrow, deserialize_with = "null_as_default", skip_serializing_if = "str::is_empty")]
+    #[serde(borrow, skip_serializing_if = "str::is_empty")]
     pub phase: Str<'a>,
     #[serde(borrow, deserialize_with = "null_as_default", skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition<'a>>,

@@ -6,7 +6,7 @@ use serde::de::{self, Deserialize, Deserializer, Visitor};
 use serde::{Serialize, Serializer};
 
 /// A string that borrows from the JSON it was read from when it can (no escapes), and owns a copy
-/// when it must. Decisions read many small strings from cluster objects; borrowing them instead
+/// when it must; `null` reads as the empty string. Decisions read many small strings from cluster objects; borrowing them instead
 /// of allocating each is most of the difference between a cheap and an expensive decode.
 #[derive(Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Str<'a>(pub Cow<'a, str>);
@@ -99,9 +99,14 @@ impl<'de: 'a, 'a> Deserialize<'de> for Str<'a> {
             fn visit_string<E: de::Error>(self, v: String) -> Result<Self::Value, E> {
                 Ok(Str(Cow::Owned(v)))
             }
+
+            /// Kubernetes may send `null` for an unset string: it reads as empty.
+            fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+                Ok(Str::default())
+            }
         }
 
-        deserializer.deserialize_str(StrVisitor)
+        deserializer.deserialize_any(StrVisitor)
     }
 }
 
@@ -117,5 +122,6 @@ mod tests {
         assert!(matches!(escaped.0, Cow::Owned(_)));
         assert_eq!(escaped, r#"{"a":1}"#);
         assert!(serde_json::from_str::<Str<'_>>("3").is_err());
+        assert_eq!(serde_json::from_str::<Str<'_>>("null").unwrap(), "");
     }
 }

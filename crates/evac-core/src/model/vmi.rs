@@ -24,11 +24,11 @@ pub struct VmiSpec {
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct VmiStatus<'a> {
-    #[serde(borrow, deserialize_with = "null_as_default", skip_serializing_if = "str::is_empty")]
+    #[serde(borrow, skip_serializing_if = "str::is_empty")]
     pub node_name: Str<'a>,
-    #[serde(borrow, deserialize_with = "null_as_default", skip_serializing_if = "str::is_empty")]
+    #[serde(borrow, skip_serializing_if = "str::is_empty")]
     pub evacuation_node_name: Str<'a>,
-    #[serde(borrow, deserialize_with = "null_as_default", skip_serializing_if = "str::is_empty")]
+    #[serde(borrow, skip_serializing_if = "str::is_empty")]
     pub phase: Str<'a>,
     #[serde(borrow, deserialize_with = "null_as_default", skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition<'a>>,
