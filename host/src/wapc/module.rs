@@ -59,8 +59,7 @@ impl PolicyModule {
                 limit / 1024
             );
         }
-        let module = Module::new(engine.engine(), &prepared.bytes)
-            .map_err(|e| anyhow!("not a valid WebAssembly module: {}", first_line(&format!("{e:#}"))))?;
+        let module = Module::new(engine.engine(), &prepared.bytes).map_err(|e| invalid(&e))?;
         let exports = resolve_exports(&module)?;
         let mut linker = Linker::new(engine.engine());
         abi::add_to_linker(&mut linker)?;
