@@ -25,8 +25,13 @@ pub fn validate(
     settings: &RawValue,
 ) -> Result<PolicyResponse, EvalError> {
     let answer = policy.call("validate", &validation_payload(request, settings))?;
-    let bad = |reason: String| EvalError::BadResponse { what: "ValidationResponse", reason };
-    let text = evac_core::json_text(&answer).map_err(|e| bad(e.to_string()))?;
+    decode_answer(&answer, "ValidationResponse")
+}
+
+/// Decodes a module's answer; one that does not decode is the module's fault.
+fn decode_answer<T: serde::de::DeserializeOwned>(answer: &[u8], what: &'static str) -> Result<T, EvalError> {
+    let bad = |reason: String| EvalError::BadResponse { what, reason };
+    let text = evac_core::json_text(answer).map_err(|e| bad(e.to_string()))?;
     serde_json::from_str(text).map_err(|e| bad(e.to_string()))
 }
 
@@ -44,13 +49,11 @@ pub fn validation_payload(request: &RawValue, settings: &RawValue) -> Vec<u8> {
 
 pub fn validate_settings(policy: &Policy, settings: &RawValue) -> Result<SettingsValidation, EvalError> {
     let answer = policy.call("validate_settings", settings.get().as_bytes())?;
-    serde_json::from_slice(&answer)
-        .map_err(|e| EvalError::BadResponse { what: "settings validation response", reason: e.to_string() })
+    decode_answer(&answer, "settings validation response")
 }
 
 /// The module's Kubewarden protocol version (`"v1"`).
 pub fn protocol_version(policy: &Policy) -> Result<String, EvalError> {
     let answer = policy.call("protocol_version", b"")?;
-    serde_json::from_slice(&answer)
-        .map_err(|e| EvalError::BadResponse { what: "protocol version", reason: e.to_string() })
+    decode_answer(&answer, "protocol version")
 }
