@@ -16,7 +16,9 @@ pub use settings::{KubeVirtRef, Settings};
 
 use crate::cluster::{self, ClusterReader, ReadError};
 use crate::effect::{Effect, EvacuationSource, ObjectRef};
-use crate::model::{AdmissionRequest, Eviction, EvictionStrategy, KubeVirt, Pod, VirtualMachineInstance};
+use crate::model::{
+    AdmissionRequest, Eviction, EvictionStrategy, KubeVirt, Pod, PodRole, VirtualMachineInstance,
+};
 use crate::Decision;
 
 pub const POD_API_VERSION: &str = "v1";
@@ -53,13 +55,11 @@ where
     let Ok(pod) = cluster::decode::<Pod<'_>>(&raw, "Pod") else {
         return Ok(Decision::allow());
     };
-    if pod.is_hotplug_volume_pod() {
-        return Ok(admit_hotplug_pod(&pod, cluster));
-    }
-    if pod.is_virt_launcher() && !pod.is_completed() {
-        return Ok(admit_launcher_pod(request, settings, &pod, cluster));
-    }
-    Ok(Decision::allow())
+    Ok(match pod.role() {
+        PodRole::HotplugVolume => admit_hotplug_pod(&pod, cluster),
+        PodRole::Launcher if !pod.is_completed() => admit_launcher_pod(request, settings, &pod, cluster),
+        _ => Decision::allow(),
+    })
 }
 
 fn check_request(request: &AdmissionRequest<'_>) -> Result<(), NotAnEviction> {

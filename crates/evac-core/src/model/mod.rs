@@ -18,7 +18,7 @@ pub use eviction::{DeleteOptions, Eviction};
 pub use kubevirt::{DeveloperConfiguration, KubeVirt, KubeVirtConfiguration, KubeVirtSpec};
 pub use lazy::Lazy;
 pub use meta::{Condition, ObjectMeta, OwnerReference};
-pub use pod::{Pod, PodSpec, PodStatus};
+pub use pod::{Pod, PodRole, PodSpec, PodStatus};
 pub use raw_map::RawMap;
 pub use str::Str;
 pub use vmi::{EvictionStrategy, VirtualMachineInstance, VmiSpec, VmiStatus};

@@ -35,16 +35,29 @@ pub const APP_LABEL: &str = "kubevirt.io";
 /// The pod annotation that names the VMI a launcher pod runs (`virtv1.DomainAnnotation`).
 pub const DOMAIN_ANNOTATION: &str = "kubevirt.io/domain";
 
-impl<'a> Pod<'a> {
+/// What a pod is to KubeVirt, from its `kubevirt.io` label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PodRole {
     /// A `virt-launcher` pod: the pod a VMI runs in.
-    pub fn is_virt_launcher(&self) -> bool {
-        self.metadata.label(APP_LABEL).is_some_and(|app| app == "virt-launcher")
+    Launcher,
+    /// A hotplug volume pod, owned by exactly one launcher pod.
+    HotplugVolume,
+    /// Any other pod.
+    Other,
+}
+
+impl<'a> Pod<'a> {
+    /// The pod's role, reading its labels once.
+    pub fn role(&self) -> PodRole {
+        match self.metadata.label(APP_LABEL).as_deref() {
+            Some("virt-launcher") => PodRole::Launcher,
+            Some("hotplug-disk") if self.metadata.owner_references.get().len() == 1 => PodRole::HotplugVolume,
+            _ => PodRole::Other,
+        }
     }
 
-    /// A hotplug volume pod, owned by exactly one launcher pod.
-    pub fn is_hotplug_volume_pod(&self) -> bool {
-        self.metadata.label(APP_LABEL).is_some_and(|app| app == "hotplug-disk")
-            && self.metadata.owner_references.get().len() == 1
+    pub fn is_virt_launcher(&self) -> bool {
+        self.role() == PodRole::Launcher
     }
 
     /// A pod that has finished: phase `Succeeded` or `Failed`.
