@@ -6,4 +6,5 @@ pub mod capabilities;
 pub mod cli;
 pub mod cluster;
 pub mod kubewarden;
+pub mod server;
 pub mod wapc;

@@ -5,6 +5,8 @@
 //! The tests run the BUILT module (`dist/policies/pod-eviction.wasm`, made by `make build`); a
 //! missing module or binary is a test failure that says how to build it, never a skip.
 
+pub mod server;
+
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 

@@ -49,6 +49,7 @@ pub fn run(args: EvalArgs) -> Result<()> {
         timeout: Duration::from_millis(args.timeout_ms),
         max_concurrent: 2,
         reuse_instances: true,
+        cache_dir: None,
     })?;
     let bytes = std::fs::read(&args.policy)
         .with_context(|| format!("cannot read policy module {}", args.policy.display()))?;

@@ -3,6 +3,7 @@
 mod annotate;
 mod eval;
 mod inspect;
+mod serve;
 
 use clap::{Parser, Subcommand};
 
@@ -21,6 +22,8 @@ pub enum Command {
     Annotate(annotate::AnnotateArgs),
     /// Print the metadata embedded in a policy module.
     Inspect(inspect::InspectArgs),
+    /// Serve policies as Kubernetes admission webhooks (Kubewarden's policy-server protocol).
+    Serve(serve::ServeArgs),
 }
 
 impl Cli {
@@ -29,6 +32,7 @@ impl Cli {
             Command::Eval(args) => eval::run(args),
             Command::Annotate(args) => annotate::run(args),
             Command::Inspect(args) => inspect::run(args),
+            Command::Serve(args) => serve::run(args),
         }
     }
 }

@@ -1,16 +1,21 @@
-//! The cluster interface: how the host reads (and, later, writes) Kubernetes objects.
+//! The cluster interface: how the host reads Kubernetes objects and carries out effects.
 //!
 //! Policies never see this; they read through host capabilities, which answer from an
-//! [`ObjectSource`]. Back ends: [`StaticContext`] (a `v1 List` file, for `evac eval` and tests);
-//! the embedded simulator and a real API server (through kube-rs watch caches) implement the same
-//! trait.
+//! [`ObjectSource`], and return effects, which the host applies through a [`ClusterWriter`].
+//! Back ends: [`StaticContext`] (a `v1 List` file, for `evac eval`, `evac serve --context` and
+//! tests; effects change its objects in memory), a real API server through kube-rs watch caches,
+//! and the embedded simulator.
 
+pub mod kube;
 mod selector;
 mod static_context;
 
 use std::sync::Arc;
 
+pub use self::kube::KubeCluster;
+pub use evac_core::effect::Effect;
 pub use evac_core::ReadError;
+use futures::future::BoxFuture;
 pub use selector::{FieldSelector, LabelSelector};
 pub use static_context::StaticContext;
 
@@ -49,4 +54,27 @@ pub fn list_json<'a>(items: impl IntoIterator<Item = &'a [u8]>) -> Vec<u8> {
     }
     out.extend_from_slice(b"]}");
     out
+}
+
+/// Carries out the effects policies return.
+pub trait ClusterWriter: Send + Sync {
+    /// Applies one effect (a dry-run effect as a dry run: checked, not persisted). The error text
+    /// is what the admission answer reports, e.g. `kubevirt failed marking the vmi for eviction: <err>`.
+    fn apply<'a>(&'a self, effect: &'a Effect) -> BoxFuture<'a, Result<(), String>>;
+}
+
+/// The annotation that records who asked for an evacuation (set for the descheduler).
+pub const EVICTION_SOURCE_ANNOTATION: &str = "kubevirt.io/eviction-source";
+
+/// The JSON merge patch that marks a VMI for evacuation: `status.evacuationNodeName`, plus the
+/// eviction-source annotation when the descheduler asked. One patch, so both land or neither does.
+pub fn evacuation_patch(
+    node: &str,
+    source: Option<evac_core::effect::EvacuationSource>,
+) -> serde_json::Value {
+    let mut patch = serde_json::json!({"status": {"evacuationNodeName": node}});
+    if let Some(evac_core::effect::EvacuationSource::Descheduler) = source {
+        patch["metadata"] = serde_json::json!({"annotations": {EVICTION_SOURCE_ANNOTATION: "descheduler"}});
+    }
+    patch
 }

@@ -1,19 +1,27 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError, RwLock};
 
 use anyhow::{bail, Context, Result};
+use evac_core::eviction::VMI_API_VERSION;
+use futures::future::BoxFuture;
 use serde_json::Value;
 
-use super::{list_json, FieldSelector, LabelSelector, ListQuery, ObjectSource, ReadError};
+use super::{
+    evacuation_patch, list_json, ClusterWriter, Effect, FieldSelector, LabelSelector, ListQuery,
+    ObjectSource, ReadError,
+};
 
-/// A fixed set of objects, read from a `v1 List` (JSON or YAML): the cluster `evac eval` and the
-/// tests evaluate against. An object not in it is NotFound.
+/// A set of objects held in memory, read from a `v1 List` (JSON or YAML): the cluster `evac eval`,
+/// `evac serve --context` and the tests run against. An object not in it is NotFound. Effects
+/// change its objects as they would change a cluster's (a dry-run effect only checks).
 #[derive(Debug, Default)]
 pub struct StaticContext {
-    /// apiVersion -> kind -> objects; nested so that a lookup borrows its keys.
-    objects: HashMap<String, HashMap<String, Namespaces>>,
+    objects: RwLock<Objects>,
 }
+
+/// apiVersion -> kind -> objects; nested so that a lookup borrows its keys.
+type Objects = HashMap<String, HashMap<String, Namespaces>>;
 
 #[derive(Debug)]
 struct Stored {
@@ -72,6 +80,8 @@ impl StaticContext {
         let namespace = field(&["metadata", "namespace"]).unwrap_or_default();
         let json: Arc<[u8]> = serde_json::to_vec(&object)?.into();
         self.objects
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner)
             .entry(api_version)
             .or_default()
             .entry(kind)
@@ -83,15 +93,80 @@ impl StaticContext {
     }
 
     pub fn len(&self) -> usize {
-        self.objects.values().flat_map(HashMap::values).flat_map(BTreeMap::values).map(BTreeMap::len).sum()
+        let objects = self.read();
+        objects.values().flat_map(HashMap::values).flat_map(BTreeMap::values).map(BTreeMap::len).sum()
     }
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
-    fn kind(&self, api_version: &str, kind: &str) -> Option<&Namespaces> {
-        self.objects.get(api_version)?.get(kind)
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Objects> {
+        self.objects.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Applies a JSON merge patch (RFC 7396) to an object, unless `dry_run`.
+    pub fn merge_patch(
+        &self,
+        (api_version, kind): (&str, &str),
+        namespace: &str,
+        name: &str,
+        patch: &Value,
+        dry_run: bool,
+    ) -> Result<(), ReadError> {
+        let mut objects = self.objects.write().unwrap_or_else(PoisonError::into_inner);
+        let stored = objects
+            .get_mut(api_version)
+            .and_then(|kinds| kinds.get_mut(kind))
+            .and_then(|namespaces| namespaces.get_mut(namespace))
+            .and_then(|names| names.get_mut(name))
+            .ok_or_else(|| ReadError::not_found(api_version, kind, name))?;
+        if dry_run {
+            return Ok(());
+        }
+        merge(&mut stored.value, patch);
+        stored.json = serde_json::to_vec(&stored.value).map_err(|e| ReadError::other(e.to_string()))?.into();
+        Ok(())
+    }
+}
+
+fn kind<'a>(objects: &'a Objects, api_version: &str, kind: &str) -> Option<&'a Namespaces> {
+    objects.get(api_version)?.get(kind)
+}
+
+/// RFC 7396: objects merge key by key, `null` deletes, anything else replaces.
+fn merge(target: &mut Value, patch: &Value) {
+    let Value::Object(patch) = patch else {
+        *target = patch.clone();
+        return;
+    };
+    if !target.is_object() {
+        *target = Value::Object(Default::default());
+    }
+    let Value::Object(target) = target else { unreachable!("made an object above") };
+    for (key, value) in patch {
+        if value.is_null() {
+            target.remove(key);
+        } else {
+            merge(target.entry(key.clone()).or_insert(Value::Null), value);
+        }
+    }
+}
+
+impl ClusterWriter for StaticContext {
+    fn apply<'a>(&'a self, effect: &'a Effect) -> BoxFuture<'a, Result<(), String>> {
+        let result = match effect {
+            Effect::MarkForEvacuation { vmi, node, dry_run, source } => self
+                .merge_patch(
+                    (VMI_API_VERSION, "VirtualMachineInstance"),
+                    &vmi.namespace,
+                    &vmi.name,
+                    &evacuation_patch(node, *source),
+                    *dry_run,
+                )
+                .map_err(|e| e.message),
+        };
+        Box::pin(std::future::ready(result))
     }
 }
 
@@ -102,22 +177,22 @@ impl ObjectSource for StaticContext {
     fn get(
         &self,
         api_version: &str,
-        kind: &str,
+        kind_name: &str,
         namespace: Option<&str>,
         name: &str,
     ) -> Result<Arc<[u8]>, ReadError> {
-        self.kind(api_version, kind)
+        kind(&self.read(), api_version, kind_name)
             .and_then(|namespaces| namespaces.get(namespace.unwrap_or_default()))
             .and_then(|names| names.get(name))
             .map(|stored| Arc::clone(&stored.json))
-            .ok_or_else(|| ReadError::not_found(api_version, kind, name))
+            .ok_or_else(|| ReadError::not_found(api_version, kind_name, name))
     }
 
-    fn list(&self, api_version: &str, kind: &str, query: &ListQuery<'_>) -> Result<Vec<u8>, ReadError> {
+    fn list(&self, api_version: &str, kind_name: &str, query: &ListQuery<'_>) -> Result<Vec<u8>, ReadError> {
         let labels = query.label_selector.map(LabelSelector::parse).transpose().map_err(ReadError::other)?;
         let fields = query.field_selector.map(FieldSelector::parse).transpose().map_err(ReadError::other)?;
-        let items = self
-            .kind(api_version, kind)
+        let objects = self.read();
+        let items = kind(&objects, api_version, kind_name)
             .into_iter()
             .flat_map(BTreeMap::iter)
             .filter(|(namespace, _)| query.namespace.is_none_or(|n| n == namespace.as_str()))
@@ -180,6 +255,38 @@ items:
             names(ListQuery { field_selector: Some("spec.nodeName=node02"), ..Default::default() }),
             ["b"]
         );
+    }
+
+    #[test]
+    fn effects_change_the_objects_unless_dry_run() {
+        use evac_core::effect::{EvacuationSource, ObjectRef};
+        let context = StaticContext::parse(
+            "kind: List\nitems: [{apiVersion: kubevirt.io/v1, kind: VirtualMachineInstance, \
+             metadata: {name: vm, namespace: ns, annotations: {keep: me}}, status: {nodeName: n1}}]",
+        )
+        .unwrap();
+        let mark = |dry_run, name: &str| Effect::MarkForEvacuation {
+            vmi: ObjectRef::new("ns", name),
+            node: "n1".into(),
+            dry_run,
+            source: Some(EvacuationSource::Descheduler),
+        };
+        let vmi = || -> Value {
+            serde_json::from_slice(
+                &context.get(VMI_API_VERSION, "VirtualMachineInstance", Some("ns"), "vm").unwrap(),
+            )
+            .unwrap()
+        };
+        let block = |effect| futures::executor::block_on(context.apply(&effect));
+        block(mark(true, "vm")).unwrap();
+        assert_eq!(vmi()["status"].get("evacuationNodeName"), None, "a dry run changes nothing");
+        block(mark(false, "vm")).unwrap();
+        assert_eq!(vmi()["status"]["evacuationNodeName"], "n1");
+        assert_eq!(vmi()["status"]["nodeName"], "n1");
+        assert_eq!(vmi()["metadata"]["annotations"]["kubevirt.io/eviction-source"], "descheduler");
+        assert_eq!(vmi()["metadata"]["annotations"]["keep"], "me");
+        let err = block(mark(false, "gone")).unwrap_err();
+        assert_eq!(err, r#"virtualmachineinstances.kubevirt.io "gone" not found"#);
     }
 
     #[test]

@@ -21,6 +21,9 @@ pub struct EngineOptions {
     /// Reuse an instance after putting it back into its exact post-init state, instead of
     /// instantiating for every evaluation (for modules and kernels where that is possible).
     pub reuse_instances: bool,
+    /// Where compiled modules are kept, so that loading a module compiled before (by this engine
+    /// configuration) does not compile it again. `None`: no cache.
+    pub cache_dir: Option<std::path::PathBuf>,
 }
 
 impl Default for EngineOptions {
@@ -30,6 +33,7 @@ impl Default for EngineOptions {
             timeout: Duration::from_millis(1000),
             max_concurrent: 64,
             reuse_instances: true,
+            cache_dir: None,
         }
     }
 }
@@ -108,9 +112,9 @@ impl PolicyEngine {
         &self.inner.permits
     }
 
-    /// Deadline of one evaluation, in epoch ticks.
-    pub(crate) fn deadline_ticks(&self) -> u64 {
-        let ticks = self.inner.options.timeout.as_micros() / EPOCH_TICK.as_micros();
+    /// A deadline, in epoch ticks.
+    pub(crate) fn deadline_ticks(timeout: Duration) -> u64 {
+        let ticks = timeout.as_micros() / EPOCH_TICK.as_micros();
         // One more tick: the current one may be about to end.
         u64::try_from(ticks).unwrap_or(u64::MAX - 1).max(1) + 1
     }

@@ -60,12 +60,12 @@ pub(crate) fn describe_trap(error: &wasmtime::Error) -> String {
 }
 
 /// Maps a failed guest call to what happened.
-pub(crate) fn classify(error: wasmtime::Error, options: &super::EngineOptions) -> EvalError {
+pub(crate) fn classify(error: wasmtime::Error, memory_limit: usize, timeout: Duration) -> EvalError {
     if error.downcast_ref::<MemoryLimitExceeded>().is_some() {
-        return EvalError::MemoryLimit(options.memory_limit);
+        return EvalError::MemoryLimit(memory_limit);
     }
     if let Some(wasmtime::Trap::Interrupt) = error.downcast_ref::<wasmtime::Trap>() {
-        return EvalError::Timeout(options.timeout);
+        return EvalError::Timeout(timeout);
     }
     EvalError::Trap(describe_trap(&error))
 }

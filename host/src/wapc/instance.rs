@@ -1,6 +1,7 @@
 //! One instance of a policy module, and how it is put back into its post-init state.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use wasmtime::{Global, Memory, Store, TypedFunc, Val};
 use wasmtime_wasi::WasiCtxBuilder;
@@ -9,7 +10,7 @@ use super::abi::{CallState, GuestState, MemoryLimiter};
 use super::dirty_pages;
 use super::error::{classify, describe_trap};
 use super::module::ModuleInner;
-use super::EvalError;
+use super::{EvalError, PolicyEngine};
 use crate::capabilities::HostCapabilities;
 
 /// A live instance, initialised (`wapc_init` has run) and ready for a call.
@@ -46,7 +47,8 @@ impl Instance {
         module.created.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let mut store = Store::new(engine.engine(), fresh_state(module, capabilities));
         store.limiter(|s| &mut s.limiter);
-        store.set_epoch_deadline(engine.deadline_ticks());
+        let timeout = engine.options().timeout;
+        store.set_epoch_deadline(PolicyEngine::deadline_ticks(timeout));
 
         let instance =
             module.pre.instantiate(&mut store).map_err(|e| EvalError::Instantiate(describe_trap(&e)))?;
@@ -59,7 +61,7 @@ impl Instance {
             let func = export(&mut store, init).and_then(|e| e.into_func()).expect("resolved at load");
             func.typed::<(), ()>(&store)
                 .and_then(|f| f.call(&mut store, ()))
-                .map_err(|e| classify(e, engine.options()))?;
+                .map_err(|e| classify(e, engine.options().memory_limit, timeout))?;
         }
         let guest_call = export(&mut store, &module.exports.guest_call)
             .and_then(|e| e.into_func())
@@ -96,6 +98,7 @@ impl Instance {
         capabilities: &Arc<dyn HostCapabilities>,
         operation: &str,
         payload: &[u8],
+        timeout: Duration,
     ) -> Result<Vec<u8>, EvalError> {
         let engine = &module.engine;
         let state = self.store.data_mut();
@@ -107,11 +110,13 @@ impl Instance {
             payload: payload.to_vec(),
             ..CallState::default()
         };
-        self.store.set_epoch_deadline(engine.deadline_ticks());
+        self.store.set_epoch_deadline(PolicyEngine::deadline_ticks(timeout));
 
         let args = (operation.len() as i32, payload.len() as i32);
-        let status =
-            self.guest_call.call(&mut self.store, args).map_err(|e| classify(e, engine.options()))?;
+        let status = self
+            .guest_call
+            .call(&mut self.store, args)
+            .map_err(|e| classify(e, engine.options().memory_limit, timeout))?;
         let call = &mut self.store.data_mut().call;
         match (status, call.response.take(), call.error.take()) {
             (1, Some(response), _) => Ok(response),

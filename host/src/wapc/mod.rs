@@ -5,6 +5,7 @@
 //! [`Policy::call`] runs in a fresh, isolated guest state with a memory limit and a deadline.
 
 mod abi;
+mod compile_cache;
 mod dirty_pages;
 mod engine;
 mod error;

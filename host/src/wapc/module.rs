@@ -7,7 +7,7 @@ use wasmtime::{ExternType, FuncType, InstancePre, Linker, Module, ModuleExport, 
 
 use super::abi::{self, GuestState};
 use super::instance::Instance;
-use super::{prepare, PolicyEngine};
+use super::{compile_cache, prepare, PolicyEngine};
 
 /// A compiled, checked waPC policy module, ready to instantiate cheaply.
 #[derive(Clone)]
@@ -59,7 +59,7 @@ impl PolicyModule {
                 limit / 1024
             );
         }
-        let module = Module::new(engine.engine(), &prepared.bytes).map_err(|e| invalid(&e))?;
+        let module = compile_cache::compile(engine, &prepared.bytes).map_err(|e| invalid(&e))?;
         let exports = resolve_exports(&module)?;
         let mut linker = Linker::new(engine.engine());
         abi::add_to_linker(&mut linker)?;

@@ -1,4 +1,5 @@
 use std::sync::Arc;
+use std::time::Duration;
 
 use super::instance::Instance;
 use super::{EvalError, PolicyModule};
@@ -9,11 +10,24 @@ use crate::capabilities::HostCapabilities;
 pub struct Policy {
     module: PolicyModule,
     capabilities: Arc<dyn HostCapabilities>,
+    timeout: Duration,
 }
 
 impl Policy {
+    /// The module's calls get the engine's deadline unless [`Policy::with_timeout`] sets another.
     pub fn new(module: PolicyModule, capabilities: Arc<dyn HostCapabilities>) -> Self {
-        Self { module, capabilities }
+        let timeout = module.engine().options().timeout;
+        Self { module, capabilities, timeout }
+    }
+
+    /// Sets the deadline of each call.
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    pub fn timeout(&self) -> Duration {
+        self.timeout
     }
 
     pub fn module(&self) -> &PolicyModule {
@@ -33,7 +47,7 @@ impl Policy {
             None => Instance::new(module, Arc::clone(&self.capabilities))?,
         };
         // A failed call leaves the instance in an unknown state: it is dropped, never reused.
-        let answer = instance.call(module, &self.capabilities, operation, payload)?;
+        let answer = instance.call(module, &self.capabilities, operation, payload, self.timeout)?;
         if instance.reset(module) {
             module.make_idle(instance);
         }

@@ -1,0 +1,116 @@
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Result};
+use clap::Args;
+
+use crate::cluster::{KubeCluster, StaticContext};
+use crate::server::config::PoliciesFile;
+use crate::server::{ClusterAccess, ServeOptions, Server};
+use crate::wapc::EngineOptions;
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// The policies file (Kubewarden's policies.yml format).
+    #[arg(long, visible_alias = "policies")]
+    config: PathBuf,
+    /// Admission address.
+    #[arg(long, default_value = "0.0.0.0:8443")]
+    addr: SocketAddr,
+    /// Address of /readiness and /metrics.
+    #[arg(long, default_value = "0.0.0.0:8081")]
+    probe_addr: SocketAddr,
+    /// TLS certificate chain (PEM). Reloaded when it changes.
+    #[arg(long, requires = "key_file")]
+    cert_file: Option<PathBuf>,
+    /// TLS private key (PEM). Reloaded when it changes.
+    #[arg(long, requires = "cert_file")]
+    key_file: Option<PathBuf>,
+    /// Serve plain HTTP instead of HTTPS: for local use only (the API server calls webhooks
+    /// over HTTPS).
+    #[arg(long, conflicts_with_all = ["cert_file", "key_file"])]
+    insecure_http: bool,
+    /// Serve reads from this v1 List (JSON or YAML) and apply effects to it in memory, instead of
+    /// a cluster.
+    #[arg(long, conflicts_with = "kubeconfig")]
+    context: Option<PathBuf>,
+    /// The cluster's kubeconfig; without it (and without --context), the in-cluster config or
+    /// ~/.kube/config.
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
+    /// Where compiled modules are cached, so restarts and swaps back do not recompile.
+    #[arg(long, default_value = "/tmp/evac-cache")]
+    cache_dir: PathBuf,
+    /// Default deadline of one evaluation, in milliseconds (a policy's timeout overrides it).
+    #[arg(long, default_value_t = 2000)]
+    timeout_ms: u64,
+    /// Memory limit of one evaluation, in MiB.
+    #[arg(long, default_value_t = 64)]
+    memory_limit_mib: usize,
+    /// Evaluations in flight at once (more wait).
+    #[arg(long, default_value_t = 64)]
+    max_concurrent: u32,
+    /// Largest AdmissionReview accepted, in bytes.
+    #[arg(long, default_value_t = 4 * 1024 * 1024)]
+    max_body_bytes: usize,
+    /// Worker threads for connections (default: one per CPU).
+    #[arg(long)]
+    workers: Option<usize>,
+}
+
+pub fn run(args: ServeArgs) -> Result<()> {
+    let started = Instant::now();
+    let tls = match (&args.cert_file, &args.key_file, args.insecure_http) {
+        (Some(cert), Some(key), _) => Some((cert.clone(), key.clone())),
+        (None, None, true) => None,
+        _ => bail!("give --cert-file and --key-file to serve HTTPS, or --insecure-http for local use"),
+    };
+    let options = ServeOptions {
+        config: args.config.clone(),
+        addr: args.addr,
+        probe_addr: args.probe_addr,
+        tls,
+        max_body_bytes: args.max_body_bytes,
+        engine: EngineOptions {
+            memory_limit: args.memory_limit_mib * 1024 * 1024,
+            timeout: Duration::from_millis(args.timeout_ms),
+            max_concurrent: args.max_concurrent,
+            reuse_instances: true,
+            cache_dir: Some(args.cache_dir.clone()),
+        },
+    };
+    let mut runtime = tokio::runtime::Builder::new_multi_thread();
+    if let Some(workers) = args.workers {
+        runtime.worker_threads(workers);
+    }
+    let runtime = runtime.enable_all().build()?;
+    runtime.block_on(async move {
+        let cluster = connect(&args).await?;
+        let server = tokio::task::block_in_place(|| Server::start(options, cluster))?;
+        server.run(started).await
+    })
+}
+
+async fn connect(args: &ServeArgs) -> Result<ClusterAccess> {
+    if let Some(path) = &args.context {
+        let context = Arc::new(StaticContext::from_file(path)?);
+        return Ok(ClusterAccess { source: context.clone(), writer: context, not_ready: Box::new(|| None) });
+    }
+    // Watch what the policies may read.
+    let file = PoliciesFile::load(&args.config)?;
+    let mut resources: Vec<_> =
+        file.policies.values().flat_map(|p| p.context_aware_resources.iter().cloned()).collect();
+    resources.sort();
+    resources.dedup();
+    let cluster = Arc::new(KubeCluster::connect(args.kubeconfig.as_deref(), &resources).await?);
+    let watched = Arc::clone(&cluster);
+    Ok(ClusterAccess {
+        source: cluster.clone(),
+        writer: cluster,
+        not_ready: Box::new(move || {
+            (!watched.is_synced()).then(|| "the cluster caches are not synced yet".into())
+        }),
+    })
+}

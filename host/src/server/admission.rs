@@ -1,0 +1,264 @@
+//! One admission request, from the AdmissionReview's bytes to the AdmissionReview answered:
+//! evaluate with the active version, carry out its effects, apply the policy mode, and compare
+//! with the shadow version when there is one.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+use std::time::Instant;
+
+use evac_core::PolicyResponse;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use serde_json::{json, Value};
+
+use super::config::PolicyMode;
+use super::metrics::{EffectLabels, EvaluationLabels, FaultLabels, Metrics, ShadowLabels};
+use super::registry::{ServedPolicy, Version};
+use crate::cluster::{ClusterWriter, Effect};
+use crate::kubewarden;
+use crate::wapc::EvalError;
+
+/// KubeVirt's words when marking the VMI fails (`kubevirt failed marking the vmi for eviction`).
+pub const FAILED_MARKING: &str = "kubevirt failed marking the vmi for eviction";
+
+/// The audit annotations that say which version answered.
+pub const VERSION_ANNOTATION: &str = "evac-policy-version";
+pub const DIGEST_ANNOTATION: &str = "evac-policy-digest";
+
+/// Why a request was not evaluated; answered with an HTTP error status.
+#[derive(Debug)]
+pub struct BadRequest(pub String);
+
+#[derive(Deserialize)]
+struct Review<'a> {
+    #[serde(rename = "apiVersion", default)]
+    api_version: Cow<'a, str>,
+    #[serde(default)]
+    kind: Cow<'a, str>,
+    #[serde(borrow)]
+    request: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct RequestHead<'a> {
+    #[serde(borrow)]
+    uid: Option<Cow<'a, str>>,
+}
+
+/// An AdmissionReview's request, checked: its raw JSON and its uid.
+pub struct ParsedReview {
+    pub request: Box<RawValue>,
+    pub uid: String,
+}
+
+/// Checks the envelope: an `admission.k8s.io/v1` AdmissionReview with a request that has a uid.
+pub fn parse_review(body: &[u8]) -> Result<ParsedReview, BadRequest> {
+    let bad = |why: String| BadRequest(format!("invalid AdmissionReview: {why}"));
+    let text = std::str::from_utf8(body).map_err(|e| bad(format!("not UTF-8: {e}")))?;
+    let review: Review<'_> = serde_json::from_str(text).map_err(|e| bad(e.to_string()))?;
+    if review.kind != "AdmissionReview" || review.api_version != "admission.k8s.io/v1" {
+        return Err(bad(format!(
+            "expected apiVersion admission.k8s.io/v1 and kind AdmissionReview, got {:?} {:?}",
+            review.api_version, review.kind
+        )));
+    }
+    let request = review.request.ok_or_else(|| bad("no request".into()))?;
+    let head: RequestHead<'_> =
+        serde_json::from_str(request.get()).map_err(|e| bad(format!("request: {e}")))?;
+    let uid = head.uid.filter(|uid| !uid.is_empty()).ok_or_else(|| bad("the request has no uid".into()))?;
+    Ok(ParsedReview { uid: uid.into_owned(), request: request.to_owned() })
+}
+
+/// What answering one request needs besides the request.
+pub struct Context {
+    pub writer: Arc<dyn ClusterWriter>,
+    pub metrics: Arc<Metrics>,
+}
+
+/// Evaluates a request with the policy's active version and answers the AdmissionReview.
+pub async fn answer(context: &Context, served: Arc<ServedPolicy>, review: ParsedReview) -> Value {
+    let started = Instant::now();
+    let active = Arc::clone(&served.active);
+    let request = Arc::new(review.request);
+    let result = evaluate(&active, &request).await;
+    let outcome = match &result {
+        Ok(response) => Ok(carry_out(context, &served, response.clone()).await),
+        Err(e) => Err((e.label(), e.to_string())),
+    };
+    let verdict = final_verdict(&served, &active, &review.uid, outcome, context);
+    context.metrics.observe_latency(&served.id, started.elapsed());
+
+    if let Some(shadow) = &served.shadow {
+        // Off the answer's path: the candidate never delays or changes it.
+        let (shadow, metrics) = (Arc::clone(shadow), Arc::clone(&context.metrics));
+        let (served, uid) = (Arc::clone(&served), review.uid.clone());
+        tokio::spawn(async move {
+            let candidate = evaluate(&shadow, &request).await;
+            compare(&metrics, &served, &shadow, &uid, &result, &candidate);
+        });
+    }
+    verdict
+}
+
+/// Runs the module on a blocking thread: an evaluation is CPU work up to its deadline.
+async fn evaluate(version: &Arc<Version>, request: &Arc<Box<RawValue>>) -> Result<PolicyResponse, EvalError> {
+    let (version, request) = (Arc::clone(version), Arc::clone(request));
+    tokio::task::spawn_blocking(move || kubewarden::validate(&version.policy, &request, &version.settings))
+        .await
+        .unwrap_or_else(|e| Err(EvalError::Trap(format!("the evaluation thread failed: {e}"))))
+}
+
+/// Carries out the effects of a verdict (none in monitor mode). A failed effect turns the answer
+/// into KubeVirt's 429 denial, so the client retries and nothing is left half done.
+async fn carry_out(context: &Context, served: &ServedPolicy, mut response: PolicyResponse) -> PolicyResponse {
+    if served.mode == PolicyMode::Monitor {
+        return response;
+    }
+    for effect in std::mem::take(&mut response.effects) {
+        let name = match &effect {
+            Effect::MarkForEvacuation { .. } => "MarkForEvacuation",
+        };
+        let result = context.writer.apply(&effect).await;
+        let labels = EffectLabels {
+            policy: served.id.clone(),
+            effect: name,
+            result: if result.is_ok() { "applied" } else { "failed" },
+        };
+        context.metrics.effects.get_or_create(&labels).inc();
+        if let Err(e) = result {
+            tracing::warn!(policy = %served.id, ?effect, "effect failed: {e}");
+            response.accepted = false;
+            response.code = Some(evac_core::response::TOO_MANY_REQUESTS);
+            response.message = Some(format!("{FAILED_MARKING}: {e}"));
+            break;
+        }
+        response.effects.push(effect);
+    }
+    response
+}
+
+fn final_verdict(
+    served: &ServedPolicy,
+    active: &Version,
+    uid: &str,
+    outcome: Result<PolicyResponse, (&'static str, String)>,
+    context: &Context,
+) -> Value {
+    let count = |outcome| {
+        let labels = EvaluationLabels { policy: served.id.clone(), version: active.name.clone(), outcome };
+        context.metrics.evaluations.get_or_create(&labels).inc();
+    };
+    let mut audit = serde_json::Map::new();
+    audit.insert(VERSION_ANNOTATION.into(), json!(active.name));
+    audit.insert(DIGEST_ANNOTATION.into(), json!(active.digest));
+    let mut answer = json!({"uid": uid});
+    match outcome {
+        Ok(response) => {
+            count(if response.accepted { "accepted" } else { "rejected" });
+            if let Some(own) = &response.audit_annotations {
+                for (key, value) in own {
+                    audit.entry(key.clone()).or_insert(json!(value));
+                }
+            }
+            if let Some(warnings) = &response.warnings {
+                answer["warnings"] = json!(warnings);
+            }
+            if response.accepted || served.mode == PolicyMode::Monitor {
+                if !response.accepted {
+                    tracing::info!(
+                        policy = %served.id, uid, message = response.message.as_deref().unwrap_or_default(),
+                        "monitor mode: the request would have been rejected"
+                    );
+                }
+                answer["allowed"] = json!(true);
+            } else {
+                answer["allowed"] = json!(false);
+                answer["status"] = json!({
+                    // A denial without a code would reach clients as 400; KubeVirt's are 429.
+                    "code": response.code.filter(|code| *code >= 400).unwrap_or(400),
+                    "message": response.message.unwrap_or_default(),
+                });
+            }
+        }
+        Err((kind, error)) => {
+            count("error");
+            let labels = FaultLabels { policy: served.id.clone(), version: active.name.clone(), kind };
+            context.metrics.faults.get_or_create(&labels).inc();
+            tracing::warn!(policy = %served.id, version = %active.name, uid, "evaluation failed: {error}");
+            let message = format!("policy {} failed to evaluate the request: {error}", served.id);
+            if served.mode == PolicyMode::Monitor {
+                answer["allowed"] = json!(true);
+            } else {
+                answer["allowed"] = json!(false);
+                answer["status"] = json!({"code": 500, "message": message});
+            }
+        }
+    }
+    answer["auditAnnotations"] = Value::Object(audit);
+    json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": answer})
+}
+
+/// The parts of a verdict two versions must agree on.
+fn verdict_of(response: &PolicyResponse) -> (bool, Option<u16>, Option<&str>) {
+    (response.accepted, response.code, response.message.as_deref())
+}
+
+fn compare(
+    metrics: &Metrics,
+    served: &ServedPolicy,
+    shadow: &Version,
+    uid: &str,
+    active: &Result<PolicyResponse, EvalError>,
+    candidate: &Result<PolicyResponse, EvalError>,
+) {
+    let result = match (active, candidate) {
+        (Ok(a), Ok(c)) if verdict_of(a) == verdict_of(c) => "agree",
+        (Ok(a), Ok(c)) => {
+            tracing::warn!(
+                policy = %served.id, uid, active = %served.active.name, candidate = %shadow.name,
+                active_allowed = a.accepted, candidate_allowed = c.accepted,
+                active_message = a.message.as_deref().unwrap_or_default(),
+                candidate_message = c.message.as_deref().unwrap_or_default(),
+                "shadow version disagrees"
+            );
+            "disagree"
+        }
+        (_, Err(e)) => {
+            tracing::warn!(policy = %served.id, uid, candidate = %shadow.name, "shadow version failed: {e}");
+            "error"
+        }
+        (Err(_), Ok(_)) => "disagree",
+    };
+    let labels = ShadowLabels {
+        policy: served.id.clone(),
+        active: served.active.name.clone(),
+        candidate: shadow.name.clone(),
+        result,
+    };
+    metrics.shadow.get_or_create(&labels).inc();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reviews_are_checked_before_evaluation() {
+        let ok = br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u1","operation":"CREATE"}}"#;
+        let parsed = parse_review(ok).unwrap();
+        assert_eq!(parsed.uid, "u1");
+        assert_eq!(parsed.request.get(), r#"{"uid":"u1","operation":"CREATE"}"#);
+        let err = |body: &[u8]| parse_review(body).err().unwrap().0;
+        assert!(err(b"{").contains("invalid AdmissionReview: EOF"));
+        assert!(err(b"\xff").contains("not UTF-8"));
+        assert!(err(br#"{"apiVersion":"admission.k8s.io/v1beta1","kind":"AdmissionReview"}"#)
+            .contains("expected apiVersion admission.k8s.io/v1"));
+        assert!(
+            err(br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}"#).contains("no request")
+        );
+        assert!(err(
+            br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":""}}"#
+        )
+        .contains("no uid"));
+    }
+}

@@ -1,0 +1,133 @@
+//! The HTTP side: the admission router (`POST /validate/{policy}`), the probe router
+//! (`/readiness`, `/metrics`), and the accept loop that serves them over TLS or plain TCP.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Path, State};
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use hyper_util::service::TowerToHyperService;
+use tokio::net::TcpListener;
+
+use super::admission::{self, BadRequest};
+use super::tls::Tls;
+use super::Server;
+
+/// The admission routes.
+pub fn admission_router(server: Arc<Server>) -> Router {
+    Router::new()
+        .route("/validate/{policy}", post(validate))
+        .fallback(|| async {
+            (StatusCode::NOT_FOUND, "not found: admission requests go to POST /validate/<policy id>\n")
+        })
+        .with_state(server)
+}
+
+/// The probe routes, on their own port so that probes and scrapes never queue behind admission.
+pub fn probe_router(server: Arc<Server>) -> Router {
+    Router::new().route("/readiness", get(readiness)).route("/metrics", get(metrics)).with_state(server)
+}
+
+async fn validate(State(server): State<Arc<Server>>, Path(policy): Path<String>, body: Body) -> Response {
+    let Some(served) = server.registry.current().get(&policy).cloned() else {
+        server.metrics.refuse("unknown_policy");
+        return text(StatusCode::NOT_FOUND, format!("unknown policy {policy:?}"));
+    };
+    let limit = server.options.max_body_bytes;
+    let body: Bytes = match axum::body::to_bytes(body, limit).await {
+        Ok(body) => body,
+        Err(e) => {
+            server.metrics.refuse("bad_request");
+            let why = if is_length_limit(&e) {
+                format!("the request body is larger than the limit of {limit} bytes")
+            } else {
+                format!("cannot read the request body: {e}")
+            };
+            return text(StatusCode::BAD_REQUEST, why);
+        }
+    };
+    let review = match admission::parse_review(&body) {
+        Ok(review) => review,
+        Err(BadRequest(why)) => {
+            server.metrics.refuse("bad_request");
+            return text(StatusCode::BAD_REQUEST, why);
+        }
+    };
+    let answer = admission::answer(&server.admission, served, review).await;
+    let bytes = serde_json::to_vec(&answer).unwrap_or_default();
+    ([(header::CONTENT_TYPE, "application/json")], bytes).into_response()
+}
+
+fn is_length_limit(error: &axum::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(e) = source {
+        if e.is::<http_body_util::LengthLimitError>() {
+            return true;
+        }
+        source = e.source();
+    }
+    false
+}
+
+fn text(status: StatusCode, message: String) -> Response {
+    (status, [(header::CONTENT_TYPE, "text/plain; charset=utf-8")], message + "\n").into_response()
+}
+
+async fn readiness(State(server): State<Arc<Server>>) -> Response {
+    match server.not_ready() {
+        None => text(StatusCode::OK, "ready".into()),
+        Some(why) => text(StatusCode::SERVICE_UNAVAILABLE, why),
+    }
+}
+
+async fn metrics(State(server): State<Arc<Server>>) -> Response {
+    let content_type = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+    ([(header::CONTENT_TYPE, content_type)], server.metrics.encode()).into_response()
+}
+
+/// Accepts connections until the task is dropped; each connection is served on its own task
+/// (HTTP/1.1 with keep-alive, or HTTP/2 when TLS negotiates it).
+pub async fn serve(listener: TcpListener, router: Router, tls: Option<Arc<Tls>>) {
+    loop {
+        let (stream, peer) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(e) => {
+                // Out of descriptors and the like: wait a little instead of spinning.
+                tracing::warn!("accept failed: {e}");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let service = TowerToHyperService::new(router.clone());
+        let acceptor = tls.as_ref().map(|tls| tls.acceptor());
+        tokio::spawn(async move {
+            let builder = auto::Builder::new(TokioExecutor::new());
+            let served = match acceptor {
+                Some(acceptor) => match acceptor.accept(stream).await {
+                    Ok(stream) => builder.serve_connection(TokioIo::new(stream), service).await,
+                    Err(e) => {
+                        tracing::debug!(%peer, "TLS handshake failed: {e}");
+                        return;
+                    }
+                },
+                None => builder.serve_connection(TokioIo::new(stream), service).await,
+            };
+            if let Err(e) = served {
+                tracing::debug!(%peer, "connection ended: {e}");
+            }
+        });
+    }
+}
+
+/// Binds a listener, with the address in the error.
+pub async fn bind(addr: SocketAddr) -> anyhow::Result<TcpListener> {
+    use anyhow::Context;
+    TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr}"))
+}

@@ -1,0 +1,129 @@
+//! `evac serve`: a Kubewarden-style policy server. It answers admission requests with policy
+//! modules (`POST /validate/<policy id>`), carries out the effects they return, swaps policy
+//! versions in while serving, and evaluates shadow versions beside the active ones.
+
+pub mod admission;
+pub mod config;
+mod http;
+pub mod metrics;
+pub mod registry;
+mod reload;
+mod tls;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+
+use crate::cluster::{ClusterWriter, ObjectSource};
+use crate::wapc::{EngineOptions, PolicyEngine};
+use config::PoliciesFile;
+use metrics::Metrics;
+use registry::{Loader, Registry};
+pub use tls::Tls;
+
+/// How the server runs.
+#[derive(Debug, Clone)]
+pub struct ServeOptions {
+    /// `policies.yml`.
+    pub config: PathBuf,
+    pub addr: SocketAddr,
+    /// `/readiness` and `/metrics`.
+    pub probe_addr: SocketAddr,
+    /// `(certificate, key)` PEM files; `None` serves plain HTTP (local use only).
+    pub tls: Option<(PathBuf, PathBuf)>,
+    /// Largest AdmissionReview accepted, in bytes.
+    pub max_body_bytes: usize,
+    pub engine: EngineOptions,
+}
+
+/// A cluster as the server uses it: where policies read, where effects go, and whether its
+/// caches are ready.
+pub struct ClusterAccess {
+    pub source: Arc<dyn ObjectSource>,
+    pub writer: Arc<dyn ClusterWriter>,
+    /// `Some(why)` while reads cannot be answered yet (watch caches still listing).
+    pub not_ready: Box<dyn Fn() -> Option<String> + Send + Sync>,
+}
+
+/// Everything the request handlers share.
+pub struct Server {
+    pub options: ServeOptions,
+    pub registry: Registry,
+    pub metrics: Arc<Metrics>,
+    pub admission: admission::Context,
+    tls: Option<Arc<Tls>>,
+    cluster_not_ready: Box<dyn Fn() -> Option<String> + Send + Sync>,
+}
+
+impl Server {
+    /// Loads TLS and every policy; fails on the first invalid one.
+    pub fn start(options: ServeOptions, cluster: ClusterAccess) -> Result<Arc<Self>> {
+        let tls = match &options.tls {
+            Some((cert, key)) => Some(Arc::new(Tls::load(cert, key)?)),
+            None => None,
+        };
+        let file = PoliciesFile::load(&options.config)?;
+        let metrics = Arc::new(Metrics::default());
+        let engine = PolicyEngine::new(options.engine.clone())?;
+        let loader = Loader { engine, source: cluster.source };
+        let registry = Registry::start(&file, loader, Arc::clone(&metrics))?;
+        let admission = admission::Context { writer: cluster.writer, metrics: Arc::clone(&metrics) };
+        Ok(Arc::new(Self {
+            options,
+            registry,
+            metrics,
+            admission,
+            tls,
+            cluster_not_ready: cluster.not_ready,
+        }))
+    }
+
+    /// Why the server should not get traffic yet, if it should not.
+    pub fn not_ready(&self) -> Option<String> {
+        if let Some(why) = (self.cluster_not_ready)() {
+            return Some(why);
+        }
+        if self.registry.current().is_empty() {
+            return Some("no policy is being served".into());
+        }
+        None
+    }
+
+    /// Serves until the process is stopped (SIGTERM or Ctrl-C).
+    pub async fn run(self: Arc<Self>, started: Instant) -> Result<()> {
+        let admission = http::bind(self.options.addr).await?;
+        let probes = http::bind(self.options.probe_addr).await?;
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        tracing::info!(
+            addr = %admission.local_addr().context("admission address")?,
+            probes = %probes.local_addr().context("probe address")?,
+            policies = ?self.registry.current().keys().collect::<Vec<_>>(),
+            ready_after_ms = started.elapsed().as_millis() as u64,
+            "serving admission requests over {scheme}"
+        );
+        let admission_router = http::admission_router(Arc::clone(&self));
+        let probe_router = http::probe_router(Arc::clone(&self));
+        tokio::select! {
+            () = http::serve(admission, admission_router, self.tls.clone()) => {}
+            () = http::serve(probes, probe_router, None) => {}
+            () = reload::watch(Arc::clone(&self)) => {}
+            () = shutdown_signal() => tracing::info!("stopping"),
+        }
+        Ok(())
+    }
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = match signal(SignalKind::terminate()) {
+        Ok(term) => term,
+        Err(_) => return std::future::pending().await,
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+}

@@ -1,0 +1,273 @@
+//! The policies being served, and how a new set replaces the old one.
+//!
+//! The served set is one immutable map behind an [`ArcSwap`]: a request takes the map once and
+//! evaluates entirely with the versions in it, while a reload builds a new map off the request
+//! path (compiling, validating settings, warming an instance up) and swaps it in with one atomic
+//! store. Requests in flight keep the versions they started with alive until they finish.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::{anyhow, bail, Context, Result};
+use arc_swap::ArcSwap;
+use serde_json::value::RawValue;
+use sha2::{Digest, Sha256};
+
+use super::config::{PoliciesFile, PolicyEntry, PolicyMode};
+use super::metrics::{Metrics, SwapLabels, VersionLabels};
+use crate::capabilities::KubernetesCapabilities;
+use crate::cluster::ObjectSource;
+use crate::kubewarden;
+use crate::wapc::{Policy, PolicyEngine};
+
+/// One compiled version of a policy, with its settings.
+pub struct Version {
+    pub policy: Policy,
+    pub settings: Box<RawValue>,
+    /// `sha256:<hex>` of the module file.
+    pub digest: String,
+    /// The human label from `policies.yml`, or the module's file name.
+    pub label: String,
+    /// `label@sha256:<first 12 hex digits>`: what metrics and answers show.
+    pub name: String,
+}
+
+/// A policy as served: the version that answers, and an optional shadow candidate.
+pub struct ServedPolicy {
+    pub id: String,
+    pub mode: PolicyMode,
+    pub active: Arc<Version>,
+    pub shadow: Option<Arc<Version>>,
+    /// What this was built from, to tell whether a reload changes it.
+    source: Source,
+}
+
+#[derive(PartialEq)]
+struct Source {
+    entry: PolicyEntry,
+    active_digest: String,
+    shadow_digest: Option<String>,
+}
+
+pub type PolicySet = BTreeMap<String, Arc<ServedPolicy>>;
+
+/// Builds policy versions: compiles modules, binds them to the cluster, checks their settings.
+pub struct Loader {
+    pub engine: PolicyEngine,
+    pub source: Arc<dyn ObjectSource>,
+}
+
+pub struct Registry {
+    current: ArcSwap<PolicySet>,
+    loader: Loader,
+    metrics: Arc<Metrics>,
+}
+
+/// A module file read and digested, before compiling.
+struct ModuleFile {
+    path: PathBuf,
+    bytes: Vec<u8>,
+    digest: String,
+}
+
+fn read_module(file: &PoliciesFile, reference: &str) -> Result<ModuleFile> {
+    let path = file.module_path(reference)?;
+    let bytes = std::fs::read(&path).with_context(|| format!("cannot read module {}", path.display()))?;
+    let digest = format!("sha256:{}", hex::encode(Sha256::digest(&bytes)));
+    Ok(ModuleFile { path, bytes, digest })
+}
+
+impl Registry {
+    /// Loads every policy of the file; any invalid entry is an error.
+    pub fn start(file: &PoliciesFile, loader: Loader, metrics: Arc<Metrics>) -> Result<Self> {
+        let registry = Self { current: ArcSwap::from_pointee(PolicySet::new()), loader, metrics };
+        let mut set = PolicySet::new();
+        for (id, entry) in &file.policies {
+            let served = registry.build(file, id, entry).with_context(|| format!("policy {id}"))?;
+            set.insert(id.clone(), Arc::new(served));
+        }
+        registry.publish(set);
+        Ok(registry)
+    }
+
+    /// The set requests are served from now.
+    pub fn current(&self) -> Arc<PolicySet> {
+        self.current.load_full()
+    }
+
+    /// Replaces the served set with the file's. Unchanged policies keep their versions; a policy
+    /// whose new version cannot be loaded keeps its old one (and the refusal is logged and
+    /// counted); a policy that is new and cannot be loaded is not served. Returns the refusals.
+    pub fn reload(&self, file: &PoliciesFile) -> Vec<String> {
+        let old = self.current();
+        let mut set = PolicySet::new();
+        let mut refusals = Vec::new();
+        for (id, entry) in &file.policies {
+            let previous = old.get(id);
+            match self.rebuild(file, id, entry, previous) {
+                Ok(Some(served)) => {
+                    tracing::info!(
+                        policy = %id,
+                        version = %served.active.name,
+                        shadow = served.shadow.as_ref().map(|s| s.name.as_str()),
+                        "policy version swapped in"
+                    );
+                    self.count_swap(id, "applied");
+                    set.insert(id.clone(), Arc::new(served));
+                }
+                Ok(None) => {
+                    set.insert(id.clone(), Arc::clone(previous.expect("unchanged implies present")));
+                }
+                Err(e) => {
+                    let e = format!("{e:#}");
+                    match previous {
+                        Some(previous) => {
+                            tracing::error!(policy = %id, keeps = %previous.active.name, "new policy version refused: {e}");
+                            set.insert(id.clone(), Arc::clone(previous));
+                        }
+                        None => tracing::error!(policy = %id, "new policy refused: {e}"),
+                    }
+                    self.count_swap(id, "refused");
+                    refusals.push(format!("policy {id}: {e}"));
+                }
+            }
+        }
+        for id in old.keys().filter(|id| !file.policies.contains_key(*id)) {
+            tracing::info!(policy = %id, "policy removed");
+            self.count_swap(id, "applied");
+        }
+        self.publish(set);
+        refusals
+    }
+
+    /// `Ok(None)` when the policy is unchanged (same entry, same module bytes).
+    fn rebuild(
+        &self,
+        file: &PoliciesFile,
+        id: &str,
+        entry: &PolicyEntry,
+        previous: Option<&Arc<ServedPolicy>>,
+    ) -> Result<Option<ServedPolicy>> {
+        if let Some(previous) = previous {
+            let active = read_module(file, &entry.module)?;
+            let shadow = entry.shadow.as_ref().map(|s| read_module(file, &s.module)).transpose()?;
+            let source = Source {
+                entry: entry.clone(),
+                active_digest: active.digest,
+                shadow_digest: shadow.map(|s| s.digest),
+            };
+            if source == previous.source {
+                return Ok(None);
+            }
+        }
+        self.build(file, id, entry).map(Some)
+    }
+
+    fn build(&self, file: &PoliciesFile, id: &str, entry: &PolicyEntry) -> Result<ServedPolicy> {
+        let settings = entry.settings.clone().unwrap_or_else(|| serde_json::json!({}));
+        let active = self.version(file, entry, &entry.module, entry.label.as_deref(), &settings)?;
+        let shadow = match &entry.shadow {
+            Some(shadow) => {
+                let settings = shadow.settings.clone().unwrap_or_else(|| settings.clone());
+                let version = self
+                    .version(file, entry, &shadow.module, shadow.label.as_deref(), &settings)
+                    .context("shadow version")?;
+                Some(Arc::new(version))
+            }
+            None => None,
+        };
+        let source = Source {
+            entry: entry.clone(),
+            active_digest: active.digest.clone(),
+            shadow_digest: shadow.as_ref().map(|s| s.digest.clone()),
+        };
+        Ok(ServedPolicy {
+            id: id.to_owned(),
+            mode: entry.policy_mode,
+            active: Arc::new(active),
+            shadow,
+            source,
+        })
+    }
+
+    /// Compiles a module, binds it, and checks the settings with the module's `validate_settings`.
+    fn version(
+        &self,
+        file: &PoliciesFile,
+        entry: &PolicyEntry,
+        reference: &str,
+        label: Option<&str>,
+        settings: &serde_json::Value,
+    ) -> Result<Version> {
+        let module_file = read_module(file, reference)?;
+        let module = self
+            .loader
+            .engine
+            .compile(&module_file.bytes)
+            .with_context(|| format!("cannot load module {}", module_file.path.display()))?;
+        let capabilities = KubernetesCapabilities::new(Arc::clone(&self.loader.source))
+            .granting(entry.context_aware_resources.iter().cloned());
+        let mut policy = Policy::new(module, Arc::new(capabilities));
+        if let Some(timeout) = entry.timeout() {
+            policy = policy.with_timeout(timeout);
+        }
+        let settings = RawValue::from_string(serde_json::to_string(settings)?)?;
+        let verdict = kubewarden::validate_settings(&policy, &settings)
+            .map_err(|e| anyhow!("cannot validate its settings: {e}"))?;
+        if !verdict.valid {
+            bail!("invalid settings: {}", verdict.message.unwrap_or_else(|| "(no reason given)".into()));
+        }
+        // The first request should not pay for instantiation.
+        policy.module().prewarm(1).map_err(|e| anyhow!("cannot start an instance: {e}"))?;
+        let label = match label {
+            Some(label) => label.to_owned(),
+            None => module_file
+                .path
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "module".into()),
+        };
+        let short = module_file.digest.trim_start_matches("sha256:").get(..12).unwrap_or_default().to_owned();
+        Ok(Version {
+            policy,
+            settings,
+            name: format!("{label}@sha256:{short}"),
+            digest: module_file.digest,
+            label,
+        })
+    }
+
+    fn publish(&self, set: PolicySet) {
+        self.metrics.versions.clear();
+        for served in set.values() {
+            let mark = |role, version: &Version| {
+                let labels = VersionLabels {
+                    policy: served.id.clone(),
+                    role,
+                    version: version.label.clone(),
+                    digest: version.digest.clone(),
+                };
+                self.metrics.versions.get_or_create(&labels).set(1);
+            };
+            mark("active", &served.active);
+            if let Some(shadow) = &served.shadow {
+                mark("shadow", shadow);
+            }
+        }
+        self.current.store(Arc::new(set));
+    }
+
+    fn count_swap(&self, policy: &str, result: &'static str) {
+        self.metrics.swaps.get_or_create(&SwapLabels { policy: policy.to_owned(), result }).inc();
+    }
+
+    /// The module files the served policies come from, for watching.
+    pub fn module_paths(file: &PoliciesFile) -> Vec<PathBuf> {
+        file.policies
+            .values()
+            .flat_map(|entry| std::iter::once(&entry.module).chain(entry.shadow.as_ref().map(|s| &s.module)))
+            .filter_map(|reference| file.module_path(reference).ok())
+            .collect()
+    }
+}

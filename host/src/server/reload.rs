@@ -1,0 +1,146 @@
+//! Watching what the server was started from: `policies.yml`, the module files it names, and the
+//! TLS files. A change (or SIGHUP) reloads them off the request path; the registry and the TLS
+//! acceptor swap in what loads and keep what they had for what does not.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use notify::{RecursiveMode, Watcher};
+use tokio::sync::mpsc;
+
+use super::config::PoliciesFile;
+use super::metrics::RefusalLabels;
+use super::registry::Registry;
+use super::Server;
+
+/// Changes closer together than this are taken as one (editors and `kubectl cp` write in steps).
+const SETTLE: Duration = Duration::from_millis(150);
+
+/// Runs until the server stops: reloads on file changes and on SIGHUP.
+pub async fn watch(server: Arc<Server>) {
+    let (tx, mut rx) = mpsc::unbounded_channel::<()>();
+    let events = tx.clone();
+    let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+        if event.is_ok_and(|e| !matches!(e.kind, notify::EventKind::Access(_))) {
+            let _ = events.send(());
+        }
+    });
+    let mut watcher = match watcher {
+        Ok(watcher) => Some(watcher),
+        Err(e) => {
+            tracing::warn!("cannot watch files ({e}); reload with SIGHUP");
+            None
+        }
+    };
+    let mut watched = BTreeSet::new();
+    if let Some(watcher) = watcher.as_mut() {
+        rewatch(watcher, &mut watched, &watch_dirs(&server, None));
+    }
+    spawn_sighup(tx);
+
+    while rx.recv().await.is_some() {
+        tokio::time::sleep(SETTLE).await;
+        while rx.try_recv().is_ok() {}
+        let task = Arc::clone(&server);
+        // Compiling is heavy CPU work: never on the request path.
+        let file = tokio::task::spawn_blocking(move || reload(&task)).await.ok().flatten();
+        if let Some(watcher) = watcher.as_mut() {
+            rewatch(watcher, &mut watched, &watch_dirs(&server, file.as_ref()));
+        }
+    }
+}
+
+/// Reloads TLS and the policies; returns the policies file when it could be read.
+fn reload(server: &Server) -> Option<PoliciesFile> {
+    if let Some(tls) = &server.tls {
+        let result = match tls.reload() {
+            Ok(true) => {
+                tracing::info!("TLS certificate reloaded");
+                Some("applied")
+            }
+            Ok(false) => None,
+            Err(e) => {
+                tracing::error!("TLS certificate reload refused, keeping the previous one: {e:#}");
+                Some("refused")
+            }
+        };
+        if let Some(reason) = result {
+            server.metrics.tls_reloads.get_or_create(&RefusalLabels { reason }).inc();
+        }
+    }
+    match PoliciesFile::load(&server.options.config) {
+        Ok(file) => {
+            server.registry.reload(&file);
+            Some(file)
+        }
+        Err(e) => {
+            tracing::error!("policies file refused, keeping the policies being served: {e:#}");
+            server
+                .metrics
+                .swaps
+                .get_or_create(&super::metrics::SwapLabels { policy: "*".into(), result: "refused" })
+                .inc();
+            None
+        }
+    }
+}
+
+/// The directories holding every watched file: watching directories, not files, sees files that
+/// are replaced by a rename (editors, Kubernetes ConfigMap and Secret volumes).
+fn watch_dirs(server: &Server, file: Option<&PoliciesFile>) -> BTreeSet<PathBuf> {
+    let mut files = vec![server.options.config.clone()];
+    match file {
+        Some(file) => files.extend(Registry::module_paths(file)),
+        None => {
+            if let Ok(file) = PoliciesFile::load(&server.options.config) {
+                files.extend(Registry::module_paths(&file));
+            }
+        }
+    }
+    if let Some(tls) = &server.tls {
+        files.extend(tls.files().iter().map(|p| p.to_path_buf()));
+    }
+    files.iter().map(|f| parent_dir(f)).collect()
+}
+
+fn parent_dir(file: &Path) -> PathBuf {
+    match file.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
+fn rewatch(
+    watcher: &mut notify::RecommendedWatcher,
+    watched: &mut BTreeSet<PathBuf>,
+    wanted: &BTreeSet<PathBuf>,
+) {
+    for dir in watched.difference(wanted) {
+        let _ = watcher.unwatch(dir);
+    }
+    for dir in wanted.difference(watched) {
+        if let Err(e) = watcher.watch(dir, RecursiveMode::NonRecursive) {
+            tracing::warn!(dir = %dir.display(), "cannot watch: {e}");
+        }
+    }
+    *watched = wanted.clone();
+}
+
+fn spawn_sighup(tx: mpsc::UnboundedSender<()>) {
+    use tokio::signal::unix::{signal, SignalKind};
+    match signal(SignalKind::hangup()) {
+        Ok(mut hangups) => {
+            tokio::spawn(async move {
+                while hangups.recv().await.is_some() {
+                    tracing::info!("SIGHUP: reloading");
+                    if tx.send(()).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+        Err(e) => tracing::warn!("cannot handle SIGHUP: {e}"),
+    }
+}

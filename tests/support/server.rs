@@ -1,0 +1,200 @@
+//! Running `evac serve` (the built binary) for the server tests: a temporary directory with a
+//! self-signed certificate, `policies.yml` and a context file; the process on free loopback
+//! ports; an HTTPS client that trusts only that certificate.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::evac_bin;
+
+/// A self-signed certificate for 127.0.0.1, as PEM: `(certificate, key)`.
+pub fn self_signed() -> (String, String) {
+    let certified = rcgen::generate_simple_self_signed(vec!["127.0.0.1".into(), "localhost".into()])
+        .expect("certificate");
+    (certified.cert.pem(), certified.signing_key.serialize_pem())
+}
+
+/// A port nothing listens on right now.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("free port").port()
+}
+
+pub struct TestServer {
+    child: Child,
+    pub dir: tempfile::TempDir,
+    pub port: u16,
+    pub probe_port: u16,
+    pub client: reqwest::Client,
+    log: PathBuf,
+}
+
+/// What a server test starts with.
+pub struct Setup<'a> {
+    pub policies: &'a str,
+    pub context: Value,
+    pub extra_args: &'a [&'a str],
+}
+
+impl TestServer {
+    /// Starts `evac serve` over TLS and waits until it is ready (at most 60 s: the first start
+    /// compiles the modules).
+    pub fn start(setup: Setup<'_>) -> Self {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (cert, key) = self_signed();
+        write(dir.path(), "tls.crt", &cert);
+        write(dir.path(), "tls.key", &key);
+        write(dir.path(), "policies.yml", setup.policies);
+        write(dir.path(), "context.json", &serde_json::to_string(&setup.context).unwrap());
+        let (port, probe_port) = (free_port(), free_port());
+        let log = dir.path().join("server.log");
+        let p = |name: &str| dir.path().join(name).to_str().unwrap().to_owned();
+        let mut args = vec![
+            "serve".to_owned(),
+            "--config".into(),
+            p("policies.yml"),
+            "--cert-file".into(),
+            p("tls.crt"),
+            "--key-file".into(),
+            p("tls.key"),
+            "--context".into(),
+            p("context.json"),
+            "--addr".into(),
+            format!("127.0.0.1:{port}"),
+            "--probe-addr".into(),
+            format!("127.0.0.1:{probe_port}"),
+            "--cache-dir".into(),
+            cache_dir().to_str().unwrap().to_owned(),
+        ];
+        args.extend(setup.extra_args.iter().map(|a| a.to_string()));
+        let child = Command::new(evac_bin())
+            .args(&args)
+            .env("EVAC_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).expect("log file"))
+            .spawn()
+            .expect("cannot start evac serve");
+        let client = client_trusting(&cert);
+        let mut server = Self { child, dir, port, probe_port, client, log };
+        server.wait_ready(Duration::from_secs(60));
+        server
+    }
+
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("https://127.0.0.1:{}{path}", self.port)
+    }
+
+    /// The server's log so far (stderr), for assertions and failure messages.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    fn wait_ready(&mut self, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        let url = format!("http://127.0.0.1:{}/readiness", self.probe_port);
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!("evac serve exited with {status} before it was ready:\n{}", self.log());
+            }
+            if get_status(&url).is_ok_and(|status| status == 200) {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "evac serve was not ready within {timeout:?}:\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The Prometheus text of `/metrics`.
+    pub async fn metrics(&self) -> String {
+        let url = format!("http://127.0.0.1:{}/metrics", self.probe_port);
+        reqwest::get(&url).await.expect("metrics").text().await.expect("metrics text")
+    }
+
+    /// POSTs a body to `/validate/<policy>`: the status and the body (JSON when it is JSON).
+    pub async fn post(&self, policy: &str, body: Vec<u8>) -> (u16, Value) {
+        let response = self
+            .client
+            .post(self.url(&format!("/validate/{policy}")))
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("request failed: {e:?}\n{}", self.log()));
+        let status = response.status().as_u16();
+        let text = response.text().await.expect("body");
+        (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+    }
+
+    /// Sends an AdmissionReview and returns its `response` (the status must be 200).
+    pub async fn review(&self, policy: &str, review: &Value) -> Value {
+        let (status, body) = self.post(policy, serde_json::to_vec(review).unwrap()).await;
+        assert_eq!(status, 200, "answer: {body}\n{}", self.log());
+        body["response"].clone()
+    }
+
+    /// Sends SIGHUP (reload).
+    pub fn hangup(&self) {
+        let status =
+            Command::new("kill").args(["-HUP", &self.child.id().to_string()]).status().expect("kill");
+        assert!(status.success(), "kill -HUP");
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One compile cache for all server tests, so each module compiles once per test run.
+fn cache_dir() -> PathBuf {
+    std::env::temp_dir().join(format!("evac-test-cache-{}", std::process::id()))
+}
+
+pub fn write(dir: &Path, name: &str, text: &str) {
+    std::fs::write(dir.join(name), text).unwrap_or_else(|e| panic!("cannot write {name}: {e}"));
+}
+
+/// Replaces a file by writing a temporary one and renaming it over, as editors and Kubernetes
+/// volumes do.
+pub fn replace(path: &Path, bytes: &[u8]) {
+    let temporary = path.with_extension("tmp-replace");
+    std::fs::write(&temporary, bytes).expect("write");
+    std::fs::rename(&temporary, path).expect("rename");
+}
+
+/// An HTTPS client that trusts only `cert_pem`.
+pub fn client_trusting(cert_pem: &str) -> reqwest::Client {
+    reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(cert_pem.as_bytes()).expect("certificate"))
+        .tls_built_in_root_certs(false)
+        .timeout(Duration::from_secs(30))
+        .build()
+        .expect("client")
+}
+
+/// The status of a plain-HTTP GET, without an async runtime (readiness polling).
+fn get_status(url: &str) -> std::io::Result<u16> {
+    use std::io::{Read, Write};
+    let rest = url.strip_prefix("http://").expect("http URL");
+    let (host, path) = rest.split_once('/').expect("path");
+    let mut stream = std::net::TcpStream::connect(host)?;
+    stream.set_read_timeout(Some(Duration::from_secs(2)))?;
+    write!(stream, "GET /{path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n")?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response)?;
+    let status = response.split_whitespace().nth(1).and_then(|s| s.parse().ok());
+    status.ok_or_else(|| std::io::Error::other("no status line"))
+}
