@@ -182,8 +182,10 @@ hungry:
         assert!(message.contains("exceeded its memory limit of 16 MiB"), "{message}");
         assert_eq!(healthy["allowed"], true);
 
-        // Again, to see that nothing was left broken.
+        // Again, to see that nothing was left broken; the looping version now runs off the
+        // connection threads.
         assert_eq!(denial(&server.review("spin", &review).await).0, 500);
+        assert!(server.log().contains("moving this version to the blocking pool"), "{}", server.log());
         assert_eq!(server.review("pod-eviction", &review).await["allowed"], true);
         let metrics = server.metrics().await;
         assert!(

@@ -3,13 +3,14 @@
 //! with the shadow version when there is one.
 
 use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use evac_core::PolicyResponse;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
-use serde_json::{json, Value};
 
 use super::config::PolicyMode;
 use super::metrics::{EffectLabels, EvaluationLabels, FaultLabels, Metrics, ShadowLabels};
@@ -76,7 +77,7 @@ pub struct Context {
 }
 
 /// Evaluates a request with the policy's active version and answers the AdmissionReview.
-pub async fn answer(context: &Context, served: Arc<ServedPolicy>, review: ParsedReview) -> Value {
+pub async fn answer(context: &Context, served: Arc<ServedPolicy>, review: ParsedReview) -> ReviewAnswer {
     let started = Instant::now();
     let active = Arc::clone(&served.active);
     let request = Arc::new(review.request);
@@ -85,7 +86,7 @@ pub async fn answer(context: &Context, served: Arc<ServedPolicy>, review: Parsed
         Ok(response) => Ok(carry_out(context, &served, response.clone()).await),
         Err(e) => Err((e.label(), e.to_string())),
     };
-    let verdict = final_verdict(&served, &active, &review.uid, outcome, context);
+    let verdict = final_verdict(&served, &active, review.uid.clone(), outcome, context);
     context.metrics.observe_latency(&served.id, started.elapsed());
 
     if let Some(shadow) = &served.shadow {
@@ -100,8 +101,23 @@ pub async fn answer(context: &Context, served: Arc<ServedPolicy>, review: Parsed
     verdict
 }
 
-/// Runs the module on a blocking thread: an evaluation is CPU work up to its deadline.
+/// Evaluations slower than this move to the blocking pool.
+const INLINE_BUDGET: Duration = Duration::from_millis(5);
+
+/// Runs the module. Evaluations take tens of microseconds, less than handing them to another
+/// thread costs, so they run on the connection's own thread; a version that once ran past
+/// [`INLINE_BUDGET`] (a slow or looping module) runs on the blocking pool from then on, so it
+/// cannot hold the connection threads up to its deadline again and again.
 async fn evaluate(version: &Arc<Version>, request: &Arc<Box<RawValue>>) -> Result<PolicyResponse, EvalError> {
+    if !version.offloaded.load(Ordering::Relaxed) {
+        let started = Instant::now();
+        let result = kubewarden::validate(&version.policy, request, &version.settings);
+        if started.elapsed() > INLINE_BUDGET {
+            tracing::info!(version = %version.name, "slow evaluations: moving this version to the blocking pool");
+            version.offloaded.store(true, Ordering::Relaxed);
+        }
+        return result;
+    }
     let (version, request) = (Arc::clone(version), Arc::clone(request));
     tokio::task::spawn_blocking(move || kubewarden::validate(&version.policy, &request, &version.settings))
         .await
@@ -140,43 +156,36 @@ async fn carry_out(context: &Context, served: &ServedPolicy, mut response: Polic
 fn final_verdict(
     served: &ServedPolicy,
     active: &Version,
-    uid: &str,
+    uid: String,
     outcome: Result<PolicyResponse, (&'static str, String)>,
     context: &Context,
-) -> Value {
+) -> ReviewAnswer {
     let count = |outcome| {
         let labels = EvaluationLabels { policy: served.id.clone(), version: active.name.clone(), outcome };
         context.metrics.evaluations.get_or_create(&labels).inc();
     };
-    let mut audit = serde_json::Map::new();
-    audit.insert(VERSION_ANNOTATION.into(), json!(active.name));
-    audit.insert(DIGEST_ANNOTATION.into(), json!(active.digest));
-    let mut answer = json!({"uid": uid});
+    let mut audit = BTreeMap::new();
+    audit.insert(VERSION_ANNOTATION.to_owned(), active.name.clone());
+    audit.insert(DIGEST_ANNOTATION.to_owned(), active.digest.clone());
+    let mut answer = Answer { uid, allowed: true, status: None, warnings: None, audit_annotations: audit };
     match outcome {
         Ok(response) => {
             count(if response.accepted { "accepted" } else { "rejected" });
-            if let Some(own) = &response.audit_annotations {
-                for (key, value) in own {
-                    audit.entry(key.clone()).or_insert(json!(value));
-                }
+            for (key, value) in response.audit_annotations.unwrap_or_default() {
+                answer.audit_annotations.entry(key).or_insert(value);
             }
-            if let Some(warnings) = &response.warnings {
-                answer["warnings"] = json!(warnings);
-            }
-            if response.accepted || served.mode == PolicyMode::Monitor {
-                if !response.accepted {
-                    tracing::info!(
-                        policy = %served.id, uid, message = response.message.as_deref().unwrap_or_default(),
-                        "monitor mode: the request would have been rejected"
-                    );
-                }
-                answer["allowed"] = json!(true);
-            } else {
-                answer["allowed"] = json!(false);
-                answer["status"] = json!({
+            answer.warnings = response.warnings;
+            if !response.accepted && served.mode == PolicyMode::Monitor {
+                tracing::info!(
+                    policy = %served.id, uid = %answer.uid, message = response.message.as_deref().unwrap_or_default(),
+                    "monitor mode: the request would have been rejected"
+                );
+            } else if !response.accepted {
+                answer.allowed = false;
+                answer.status = Some(Status {
                     // A denial without a code would reach clients as 400; KubeVirt's are 429.
-                    "code": response.code.filter(|code| *code >= 400).unwrap_or(400),
-                    "message": response.message.unwrap_or_default(),
+                    code: response.code.filter(|code| *code >= 400).unwrap_or(400),
+                    message: response.message.unwrap_or_default(),
                 });
             }
         }
@@ -184,18 +193,43 @@ fn final_verdict(
             count("error");
             let labels = FaultLabels { policy: served.id.clone(), version: active.name.clone(), kind };
             context.metrics.faults.get_or_create(&labels).inc();
-            tracing::warn!(policy = %served.id, version = %active.name, uid, "evaluation failed: {error}");
-            let message = format!("policy {} failed to evaluate the request: {error}", served.id);
-            if served.mode == PolicyMode::Monitor {
-                answer["allowed"] = json!(true);
-            } else {
-                answer["allowed"] = json!(false);
-                answer["status"] = json!({"code": 500, "message": message});
+            tracing::warn!(policy = %served.id, version = %active.name, uid = %answer.uid, "evaluation failed: {error}");
+            if served.mode == PolicyMode::Protect {
+                answer.allowed = false;
+                let message = format!("policy {} failed to evaluate the request: {error}", served.id);
+                answer.status = Some(Status { code: 500, message });
             }
         }
     }
-    answer["auditAnnotations"] = Value::Object(audit);
-    json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": answer})
+    ReviewAnswer { api_version: "admission.k8s.io/v1", kind: "AdmissionReview", response: answer }
+}
+
+/// The AdmissionReview answered (`admission.k8s.io/v1`).
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReviewAnswer {
+    pub api_version: &'static str,
+    pub kind: &'static str,
+    pub response: Answer,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Answer {
+    pub uid: String,
+    pub allowed: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<Status>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub warnings: Option<Vec<String>>,
+    pub audit_annotations: BTreeMap<String, String>,
+}
+
+/// `metav1.Status` of a denial: the code and message `kubectl` shows.
+#[derive(Debug, Serialize)]
+pub struct Status {
+    pub code: u16,
+    pub message: String,
 }
 
 /// The parts of a verdict two versions must agree on.

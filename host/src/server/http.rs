@@ -87,6 +87,7 @@ async fn readiness(State(server): State<Arc<Server>>) -> Response {
 }
 
 async fn metrics(State(server): State<Arc<Server>>) -> Response {
+    server.record_instance_stats();
     let content_type = "application/openmetrics-text; version=1.0.0; charset=utf-8";
     ([(header::CONTENT_TYPE, content_type)], server.metrics.encode()).into_response()
 }

@@ -81,6 +81,16 @@ pub struct Metrics {
     pub effects: Family<EffectLabels, Counter>,
     pub refused: Family<RefusalLabels, Counter>,
     pub tls_reloads: Family<RefusalLabels, Counter>,
+    pub instances: Family<InstanceLabels, Gauge>,
+}
+
+/// Instances of a version's module: `how` is `created` (instantiated) or `reused` (evaluations
+/// that ran on an instance reset to its post-init state).
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct InstanceLabels {
+    pub policy: String,
+    pub version: String,
+    pub how: &'static str,
 }
 
 /// Latency buckets from 10 us to about 5 s: evaluations take tens of microseconds, deadlines are
@@ -130,6 +140,12 @@ impl Default for Metrics {
         );
         let tls_reloads = Family::default();
         registry.register("tls_reloads", "Certificate reloads, by result", tls_reloads.clone());
+        let instances = Family::default();
+        registry.register(
+            "policy_instances",
+            "Evaluations by how their instance came: created, or reused after a reset",
+            instances.clone(),
+        );
         Self {
             registry,
             evaluations,
@@ -141,6 +157,7 @@ impl Default for Metrics {
             effects,
             refused,
             tls_reloads,
+            instances,
         }
     }
 }

@@ -92,6 +92,24 @@ impl Server {
         None
     }
 
+    /// Copies the instance counters of the served versions into the metrics.
+    pub fn record_instance_stats(&self) {
+        self.metrics.instances.clear();
+        for served in self.registry.current().values() {
+            for version in std::iter::once(&served.active).chain(served.shadow.as_ref()) {
+                let stats = version.policy.module().stats();
+                for (how, count) in [("created", stats.created), ("reused", stats.reused)] {
+                    let labels = metrics::InstanceLabels {
+                        policy: served.id.clone(),
+                        version: version.name.clone(),
+                        how,
+                    };
+                    self.metrics.instances.get_or_create(&labels).set(count as i64);
+                }
+            }
+        }
+    }
+
     /// Serves until the process is stopped (SIGTERM or Ctrl-C).
     pub async fn run(self: Arc<Self>, started: Instant) -> Result<()> {
         let admission = http::bind(self.options.addr).await?;

@@ -31,6 +31,8 @@ pub struct Version {
     pub label: String,
     /// `label@sha256:<first 12 hex digits>`: what metrics and answers show.
     pub name: String,
+    /// Evaluate on the blocking pool instead of the connection's thread (see `admission`).
+    pub offloaded: std::sync::atomic::AtomicBool,
 }
 
 /// A policy as served: the version that answers, and an optional shadow candidate.
@@ -235,6 +237,7 @@ impl Registry {
             name: format!("{label}@sha256:{short}"),
             digest: module_file.digest,
             label,
+            offloaded: Default::default(),
         })
     }
 

@@ -39,7 +39,7 @@ impl KubeCluster {
     /// Connects with the `kubeconfig` file if given, else with the inferred configuration
     /// (in-cluster, or `$KUBECONFIG` / `~/.kube/config`), resolves each resource through API
     /// discovery and starts watching it. The caches fill in the background: see
-    /// [`wait_synced`](Self::wait_synced).
+    /// [`wait_synced`](Self::wait_synced). Runs within a Tokio runtime, which runs the watches.
     pub async fn connect(kubeconfig: Option<&Path>, resources: &[ResourceGrant]) -> Result<Self> {
         let config = discovery::load_config(kubeconfig).await?;
         let server = config.cluster_url.to_string().trim_end_matches('/').to_owned();

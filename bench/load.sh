@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Load benchmark of `evac serve` on loopback with wrk (Debian package `wrk`): HTTPS with
+# keep-alive, the pod-eviction policy, its context served from memory. Runs each request for
+# $DURATION, then the evacuation request again while the policy's version is swapped every second.
+#   bench/load.sh            (after `make build`)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+EVAC=${EVAC:-target/release/evac}
+DURATION=${DURATION:-15s}
+CONNECTIONS=${CONNECTIONS:-16}
+THREADS=${THREADS:-1}
+command -v wrk >/dev/null || { echo "wrk is needed: apt-get install wrk" >&2; exit 1; }
+
+work=$(mktemp -d)
+trap 'kill $server 2>/dev/null || true; rm -rf "$work"' EXIT
+python3 - "$work" <<'PY'
+import json, sys, yaml, subprocess
+work = sys.argv[1]
+subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+    "-keyout", f"{work}/tls.key", "-out", f"{work}/tls.crt", "-days", "1", "-subj", "/CN=127.0.0.1",
+    "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True)
+for name, source in [("evacuate", "03-dry-run.json"), ("plain-pod", "11-plain-pod.json")]:
+    review = json.load(open(f"examples/evictions/requests/{source}"))
+    json.dump(review, open(f"{work}/{name}.json", "w"), separators=(",", ":"))
+PY
+cp dist/policies/pod-eviction.wasm "$work/pod-eviction.wasm"
+policies() {
+  sed -e "s|../../dist/policies/pod-eviction.wasm|$work/pod-eviction.wasm|" -e "s|label: local|label: $1|" \
+    examples/serve/policies.yml > "$work/policies.yml.tmp" && mv "$work/policies.yml.tmp" "$work/policies.yml"
+}
+policies v1
+"$EVAC" serve --config "$work/policies.yml" --context examples/evictions/context.yaml \
+  --cert-file "$work/tls.crt" --key-file "$work/tls.key" --addr 127.0.0.1:18443 --probe-addr 127.0.0.1:18081 \
+  --cache-dir "$work/cache" 2>"$work/server.log" &
+server=$!
+until curl -sf http://127.0.0.1:18081/readiness >/dev/null; do sleep 0.05; done
+if [ -n "${PERF_OUT:-}" ]; then perf record -g -o "$PERF_OUT" -p $server -- sleep 6 >/dev/null 2>&1 & fi
+
+run() {
+  echo "== $1"
+  EVAC_REVIEW="$work/$2.json" wrk -t"$THREADS" -c"$CONNECTIONS" -d"$DURATION" --latency -s bench/post.lua \
+    https://127.0.0.1:18443/validate/pod-eviction | grep -E "Requests/sec|50%|90%|99%|non-200|Socket"
+}
+run "evacuation request (3 reads, dry-run mark), $CONNECTIONS connections" evacuate
+run "plain pod (1 read), $CONNECTIONS connections" plain-pod
+
+( for i in $(seq 1 30); do sleep 1; policies "v$((i % 2 + 2))-$i"; done ) &
+swapper=$!
+run "evacuation request while swapping versions every second" evacuate
+kill $swapper 2>/dev/null || true
+echo "== swaps: $(curl -s http://127.0.0.1:18081/metrics | grep -E '^evac_policy_swaps_total' | tr '\n' ' ')"
