@@ -29,23 +29,38 @@ policies() {
     examples/serve/policies.yml > "$work/policies.yml.tmp" && mv "$work/policies.yml.tmp" "$work/policies.yml"
 }
 policies v1
-"$EVAC" serve --config "$work/policies.yml" --context examples/evictions/context.yaml \
-  --cert-file "$work/tls.crt" --key-file "$work/tls.key" --addr 127.0.0.1:18443 --probe-addr 127.0.0.1:18081 \
-  --cache-dir "$work/cache" 2>"$work/server.log" &
-server=$!
-until curl -sf http://127.0.0.1:18081/readiness >/dev/null; do sleep 0.05; done
+start_server() {
+  EVAC_LOG=info "$EVAC" serve --config "$work/policies.yml" --context examples/evictions/context.yaml \
+    --cert-file "$work/tls.crt" --key-file "$work/tls.key" --addr 127.0.0.1:18443 --probe-addr 127.0.0.1:18081 \
+    --cache-dir "$work/cache" 2>"$work/server.log" &
+  server=$!
+  until curl -sf http://127.0.0.1:18081/readiness >/dev/null; do sleep 0.005; done
+}
+start_server
 if [ -n "${PERF_OUT:-}" ]; then perf record -g -o "$PERF_OUT" -p $server -- sleep 6 >/dev/null 2>&1 & fi
 
 run() {
   echo "== $1"
-  EVAC_REVIEW="$work/$2.json" wrk -t"$THREADS" -c"$CONNECTIONS" -d"$DURATION" --latency -s bench/post.lua \
+  EVAC_REVIEW="$work/$2.json" wrk -t"$THREADS" -c"${CONNECTIONS}" -d"$DURATION" --latency -s bench/post.lua \
     https://127.0.0.1:18443/validate/pod-eviction | grep -E "Requests/sec|50%|90%|99%|non-200|Socket"
 }
+# Warm up (first connections, instance pools, page faults), then measure.
+EVAC_REVIEW="$work/evacuate.json" wrk -t1 -c"$CONNECTIONS" -d3s -s bench/post.lua \
+  https://127.0.0.1:18443/validate/pod-eviction >/dev/null
 run "evacuation request (3 reads, dry-run mark), $CONNECTIONS connections" evacuate
 run "plain pod (1 read), $CONNECTIONS connections" plain-pod
+CONNECTIONS=$((CONNECTIONS / 2)) run "evacuation request, $((CONNECTIONS / 2)) connections" evacuate
 
 ( for i in $(seq 1 30); do sleep 1; policies "v$((i % 2 + 2))-$i"; done ) &
 swapper=$!
 run "evacuation request while swapping versions every second" evacuate
 kill $swapper 2>/dev/null || true
 echo "== swaps: $(curl -s http://127.0.0.1:18081/metrics | grep -E '^evac_policy_swaps_total' | tr '\n' ' ')"
+echo "== cold start (compiles the module): $(grep -o 'ready_after_ms=[0-9]*' "$work/server.log")"
+kill $server; wait $server 2>/dev/null || true
+for i in 1 2 3; do
+  began=$(date +%s%N)
+  start_server
+  echo "== restart with a warm compile cache: readiness answered 200 after $(( ($(date +%s%N) - began) / 1000000 )) ms ($(grep -o 'ready_after_ms=[0-9]*' "$work/server.log"))"
+  kill $server; wait $server 2>/dev/null || true
+done

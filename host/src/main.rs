@@ -6,6 +6,8 @@ use evac::cli::Cli;
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        // Colours only for a terminal: logs that go to files and collectors stay plain text.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("EVAC_LOG").unwrap_or_else(|_| "warn".into()),
         )

@@ -55,7 +55,7 @@ pub struct ServeArgs {
     /// Largest AdmissionReview accepted, in bytes.
     #[arg(long, default_value_t = 4 * 1024 * 1024)]
     max_body_bytes: usize,
-    /// Worker threads for connections (default: one per CPU).
+    /// Threads serving admission connections (default: one per CPU).
     #[arg(long)]
     workers: Option<usize>,
 }
@@ -73,6 +73,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
         probe_addr: args.probe_addr,
         tls,
         max_body_bytes: args.max_body_bytes,
+        workers: args.workers.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get())),
         engine: EngineOptions {
             memory_limit: args.memory_limit_mib * 1024 * 1024,
             timeout: Duration::from_millis(args.timeout_ms),
@@ -81,11 +82,9 @@ pub fn run(args: ServeArgs) -> Result<()> {
             cache_dir: Some(args.cache_dir.clone()),
         },
     };
-    let mut runtime = tokio::runtime::Builder::new_multi_thread();
-    if let Some(workers) = args.workers {
-        runtime.worker_threads(workers);
-    }
-    let runtime = runtime.enable_all().build()?;
+    // This runtime watches the cluster and files and serves the probes; admission connections
+    // have threads of their own (ServeOptions::workers).
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build()?;
     runtime.block_on(async move {
         let cluster = connect(&args).await?;
         let server = tokio::task::block_in_place(|| Server::start(options, cluster))?;

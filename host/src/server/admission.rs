@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
 use super::config::PolicyMode;
-use super::metrics::{EffectLabels, EvaluationLabels, FaultLabels, Metrics, ShadowLabels};
+use super::metrics::{EffectLabels, FaultLabels, Metrics, ShadowLabels};
 use super::registry::{ServedPolicy, Version};
 use crate::cluster::{ClusterWriter, Effect};
 use crate::kubewarden;
@@ -87,7 +87,7 @@ pub async fn answer(context: &Context, served: Arc<ServedPolicy>, review: Parsed
         Err(e) => Err((e.label(), e.to_string())),
     };
     let verdict = final_verdict(&served, &active, review.uid.clone(), outcome, context);
-    context.metrics.observe_latency(&served.id, started.elapsed());
+    served.latency.observe(started.elapsed().as_secs_f64());
 
     if let Some(shadow) = &served.shadow {
         // Off the answer's path: the candidate never delays or changes it.
@@ -160,17 +160,13 @@ fn final_verdict(
     outcome: Result<PolicyResponse, (&'static str, String)>,
     context: &Context,
 ) -> ReviewAnswer {
-    let count = |outcome| {
-        let labels = EvaluationLabels { policy: served.id.clone(), version: active.name.clone(), outcome };
-        context.metrics.evaluations.get_or_create(&labels).inc();
-    };
     let mut audit = BTreeMap::new();
     audit.insert(VERSION_ANNOTATION.to_owned(), active.name.clone());
     audit.insert(DIGEST_ANNOTATION.to_owned(), active.digest.clone());
     let mut answer = Answer { uid, allowed: true, status: None, warnings: None, audit_annotations: audit };
     match outcome {
         Ok(response) => {
-            count(if response.accepted { "accepted" } else { "rejected" });
+            if response.accepted { &served.outcomes.accepted } else { &served.outcomes.rejected }.inc();
             for (key, value) in response.audit_annotations.unwrap_or_default() {
                 answer.audit_annotations.entry(key).or_insert(value);
             }
@@ -190,7 +186,7 @@ fn final_verdict(
             }
         }
         Err((kind, error)) => {
-            count("error");
+            served.outcomes.error.inc();
             let labels = FaultLabels { policy: served.id.clone(), version: active.name.clone(), kind };
             context.metrics.faults.get_or_create(&labels).inc();
             tracing::warn!(policy = %served.id, version = %active.name, uid = %answer.uid, "evaluation failed: {error}");

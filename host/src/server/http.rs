@@ -132,3 +132,25 @@ pub async fn bind(addr: SocketAddr) -> anyhow::Result<TcpListener> {
     use anyhow::Context;
     TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr}"))
 }
+
+/// Binds `count` listeners to one address with `SO_REUSEPORT`, so the kernel spreads connections
+/// over them. Must be called from the thread whose runtime will serve each listener: the first is
+/// bound here, the others are returned as std listeners to register in their own runtimes.
+pub fn bind_shards(addr: SocketAddr, count: usize) -> anyhow::Result<Vec<std::net::TcpListener>> {
+    use anyhow::Context;
+    let mut listeners = Vec::with_capacity(count);
+    let mut addr = addr;
+    for _ in 0..count.max(1) {
+        let socket =
+            if addr.is_ipv4() { tokio::net::TcpSocket::new_v4() } else { tokio::net::TcpSocket::new_v6() }
+                .context("cannot create a socket")?;
+        socket.set_reuseaddr(true).context("SO_REUSEADDR")?;
+        socket.set_reuseport(true).context("SO_REUSEPORT")?;
+        socket.bind(addr).with_context(|| format!("cannot listen on {addr}"))?;
+        let listener = socket.listen(1024).with_context(|| format!("cannot listen on {addr}"))?;
+        // With port 0, every shard takes the port the first one got.
+        addr = listener.local_addr().context("listener address")?;
+        listeners.push(listener.into_std().context("listener")?);
+    }
+    Ok(listeners)
+}

@@ -1,7 +1,5 @@
 //! The server's Prometheus metrics, served as text on the probe port (`/metrics`).
 
-use std::time::Duration;
-
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -163,12 +161,6 @@ impl Default for Metrics {
 }
 
 impl Metrics {
-    pub fn observe_latency(&self, policy: &str, elapsed: Duration) {
-        self.latency
-            .get_or_create(&PolicyLabels { policy: policy.to_owned() })
-            .observe(elapsed.as_secs_f64());
-    }
-
     pub fn refuse(&self, reason: &'static str) {
         self.refused.get_or_create(&RefusalLabels { reason }).inc();
     }

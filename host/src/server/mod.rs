@@ -36,6 +36,9 @@ pub struct ServeOptions {
     pub tls: Option<(PathBuf, PathBuf)>,
     /// Largest AdmissionReview accepted, in bytes.
     pub max_body_bytes: usize,
+    /// Threads serving admission connections, each with its own listener and single-threaded
+    /// runtime: a request is read, evaluated and answered on one thread, without waking another.
+    pub workers: usize,
     pub engine: EngineOptions,
 }
 
@@ -112,20 +115,39 @@ impl Server {
 
     /// Serves until the process is stopped (SIGTERM or Ctrl-C).
     pub async fn run(self: Arc<Self>, started: Instant) -> Result<()> {
-        let admission = http::bind(self.options.addr).await?;
+        let shards = http::bind_shards(self.options.addr, self.options.workers)?;
+        let addr = shards[0].local_addr().context("admission address")?;
         let probes = http::bind(self.options.probe_addr).await?;
         let scheme = if self.tls.is_some() { "https" } else { "http" };
+        let admission_router = http::admission_router(Arc::clone(&self));
+        let (stopped_tx, mut stopped) = tokio::sync::mpsc::channel::<String>(1);
+        for (i, listener) in shards.into_iter().enumerate() {
+            let (router, tls, stopped) = (admission_router.clone(), self.tls.clone(), stopped_tx.clone());
+            std::thread::Builder::new().name(format!("evac-admission-{i}")).spawn(move || {
+                let served = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .map_err(anyhow::Error::from)
+                    .and_then(|runtime| {
+                        runtime.block_on(async {
+                            let listener = tokio::net::TcpListener::from_std(listener)?;
+                            http::serve(listener, router, tls).await;
+                            Ok(())
+                        })
+                    });
+                let _ = stopped.blocking_send(format!("admission thread {i} stopped: {served:?}"));
+            })?;
+        }
         tracing::info!(
-            addr = %admission.local_addr().context("admission address")?,
+            addr = %addr,
             probes = %probes.local_addr().context("probe address")?,
             policies = ?self.registry.current().keys().collect::<Vec<_>>(),
             ready_after_ms = started.elapsed().as_millis() as u64,
             "serving admission requests over {scheme}"
         );
-        let admission_router = http::admission_router(Arc::clone(&self));
         let probe_router = http::probe_router(Arc::clone(&self));
         tokio::select! {
-            () = http::serve(admission, admission_router, self.tls.clone()) => {}
+            Some(why) = stopped.recv() => anyhow::bail!(why),
             () = http::serve(probes, probe_router, None) => {}
             () = reload::watch(Arc::clone(&self)) => {}
             () = shutdown_signal() => tracing::info!("stopping"),

@@ -15,11 +15,13 @@ use serde_json::value::RawValue;
 use sha2::{Digest, Sha256};
 
 use super::config::{PoliciesFile, PolicyEntry, PolicyMode};
-use super::metrics::{Metrics, SwapLabels, VersionLabels};
+use super::metrics::{EvaluationLabels, Metrics, PolicyLabels, SwapLabels, VersionLabels};
 use crate::capabilities::KubernetesCapabilities;
 use crate::cluster::ObjectSource;
 use crate::kubewarden;
 use crate::wapc::{Policy, PolicyEngine};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::histogram::Histogram;
 
 /// One compiled version of a policy, with its settings.
 pub struct Version {
@@ -41,8 +43,18 @@ pub struct ServedPolicy {
     pub mode: PolicyMode,
     pub active: Arc<Version>,
     pub shadow: Option<Arc<Version>>,
+    /// The active version's metric series, resolved once instead of per request.
+    pub outcomes: Outcomes,
+    pub latency: Histogram,
     /// What this was built from, to tell whether a reload changes it.
     source: Source,
+}
+
+/// The evaluation counters of one version, by outcome.
+pub struct Outcomes {
+    pub accepted: Counter,
+    pub rejected: Counter,
+    pub error: Counter,
 }
 
 #[derive(PartialEq)]
@@ -184,11 +196,23 @@ impl Registry {
             active_digest: active.digest.clone(),
             shadow_digest: shadow.as_ref().map(|s| s.digest.clone()),
         };
+        let counter = |outcome| {
+            let labels = EvaluationLabels { policy: id.to_owned(), version: active.name.clone(), outcome };
+            self.metrics.evaluations.get_or_create(&labels).clone()
+        };
+        let outcomes = Outcomes {
+            accepted: counter("accepted"),
+            rejected: counter("rejected"),
+            error: counter("error"),
+        };
+        let latency = self.metrics.latency.get_or_create(&PolicyLabels { policy: id.to_owned() }).clone();
         Ok(ServedPolicy {
             id: id.to_owned(),
             mode: entry.policy_mode,
             active: Arc::new(active),
             shadow,
+            outcomes,
+            latency,
             source,
         })
     }
@@ -242,6 +266,20 @@ impl Registry {
     }
 
     fn publish(&self, set: PolicySet) {
+        // Counters of versions no longer served go, so that series do not pile up swap after swap.
+        for old in self.current.load().values() {
+            let still_served = set.get(&old.id).is_some_and(|new| new.active.name == old.active.name);
+            if !still_served {
+                for outcome in ["accepted", "rejected", "error"] {
+                    let labels = EvaluationLabels {
+                        policy: old.id.clone(),
+                        version: old.active.name.clone(),
+                        outcome,
+                    };
+                    self.metrics.evaluations.remove(&labels);
+                }
+            }
+        }
         self.metrics.versions.clear();
         for served in set.values() {
             let mark = |role, version: &Version| {
