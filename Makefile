@@ -8,7 +8,7 @@ EVAC         := target/release/evac
 DIST         := dist/policies
 POLICY_WASM  := $(foreach p,$(POLICIES),$(DIST)/$(p).wasm)
 
-.PHONY: all build host policies test test-core test-e2e lint fmt demo bench clean setup
+.PHONY: all build host policies test test-core test-e2e lint fmt demo bench bench-load clean setup
 
 all: build
 
@@ -52,6 +52,10 @@ demo: build
 ## Criterion benchmarks (numbers go in docs/benchmarks.md).
 bench: build
 	$(CARGO) bench -p evac --bench evaluation
+
+## Load benchmark of `evac serve` over HTTPS on loopback (needs wrk: apt-get install wrk).
+bench-load: build
+	bench/load.sh
 
 clean:
 	$(CARGO) clean

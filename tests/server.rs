@@ -317,7 +317,18 @@ fn certificates_are_reloaded_when_they_change() {
         let stale = client_trusting(&old);
         assert!(stale.get(server.url("/")).send().await.is_err());
         assert!(server.metrics().await.contains(r#"evac_tls_reloads_total{reason="applied"} 1"#));
+
+        // SIGHUP reloads too (here: nothing changed, so nothing is swapped).
+        server.hangup();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !server.log().contains("SIGHUP: reloading") {
+            assert!(Instant::now() < deadline, "no reload on SIGHUP:\n{}", server.log());
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     });
+    // Compiled modules were cached for the next start.
+    let cached = std::fs::read_dir(evac_e2e::server::cache_dir()).unwrap();
+    assert!(cached.filter_map(Result::ok).any(|e| e.path().extension().is_some_and(|x| x == "cwasm")));
 }
 
 #[test]

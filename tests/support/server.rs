@@ -159,7 +159,7 @@ impl Drop for TestServer {
 }
 
 /// One compile cache for all server tests, so each module compiles once per test run.
-fn cache_dir() -> PathBuf {
+pub fn cache_dir() -> PathBuf {
     std::env::temp_dir().join(format!("evac-test-cache-{}", std::process::id()))
 }
 
