@@ -7,4 +7,5 @@ pub mod cli;
 pub mod cluster;
 pub mod kubewarden;
 pub mod server;
+pub mod sim;
 pub mod wapc;

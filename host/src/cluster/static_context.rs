@@ -124,7 +124,7 @@ impl StaticContext {
         if dry_run {
             return Ok(());
         }
-        merge(&mut stored.value, patch);
+        json_patch::merge(&mut stored.value, patch);
         stored.json = serde_json::to_vec(&stored.value).map_err(|e| ReadError::other(e.to_string()))?.into();
         Ok(())
     }
@@ -132,25 +132,6 @@ impl StaticContext {
 
 fn kind<'a>(objects: &'a Objects, api_version: &str, kind: &str) -> Option<&'a Namespaces> {
     objects.get(api_version)?.get(kind)
-}
-
-/// RFC 7396: objects merge key by key, `null` deletes, anything else replaces.
-fn merge(target: &mut Value, patch: &Value) {
-    let Value::Object(patch) = patch else {
-        *target = patch.clone();
-        return;
-    };
-    if !target.is_object() {
-        *target = Value::Object(Default::default());
-    }
-    let Value::Object(target) = target else { unreachable!("made an object above") };
-    for (key, value) in patch {
-        if value.is_null() {
-            target.remove(key);
-        } else {
-            merge(target.entry(key.clone()).or_insert(Value::Null), value);
-        }
-    }
 }
 
 impl ClusterWriter for StaticContext {

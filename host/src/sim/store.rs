@@ -1,0 +1,397 @@
+//! The simulator's object store: what etcd and the API server's registry do for the objects of a
+//! cluster. Every change gets the next revision (an object's `resourceVersion`), updates are
+//! checked against the version they were based on (409 on conflict), and the changes are kept as
+//! an ordered history that watches replay from a resource version.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Arc, PoisonError, RwLock};
+
+use serde_json::{json, Value};
+use tokio::sync::watch;
+
+use super::clock::SimClock;
+use super::error::ApiError;
+use crate::cluster::{FieldSelector, LabelSelector};
+
+/// A kind of object, e.g. `v1` `Pod` or `kubevirt.io/v1` `VirtualMachineInstance`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Kind {
+    pub api_version: String,
+    pub kind: String,
+}
+
+impl Kind {
+    pub fn new(api_version: &str, kind: &str) -> Self {
+        Self { api_version: api_version.to_owned(), kind: kind.to_owned() }
+    }
+
+    /// How Kubernetes names the resource in messages: `pods`, `virtualmachineinstances.kubevirt.io`.
+    pub fn resource(&self) -> String {
+        let plural = evac_core::cluster::resource_for_kind(&self.kind);
+        match self.api_version.split_once('/') {
+            Some((group, _)) => format!("{plural}.{group}"),
+            None => plural,
+        }
+    }
+}
+
+/// What happened to an object, as a watch reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventType {
+    Added,
+    Modified,
+    Deleted,
+}
+
+impl EventType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Added => "ADDED",
+            Self::Modified => "MODIFIED",
+            Self::Deleted => "DELETED",
+        }
+    }
+}
+
+/// One change, at one revision.
+#[derive(Debug, Clone)]
+pub struct Event {
+    pub revision: u64,
+    pub kind: Kind,
+    pub type_: EventType,
+    pub object: Arc<Value>,
+}
+
+/// A patch, in the two formats clients send for custom resources and core objects alike.
+#[derive(Debug, Clone)]
+pub enum Patch {
+    /// `application/merge-patch+json` (RFC 7396).
+    Merge(Value),
+    /// `application/json-patch+json` (RFC 6902).
+    Json(json_patch::Patch),
+}
+
+/// namespace ("" when cluster-scoped), name.
+type Key = (String, String);
+
+struct Inner {
+    revision: u64,
+    objects: BTreeMap<Kind, BTreeMap<Key, Arc<Value>>>,
+    history: VecDeque<Event>,
+    /// Names handed out for `generateName`.
+    generated: u64,
+}
+
+/// The store. Reads take a shared lock; every write is one short exclusive section.
+pub struct Store {
+    inner: RwLock<Inner>,
+    clock: Arc<SimClock>,
+    history_limit: usize,
+    /// The latest revision, for watchers waiting on changes.
+    revision: watch::Sender<u64>,
+}
+
+impl Store {
+    /// A store that keeps the last `history_limit` changes for watches.
+    pub fn new(clock: Arc<SimClock>, history_limit: usize) -> Self {
+        let inner = Inner { revision: 1, objects: BTreeMap::new(), history: VecDeque::new(), generated: 0 };
+        Self {
+            inner: RwLock::new(inner),
+            clock,
+            history_limit: history_limit.max(1),
+            revision: watch::channel(1).0,
+        }
+    }
+
+    pub fn clock(&self) -> &Arc<SimClock> {
+        &self.clock
+    }
+
+    /// The revision of the latest change.
+    pub fn revision(&self) -> u64 {
+        self.read().revision
+    }
+
+    /// Notified with the latest revision after every change.
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.revision.subscribe()
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Inner> {
+        self.inner.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Inner> {
+        self.inner.write().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub fn get(&self, kind: &Kind, namespace: &str, name: &str) -> Result<Arc<Value>, ApiError> {
+        self.read()
+            .objects
+            .get(kind)
+            .and_then(|objects| objects.get(&(namespace.to_owned(), name.to_owned())))
+            .cloned()
+            .ok_or_else(|| ApiError::not_found(&kind.resource(), name))
+    }
+
+    /// The objects of a kind (in one namespace, or all), filtered by selectors, and the revision
+    /// the list is consistent with.
+    pub fn list(
+        &self,
+        kind: &Kind,
+        namespace: Option<&str>,
+        labels: Option<&LabelSelector>,
+        fields: Option<&FieldSelector>,
+    ) -> (Vec<Arc<Value>>, u64) {
+        let inner = self.read();
+        let items = inner
+            .objects
+            .get(kind)
+            .into_iter()
+            .flat_map(|objects| objects.iter())
+            .filter(|((ns, _), _)| namespace.is_none_or(|wanted| wanted == ns))
+            .map(|(_, object)| object)
+            .filter(|object| labels.is_none_or(|s| s.matches_object(object)))
+            .filter(|object| fields.is_none_or(|s| s.matches_object(object)))
+            .cloned()
+            .collect();
+        (items, inner.revision)
+    }
+
+    /// Creates an object: names it (`generateName`), gives it a uid, a creation timestamp and a
+    /// resource version. A dry run checks and answers without storing.
+    pub fn create(
+        &self,
+        kind: &Kind,
+        namespace: &str,
+        mut object: Value,
+        dry_run: bool,
+    ) -> Result<Arc<Value>, ApiError> {
+        if !object.is_object() {
+            return Err(ApiError::bad_request("the object is not a JSON object"));
+        }
+        let mut inner = self.write();
+        let meta = metadata(&mut object);
+        let name = match meta.get("name").and_then(Value::as_str).filter(|n| !n.is_empty()) {
+            Some(name) => name.to_owned(),
+            None => match meta.get("generateName").and_then(Value::as_str).filter(|p| !p.is_empty()) {
+                Some(prefix) => {
+                    inner.generated += 1;
+                    format!("{prefix}{}", name_suffix(inner.generated))
+                }
+                None => {
+                    return Err(ApiError::invalid(
+                        &kind.resource(),
+                        "",
+                        "metadata.name: Required value: name or generateName is required",
+                    ))
+                }
+            },
+        };
+        let key = (namespace.to_owned(), name.clone());
+        if inner.objects.get(kind).is_some_and(|objects| objects.contains_key(&key)) {
+            return Err(ApiError::already_exists(&kind.resource(), &name));
+        }
+        let revision = inner.revision + 1;
+        meta.insert("name".into(), json!(name));
+        if !namespace.is_empty() {
+            meta.insert("namespace".into(), json!(namespace));
+        }
+        meta.insert("uid".into(), json!(uid(revision)));
+        meta.insert("resourceVersion".into(), json!(revision.to_string()));
+        meta.insert("creationTimestamp".into(), json!(self.clock.timestamp()));
+        if let Some(map) = object.as_object_mut() {
+            map.insert("apiVersion".into(), json!(kind.api_version));
+            map.insert("kind".into(), json!(kind.kind));
+        }
+        let object = Arc::new(object);
+        if !dry_run {
+            inner.objects.entry(kind.clone()).or_default().insert(key, Arc::clone(&object));
+            self.record(&mut inner, kind, EventType::Added, &object);
+        }
+        Ok(object)
+    }
+
+    /// Replaces an object. If the new one carries a `resourceVersion`, it must be the stored one.
+    pub fn update(
+        &self,
+        kind: &Kind,
+        namespace: &str,
+        object: Value,
+        dry_run: bool,
+    ) -> Result<Arc<Value>, ApiError> {
+        let name = object.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_owned();
+        self.modify(kind, namespace, &name, dry_run, |_| Ok(object))
+    }
+
+    /// Applies a patch. A `resourceVersion` in the patched object is a precondition, as in
+    /// Kubernetes.
+    pub fn patch(
+        &self,
+        kind: &Kind,
+        namespace: &str,
+        name: &str,
+        patch: &Patch,
+        dry_run: bool,
+    ) -> Result<Arc<Value>, ApiError> {
+        self.modify(kind, namespace, name, dry_run, |current| {
+            let mut patched = current.clone();
+            match patch {
+                Patch::Merge(merge) => json_patch::merge(&mut patched, merge),
+                Patch::Json(operations) => json_patch::patch(&mut patched, operations).map_err(|e| {
+                    ApiError::invalid(&kind.resource(), name, &format!("the JSON patch does not apply: {e}"))
+                })?,
+            }
+            // A patch that does not name a version applies to the current one.
+            if patched.pointer("/metadata/resourceVersion") == current.pointer("/metadata/resourceVersion") {
+                metadata(&mut patched).remove("resourceVersion");
+            }
+            Ok(patched)
+        })
+    }
+
+    /// Replaces an object with what `change` makes of it, keeping what the server owns (uid,
+    /// creation timestamp) and checking the resource version.
+    fn modify(
+        &self,
+        kind: &Kind,
+        namespace: &str,
+        name: &str,
+        dry_run: bool,
+        change: impl FnOnce(&Value) -> Result<Value, ApiError>,
+    ) -> Result<Arc<Value>, ApiError> {
+        let resource = kind.resource();
+        let mut inner = self.write();
+        let key = (namespace.to_owned(), name.to_owned());
+        let current = inner
+            .objects
+            .get(kind)
+            .and_then(|objects| objects.get(&key))
+            .cloned()
+            .ok_or_else(|| ApiError::not_found(&resource, name))?;
+        let mut object = change(&current)?;
+        if !object.is_object() {
+            return Err(ApiError::bad_request("the object is not a JSON object"));
+        }
+        let stored_version = current.pointer("/metadata/resourceVersion").cloned();
+        let meta = metadata(&mut object);
+        match meta.get("resourceVersion") {
+            None => {}
+            Some(version) if Some(version) == stored_version.as_ref() => {}
+            Some(_) => return Err(ApiError::conflict(&resource, name)),
+        }
+        if meta.get("name").and_then(Value::as_str).is_some_and(|n| n != name) {
+            return Err(ApiError::invalid(
+                &resource,
+                name,
+                "metadata.name: Invalid value: the name cannot change",
+            ));
+        }
+        let revision = inner.revision + 1;
+        for owned in ["uid", "creationTimestamp"] {
+            if let Some(value) = current.pointer(&format!("/metadata/{owned}")) {
+                meta.insert(owned.into(), value.clone());
+            }
+        }
+        meta.insert("name".into(), json!(name));
+        meta.insert("resourceVersion".into(), json!(revision.to_string()));
+        if !namespace.is_empty() {
+            meta.insert("namespace".into(), json!(namespace));
+        }
+        if let Some(map) = object.as_object_mut() {
+            map.insert("apiVersion".into(), json!(kind.api_version));
+            map.insert("kind".into(), json!(kind.kind));
+        }
+        let object = Arc::new(object);
+        if !dry_run {
+            inner.objects.entry(kind.clone()).or_default().insert(key, Arc::clone(&object));
+            self.record(&mut inner, kind, EventType::Modified, &object);
+        }
+        Ok(object)
+    }
+
+    /// Removes an object; the answer is the object as it was last stored.
+    pub fn delete(
+        &self,
+        kind: &Kind,
+        namespace: &str,
+        name: &str,
+        dry_run: bool,
+    ) -> Result<Arc<Value>, ApiError> {
+        let mut inner = self.write();
+        let key = (namespace.to_owned(), name.to_owned());
+        let objects = inner.objects.get_mut(kind);
+        let object = objects
+            .as_ref()
+            .and_then(|objects| objects.get(&key))
+            .cloned()
+            .ok_or_else(|| ApiError::not_found(&kind.resource(), name))?;
+        if dry_run {
+            return Ok(object);
+        }
+        if let Some(objects) = objects {
+            objects.remove(&key);
+        }
+        // The deletion event carries the object at the revision of its deletion.
+        let mut deleted = (*object).clone();
+        metadata(&mut deleted).insert("resourceVersion".into(), json!((inner.revision + 1).to_string()));
+        let deleted = Arc::new(deleted);
+        self.record(&mut inner, kind, EventType::Deleted, &deleted);
+        Ok(object)
+    }
+
+    /// The changes to objects of `kind` after `revision`, in order. 410 Gone when the history
+    /// no longer reaches back that far (the client must list again).
+    pub fn events_since(&self, kind: &Kind, revision: u64) -> Result<Vec<Event>, ApiError> {
+        let inner = self.read();
+        if let Some(oldest) = inner.history.front() {
+            if revision + 1 < oldest.revision {
+                return Err(ApiError::gone(revision, oldest.revision));
+            }
+        }
+        Ok(inner.history.iter().filter(|e| e.revision > revision && &e.kind == kind).cloned().collect())
+    }
+
+    fn record(&self, inner: &mut Inner, kind: &Kind, type_: EventType, object: &Arc<Value>) {
+        inner.revision += 1;
+        inner.history.push_back(Event {
+            revision: inner.revision,
+            kind: kind.clone(),
+            type_,
+            object: Arc::clone(object),
+        });
+        while inner.history.len() > self.history_limit {
+            inner.history.pop_front();
+        }
+        self.revision.send_replace(inner.revision);
+    }
+}
+
+fn metadata(object: &mut Value) -> &mut serde_json::Map<String, Value> {
+    if !object.get("metadata").is_some_and(Value::is_object) {
+        object["metadata"] = json!({});
+    }
+    object["metadata"].as_object_mut().expect("made an object above")
+}
+
+/// Five characters from Kubernetes' alphabet for generated names (no vowels, no look-alikes).
+fn name_suffix(n: u64) -> String {
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    // Spread consecutive numbers over the name space, as random suffixes would be.
+    let mut x = n.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    (0..5)
+        .map(|_| {
+            let c = ALPHABET[(x % ALPHABET.len() as u64) as usize] as char;
+            x /= ALPHABET.len() as u64;
+            c
+        })
+        .collect()
+}
+
+/// A uid in UUID form, unique within the store.
+fn uid(revision: u64) -> String {
+    format!("00000000-0000-4000-8000-{revision:012x}")
+}
+
+#[cfg(test)]
+mod tests;
