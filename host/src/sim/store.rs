@@ -193,23 +193,9 @@ impl Store {
             return Err(ApiError::already_exists(&kind.resource(), &name));
         }
         let revision = inner.revision + 1;
-        meta.insert("name".into(), json!(name));
-        if !namespace.is_empty() {
-            meta.insert("namespace".into(), json!(namespace));
-        }
         meta.insert("uid".into(), json!(uid(revision)));
-        meta.insert("resourceVersion".into(), json!(revision.to_string()));
         meta.insert("creationTimestamp".into(), json!(self.clock.timestamp()));
-        if let Some(map) = object.as_object_mut() {
-            map.insert("apiVersion".into(), json!(kind.api_version));
-            map.insert("kind".into(), json!(kind.kind));
-        }
-        let object = Arc::new(object);
-        if !dry_run {
-            inner.objects.entry(kind.clone()).or_default().insert(key, Arc::clone(&object));
-            self.record(&mut inner, kind, EventType::Added, &object);
-        }
-        Ok(object)
+        self.commit(&mut inner, kind, key, object, EventType::Added, dry_run)
     }
 
     /// Replaces an object. If the new one carries a `resourceVersion`, it must be the stored one.
@@ -287,17 +273,32 @@ impl Store {
                 "metadata.name: Invalid value: the name cannot change",
             ));
         }
-        let revision = inner.revision + 1;
         for owned in ["uid", "creationTimestamp"] {
             if let Some(value) = current.pointer(&format!("/metadata/{owned}")) {
                 meta.insert(owned.into(), value.clone());
             }
         }
-        meta.insert("name".into(), json!(name));
-        meta.insert("resourceVersion".into(), json!(revision.to_string()));
-        if !namespace.is_empty() {
-            meta.insert("namespace".into(), json!(namespace));
+        self.commit(&mut inner, kind, key, object, EventType::Modified, dry_run)
+    }
+
+    /// Stamps an object with its identity and next resource version, and stores it (unless
+    /// `dry_run`) with its change recorded.
+    fn commit(
+        &self,
+        inner: &mut Inner,
+        kind: &Kind,
+        key: Key,
+        mut object: Value,
+        type_: EventType,
+        dry_run: bool,
+    ) -> Result<Arc<Value>, ApiError> {
+        let revision = inner.revision + 1;
+        let meta = metadata(&mut object);
+        meta.insert("name".into(), json!(key.1));
+        if !key.0.is_empty() {
+            meta.insert("namespace".into(), json!(key.0));
         }
+        meta.insert("resourceVersion".into(), json!(revision.to_string()));
         if let Some(map) = object.as_object_mut() {
             map.insert("apiVersion".into(), json!(kind.api_version));
             map.insert("kind".into(), json!(kind.kind));
@@ -305,7 +306,7 @@ impl Store {
         let object = Arc::new(object);
         if !dry_run {
             inner.objects.entry(kind.clone()).or_default().insert(key, Arc::clone(&object));
-            self.record(&mut inner, kind, EventType::Modified, &object);
+            self.record(inner, kind, type_, &object);
         }
         Ok(object)
     }
