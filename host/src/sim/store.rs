@@ -341,16 +341,28 @@ impl Store {
         Ok(object)
     }
 
-    /// The changes to objects of `kind` after `revision`, in order. 410 Gone when the history
-    /// no longer reaches back that far (the client must list again).
-    pub fn events_since(&self, kind: &Kind, revision: u64) -> Result<Vec<Event>, ApiError> {
+    /// The changes to objects of `kind` after `revision`, in order, and the revision they bring
+    /// a watcher up to. 410 Gone when the history no longer reaches back that far (the client
+    /// must list again).
+    pub fn events_since(&self, kind: &Kind, revision: u64) -> Result<(Vec<Event>, u64), ApiError> {
         let inner = self.read();
         if let Some(oldest) = inner.history.front() {
             if revision + 1 < oldest.revision {
                 return Err(ApiError::gone(revision, oldest.revision));
             }
         }
-        Ok(inner.history.iter().filter(|e| e.revision > revision && &e.kind == kind).cloned().collect())
+        let events = inner
+            .history
+            .iter()
+            .rev()
+            .take_while(|e| e.revision > revision)
+            .filter(|e| &e.kind == kind)
+            .cloned()
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect();
+        Ok((events, inner.revision.max(revision)))
     }
 
     fn record(&self, inner: &mut Inner, kind: &Kind, type_: EventType, object: &Arc<Value>) {

@@ -135,13 +135,14 @@ fn watches_replay_in_order_from_a_revision() {
         .unwrap();
     store.patch(&pods(), "default", "a", &Patch::Merge(json!({"spec": {"nodeName": "n2"}})), false).unwrap();
     let deleted = store.delete(&pods(), "default", "a", false).unwrap();
-    let events = store.events_since(&pods(), start).unwrap();
+    let (events, revision) = store.events_since(&pods(), start).unwrap();
+    assert_eq!(revision, store.revision());
     let seen: Vec<_> = events.iter().map(|e| (e.type_, e.revision)).collect();
     assert_eq!(seen, [(EventType::Added, 2), (EventType::Modified, 4), (EventType::Deleted, 5)]);
     assert_eq!(events[2].object["metadata"]["resourceVersion"], "5");
     assert_eq!(deleted["metadata"]["resourceVersion"], "4");
     // Resuming from the middle gives the rest.
-    assert_eq!(store.events_since(&pods(), 4).unwrap().len(), 1);
+    assert_eq!(store.events_since(&pods(), 4).unwrap().0.len(), 1);
     // History is bounded: older revisions are gone (410), as in etcd after compaction.
     store.create(&pods(), "default", pod("b", "n1"), false).unwrap();
     store.create(&pods(), "default", pod("c", "n1"), false).unwrap();
