@@ -4,7 +4,7 @@
 
 pub mod admission;
 pub mod config;
-mod http;
+pub(crate) mod http;
 pub mod metrics;
 pub mod registry;
 mod reload;

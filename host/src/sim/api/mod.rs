@@ -2,6 +2,7 @@
 //! selectors, create, update, patch (merge, JSON, and strategic merge as merge) and delete, with
 //! dry runs, for the resources in [`resources::RESOURCES`]. Errors are `metav1.Status` objects.
 
+mod eviction;
 mod resources;
 mod watch;
 
@@ -117,6 +118,19 @@ async fn handle(
         Ok(target) => target,
         Err(error) => return status_response(&error),
     };
+    if let (&Method::POST, Target::Item { namespace, name, sub: Some("eviction"), .. }) = (&method, &target) {
+        let dry_run = query.get("dryRun").is_some_and(|v| v == "All");
+        let result = match parse_body(&body) {
+            Ok(eviction) => {
+                eviction::evict(&store, namespace.unwrap_or_default(), name, eviction, dry_run).await
+            }
+            Err(e) => Err(e),
+        };
+        return match result {
+            Ok(status) => json_response(StatusCode::CREATED, &status),
+            Err(error) => status_response(&error),
+        };
+    }
     match respond(&store, &method, target, &query, &headers, &body) {
         Ok(Reply::Json(code, value)) => json_response(code, &value),
         Ok(Reply::Watch { resource, namespace, from, labels, fields, timeout }) => {

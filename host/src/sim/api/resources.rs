@@ -59,7 +59,7 @@ pub const RESOURCES: &[Resource] = &[
         kind: "Pod",
         namespaced: true,
         short_names: &["po"],
-        subresources: &["status"],
+        subresources: &["status", "eviction"],
     },
     Resource {
         group: "policy",
@@ -163,10 +163,15 @@ pub fn resource_list(group: &str, version: &str) -> Option<Value> {
                               "kind": r.kind, "verbs": VERBS, "shortNames": r.short_names}),
         );
         for sub in r.subresources {
-            resources.push(
-                json!({"name": format!("{}/{sub}", r.plural), "singularName": "", "namespaced": r.namespaced,
-                                  "kind": r.kind, "verbs": ["get", "patch", "update"]}),
-            );
+            let name = format!("{}/{sub}", r.plural);
+            resources.push(match *sub {
+                // kubectl drain looks for this entry (kind Eviction, group policy) to evict
+                // instead of deleting.
+                "eviction" => json!({"name": name, "singularName": "", "namespaced": true, "group": "policy",
+                                     "version": "v1", "kind": "Eviction", "verbs": ["create"]}),
+                _ => json!({"name": name, "singularName": "", "namespaced": r.namespaced, "kind": r.kind,
+                            "verbs": ["get", "patch", "update"]}),
+            });
         }
     }
     let group_version = served[0].api_version();

@@ -165,15 +165,7 @@ async fn kubectl_gets_and_cordons() {
     pods.create(&PostParams::default(), &pod("web-1", "node01", "web")).await.unwrap();
 
     let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    std::fs::write(
-        &kubeconfig,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: sim\n  cluster: {{server: \"{}\"}}\ncontexts:\n- name: sim\n  context: {{cluster: sim, user: sim}}\ncurrent-context: sim\nusers:\n- name: sim\n  user: {{}}\n",
-            api.url
-        ),
-    )
-    .unwrap();
+    let kubeconfig = write_kubeconfig(dir.path(), &api.url);
     let run = |args: &[&str]| {
         let kubectl = kubectl.clone();
         let kubeconfig = kubeconfig.clone();
@@ -200,4 +192,178 @@ fn which_kubectl() -> Result<std::path::PathBuf, ()> {
     std::env::var_os("PATH")
         .and_then(|paths| std::env::split_paths(&paths).map(|p| p.join("kubectl")).find(|p| p.is_file()))
         .ok_or(())
+}
+
+// --- Evictions ---------------------------------------------------------------------------------
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use kube::api::EvictParams;
+
+/// A pod owned by a ReplicaSet (kubectl drain refuses unmanaged pods without --force).
+fn managed_pod(name: &str, node: &str) -> Pod {
+    let mut pod = pod(name, node, "web");
+    pod.metadata.owner_references = Some(vec![serde_json::from_value(json!({
+        "apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "uid": "rs-uid", "controller": true
+    }))
+    .unwrap()]);
+    pod.status = Some(serde_json::from_value(json!({"phase": "Running"})).unwrap());
+    pod
+}
+
+/// An HTTPS webhook on loopback that denies the first `denials` evictions with 429 and then
+/// allows; returns its URL and CA bundle (base64 PEM) and the count of calls.
+async fn eviction_webhook(denials: usize) -> (String, String, Arc<AtomicUsize>, tempfile::TempDir) {
+    use axum::routing::post;
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&calls);
+    let app = axum::Router::new().route(
+        "/validate",
+        post(move |body: axum::body::Bytes| {
+            let counter = Arc::clone(&counter);
+            async move {
+                let review: serde_json::Value = serde_json::from_slice(&body).unwrap();
+                let uid = review["request"]["uid"].clone();
+                assert_eq!(review["request"]["subResource"], "eviction");
+                let n = counter.fetch_add(1, Ordering::SeqCst);
+                let response = if n < denials {
+                    json!({"uid": uid, "allowed": false, "status": {"code": 429, "message": "Eviction triggered evacuation of VMI \"default/vm\""}})
+                } else {
+                    json!({"uid": uid, "allowed": true})
+                };
+                let review = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response});
+                ([(axum::http::header::CONTENT_TYPE, "application/json")], review.to_string())
+            }
+        }),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let certified = rcgen::generate_simple_self_signed(vec!["127.0.0.1".into()]).unwrap();
+    let (cert, key) = (certified.cert.pem(), certified.signing_key.serialize_pem());
+    std::fs::write(dir.path().join("tls.crt"), &cert).unwrap();
+    std::fs::write(dir.path().join("tls.key"), key).unwrap();
+    let tls =
+        Arc::new(crate::server::Tls::load(&dir.path().join("tls.crt"), &dir.path().join("tls.key")).unwrap());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("https://{}/validate", listener.local_addr().unwrap());
+    tokio::spawn(crate::server::http::serve(listener, app, Some(tls)));
+    use base64::Engine as _;
+    (url, base64::engine::general_purpose::STANDARD.encode(cert), calls, dir)
+}
+
+async fn register_webhook(api: &TestApi, url: &str, ca_bundle: &str) {
+    let kind = crate::sim::Kind::new("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration");
+    let configuration = json!({"metadata": {"name": "evac-pod-eviction"}, "webhooks": [{
+        "name": "pod-eviction.evac.kubevirt.io",
+        "admissionReviewVersions": ["v1"],
+        "clientConfig": {"url": url, "caBundle": ca_bundle},
+        "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods/eviction"]}],
+        "matchConditions": [{"name": "kubevirt", "expression": "request.name.startsWith('virt-launcher-')"}],
+        "failurePolicy": "Fail", "sideEffects": "NoneOnDryRun", "timeoutSeconds": 10,
+    }]});
+    api.store.create(&kind, "", configuration, false).unwrap();
+}
+
+#[tokio::test]
+async fn webhook_denials_and_disruption_budgets_refuse_evictions() {
+    let api = serve(1000).await;
+    let (url, ca_bundle, calls, _dir) = eviction_webhook(1).await;
+    register_webhook(&api, &url, &ca_bundle).await;
+    let pods: Api<Pod> = Api::namespaced(api.client.clone(), "default");
+    pods.create(&PostParams::default(), &managed_pod("virt-launcher-vm-abcde", "node01")).await.unwrap();
+    pods.create(&PostParams::default(), &managed_pod("web-1", "node01")).await.unwrap();
+
+    // The webhook's 429 reaches the client with the API server's wording.
+    let err = pods.evict("virt-launcher-vm-abcde", &EvictParams::default()).await.unwrap_err();
+    match &err {
+        kube::Error::Api(e) => {
+            assert_eq!(e.code, 429);
+            assert_eq!(
+                e.message,
+                "admission webhook \"pod-eviction.evac.kubevirt.io\" denied the request: Eviction triggered evacuation of VMI \"default/vm\""
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(pods.get("virt-launcher-vm-abcde").await.is_ok(), "a denied eviction deletes nothing");
+    // The match condition keeps other pods off the webhook; their evictions succeed.
+    pods.evict("web-1", &EvictParams::default()).await.unwrap();
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+    assert!(pods.get("web-1").await.is_err());
+    // Now the webhook allows.
+    pods.evict("virt-launcher-vm-abcde", &EvictParams::default()).await.unwrap();
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+
+    // A budget with no disruption left: 429 with Kubernetes' message.
+    let budgets = crate::sim::Kind::new("policy/v1", "PodDisruptionBudget");
+    let pdb = json!({"metadata": {"name": "web"}, "spec": {"selector": {"matchLabels": {"app": "web"}}},
+                     "status": {"disruptionsAllowed": 1}});
+    api.store.create(&budgets, "default", pdb, false).unwrap();
+    pods.create(&PostParams::default(), &managed_pod("web-2", "node01")).await.unwrap();
+    pods.create(&PostParams::default(), &managed_pod("web-3", "node01")).await.unwrap();
+    pods.evict("web-2", &EvictParams::default()).await.unwrap();
+    let err = pods.evict("web-3", &EvictParams::default()).await.unwrap_err();
+    assert!(
+        matches!(&err, kube::Error::Api(e) if e.code == 429 && e.message == "Cannot evict pod as it would violate the pod's disruption budget."),
+        "{err:?}"
+    );
+    let err = pods.evict("nope", &EvictParams::default()).await.unwrap_err();
+    assert!(matches!(&err, kube::Error::Api(e) if e.code == 404), "{err:?}");
+}
+
+/// `kubectl drain` against the simulated API: it cordons, evicts through the eviction
+/// subresource, retries a webhook's 429 every 5 s, and completes when the pods are gone.
+#[tokio::test]
+async fn kubectl_drain_retries_a_429_and_completes() {
+    let Ok(kubectl) = which_kubectl() else {
+        eprintln!("skipped: no kubectl on the PATH");
+        return;
+    };
+    let api = serve(1000).await;
+    let (url, ca_bundle, calls, _dir) = eviction_webhook(1).await;
+    register_webhook(&api, &url, &ca_bundle).await;
+    let nodes: Api<Node> = Api::all(api.client.clone());
+    nodes
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "node01"}})).unwrap(),
+        )
+        .await
+        .unwrap();
+    let pods: Api<Pod> = Api::namespaced(api.client.clone(), "default");
+    pods.create(&PostParams::default(), &managed_pod("virt-launcher-vm-abcde", "node01")).await.unwrap();
+    pods.create(&PostParams::default(), &managed_pod("web-1", "node01")).await.unwrap();
+
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = write_kubeconfig(dir.path(), &api.url);
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(kubectl)
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .args(["drain", "node01", "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=60s"])
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "drain failed:\n{stderr}\n{}", String::from_utf8_lossy(&out.stdout));
+    assert!(
+        stderr.contains("admission webhook \"pod-eviction.evac.kubevirt.io\" denied the request: Eviction triggered evacuation"),
+        "drain reports the webhook's 429 and retries:\n{stderr}"
+    );
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+    assert!(pods.list(&ListParams::default()).await.unwrap().items.is_empty());
+    assert_eq!(nodes.get("node01").await.unwrap().spec.unwrap().unschedulable, Some(true));
+}
+
+fn write_kubeconfig(dir: &std::path::Path, url: &str) -> std::path::PathBuf {
+    let path = dir.join("kubeconfig");
+    std::fs::write(
+        &path,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: sim\n  cluster: {{server: \"{url}\"}}\ncontexts:\n- name: sim\n  context: {{cluster: sim, user: sim}}\ncurrent-context: sim\nusers:\n- name: sim\n  user: {{}}\n"
+        ),
+    )
+    .unwrap();
+    path
 }
