@@ -4,6 +4,7 @@ mod annotate;
 mod eval;
 mod inspect;
 mod serve;
+mod sim;
 
 use clap::{Parser, Subcommand};
 
@@ -24,6 +25,8 @@ pub enum Command {
     Inspect(inspect::InspectArgs),
     /// Serve policies as Kubernetes admission webhooks (Kubewarden's policy-server protocol).
     Serve(serve::ServeArgs),
+    /// The embedded cluster simulator.
+    Sim(sim::SimArgs),
 }
 
 impl Cli {
@@ -33,6 +36,7 @@ impl Cli {
             Command::Annotate(args) => annotate::run(args),
             Command::Inspect(args) => inspect::run(args),
             Command::Serve(args) => serve::run(args),
+            Command::Sim(args) => sim::run(args),
         }
     }
 }

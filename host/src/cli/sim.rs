@@ -1,0 +1,102 @@
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use clap::{Args, Subcommand};
+use serde_json::Value;
+
+use crate::sim::api::{self, RESOURCES};
+use crate::sim::{SimClock, Store};
+
+#[derive(Debug, Args)]
+pub struct SimArgs {
+    #[command(subcommand)]
+    command: SimCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum SimCommand {
+    /// Run the simulated cluster as a Kubernetes API server on loopback, for kubectl, kube-rs
+    /// clients and `evac serve --kubeconfig`.
+    Serve(ServeArgs),
+}
+
+#[derive(Debug, Args)]
+struct ServeArgs {
+    /// Address of the API.
+    #[arg(long, default_value = "127.0.0.1:6443")]
+    addr: SocketAddr,
+    /// Where to write a kubeconfig for clients.
+    #[arg(long, default_value = "evac-sim.kubeconfig")]
+    kubeconfig: PathBuf,
+    /// Objects to start with: a v1 List (JSON or YAML) of nodes, pods, VMIs, the KubeVirt CR,
+    /// PodDisruptionBudgets, ValidatingWebhookConfigurations...
+    #[arg(long)]
+    objects: Option<PathBuf>,
+    /// Changes a watch can resume from.
+    #[arg(long, default_value_t = 100_000)]
+    watch_history: usize,
+}
+
+pub fn run(args: SimArgs) -> Result<()> {
+    match args.command {
+        SimCommand::Serve(args) => serve(args),
+    }
+}
+
+fn serve(args: ServeArgs) -> Result<()> {
+    let store = Arc::new(Store::new(Arc::new(SimClock::default()), args.watch_history));
+    if let Some(path) = &args.objects {
+        let count = load(&store, path)?;
+        tracing::info!(objects = count, file = %path.display(), "cluster loaded");
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    runtime.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(args.addr)
+            .await
+            .with_context(|| format!("cannot listen on {}", args.addr))?;
+        let url = format!("http://{}", listener.local_addr()?);
+        write_kubeconfig(&args.kubeconfig, &url)?;
+        eprintln!("simulated cluster at {url}; kubeconfig: {}", args.kubeconfig.display());
+        axum::serve(listener, api::router(store)).await.context("serving the simulated API")
+    })
+}
+
+/// Creates every object of a v1 List in the store; returns how many.
+fn load(store: &Store, path: &std::path::Path) -> Result<usize> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let list: Value = serde_yaml::from_str(&text)
+        .with_context(|| format!("{} is not valid YAML or JSON", path.display()))?;
+    let items = list.get("items").and_then(Value::as_array).with_context(|| {
+        format!("{}: expected a v1 List of Kubernetes objects (kind: List, items: [...])", path.display())
+    })?;
+    for (i, item) in items.iter().enumerate() {
+        let api_version = item.get("apiVersion").and_then(Value::as_str).unwrap_or_default();
+        let kind = item.get("kind").and_then(Value::as_str).unwrap_or_default();
+        let resource = RESOURCES
+            .iter()
+            .find(|r| r.api_version() == api_version && r.kind == kind)
+            .with_context(|| {
+                format!("{}: items[{i}]: the simulator does not serve {api_version} {kind}", path.display())
+            })?;
+        let namespace = match item.pointer("/metadata/namespace").and_then(Value::as_str) {
+            Some(ns) if resource.namespaced => ns,
+            None if resource.namespaced => "default",
+            _ => "",
+        };
+        store
+            .create(&resource.store_kind(), namespace, item.clone(), false)
+            .map_err(|e| anyhow::anyhow!("{}: items[{i}]: {}", path.display(), e.message))?;
+    }
+    Ok(items.len())
+}
+
+fn write_kubeconfig(path: &std::path::Path, url: &str) -> Result<()> {
+    let text = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: evac-sim\n  cluster:\n    server: {url}\n\
+         contexts:\n- name: evac-sim\n  context:\n    cluster: evac-sim\n    user: evac-sim\n\
+         current-context: evac-sim\nusers:\n- name: evac-sim\n  user: {{}}\n"
+    );
+    std::fs::write(path, text).with_context(|| format!("cannot write the kubeconfig {}", path.display()))
+}
