@@ -4,6 +4,7 @@
 //! [`store`] keeps the objects with Kubernetes' consistency rules (resource versions, conflicts,
 //! ordered watch history); [`clock`] is the simulated time actors run on.
 
+pub mod actors;
 pub mod api;
 pub mod clock;
 pub mod error;

@@ -1,0 +1,244 @@
+//! KubeVirt's migration controller, as far as disruptions go: a `VirtualMachineInstanceMigration`
+//! waits within the parallel limits (`parallelMigrationsPerCluster` 5,
+//! `parallelOutboundMigrationsPerNode` 2), gets a target node, and takes a time that grows with
+//! the VM's memory and the rate at which it dirties pages. When the dirty rate leaves too little
+//! bandwidth, it fails at KubeVirt's completion timeout (150 s per GiB). On success the VMI runs on
+//! the target, in a new launcher pod, and its `evacuationNodeName` is cleared.
+//!
+//! The VM's dirty rate comes from the annotation [`DIRTY_RATE_ANNOTATION`] (bytes per second, as
+//! a quantity); the simulator keeps its own bookkeeping of a running migration in annotations of
+//! the migration object, so the store stays the only state.
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use super::quantity;
+use crate::sim::error::ApiError;
+use crate::sim::store::{Kind, Patch, Store};
+
+/// How fast the VM writes memory, e.g. `100Mi` (per second).
+pub const DIRTY_RATE_ANNOTATION: &str = "sim.evac.io/dirty-rate";
+/// When a running migration ends, in milliseconds of simulated time.
+const ENDS_AT_ANNOTATION: &str = "sim.evac.io/ends-at-ms";
+/// How a running migration ends: `Succeeded` or `Failed`.
+const OUTCOME_ANNOTATION: &str = "sim.evac.io/outcome";
+
+pub fn migrations() -> Kind {
+    Kind::new("kubevirt.io/v1", "VirtualMachineInstanceMigration")
+}
+
+fn vmis() -> Kind {
+    Kind::new("kubevirt.io/v1", "VirtualMachineInstance")
+}
+
+fn pods() -> Kind {
+    Kind::new("v1", "Pod")
+}
+
+fn nodes() -> Kind {
+    Kind::new("v1", "Node")
+}
+
+/// KubeVirt's migration settings that shape disruptions.
+#[derive(Debug, Clone)]
+pub struct MigrationController {
+    pub parallel_per_cluster: usize,
+    pub parallel_outbound_per_node: usize,
+    /// `bandwidthPerMigration`, bytes per second.
+    pub bandwidth: f64,
+    /// `completionTimeoutPerGiB`.
+    pub completion_timeout_per_gib: Duration,
+}
+
+impl Default for MigrationController {
+    fn default() -> Self {
+        Self {
+            parallel_per_cluster: 5,
+            parallel_outbound_per_node: 2,
+            bandwidth: 64.0 * 1024.0 * 1024.0,
+            completion_timeout_per_gib: Duration::from_secs(150),
+        }
+    }
+}
+
+fn text<'a>(object: &'a Value, pointer: &str) -> &'a str {
+    object.pointer(pointer).and_then(Value::as_str).unwrap_or_default()
+}
+
+/// An annotation's value ("" when absent).
+fn annotation<'a>(object: &'a Value, key: &str) -> &'a str {
+    object
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(key))
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+}
+
+impl MigrationController {
+    /// Ends the migrations whose time has come, then starts waiting ones within the limits.
+    /// Returns when the next running migration ends, if one runs.
+    pub fn reconcile(&self, store: &Store) -> Result<Option<Duration>, ApiError> {
+        let now = store.clock().elapsed();
+        let (all, _) = store.list(&migrations(), None, None, None);
+        for migration in all.iter().filter(|m| text(m, "/status/phase") == "Running") {
+            let ends = annotation(migration, ENDS_AT_ANNOTATION);
+            if ends.parse::<u128>().is_ok_and(|ends| ends <= now.as_millis()) {
+                self.finish(store, migration)?;
+            }
+        }
+
+        let (all, _) = store.list(&migrations(), None, None, None);
+        let running: Vec<&Value> =
+            all.iter().map(|m| &**m).filter(|m| text(m, "/status/phase") == "Running").collect();
+        let mut running_total = running.len();
+        let mut outbound: std::collections::HashMap<String, usize> = Default::default();
+        for migration in &running {
+            *outbound.entry(text(migration, "/status/migrationState/sourceNode").to_owned()).or_default() +=
+                1;
+        }
+        // Oldest first, as KubeVirt's queue does.
+        let mut waiting: Vec<&Value> =
+            all.iter().map(|m| &**m).filter(|m| matches!(text(m, "/status/phase"), "" | "Pending")).collect();
+        waiting.sort_by_key(|m| text(m, "/metadata/resourceVersion").parse::<u64>().unwrap_or(0));
+        for migration in waiting {
+            if running_total >= self.parallel_per_cluster {
+                break;
+            }
+            let namespace = text(migration, "/metadata/namespace");
+            let Ok(vmi) = store.get(&vmis(), namespace, text(migration, "/spec/vmiName")) else {
+                self.set_phase(store, migration, "Failed", json!({"failed": true}))?;
+                continue;
+            };
+            let source = text(&vmi, "/status/nodeName").to_owned();
+            if outbound.get(&source).copied().unwrap_or(0) >= self.parallel_outbound_per_node {
+                continue;
+            }
+            let Some(target) = self.pick_target(store, &source) else {
+                continue; // Stays Pending until a node can take the VM.
+            };
+            let (duration, outcome) = self.duration(&vmi);
+            let ends = now + duration;
+            let patch = Patch::Merge(json!({
+                "metadata": {"annotations": {
+                    ENDS_AT_ANNOTATION: ends.as_millis().to_string(),
+                    OUTCOME_ANNOTATION: outcome,
+                }},
+                "status": {"phase": "Running", "migrationState": {
+                    "sourceNode": source, "targetNode": target, "startTimestamp": store.clock().timestamp(),
+                }},
+            }));
+            store.patch(&migrations(), namespace, text(migration, "/metadata/name"), &patch, false)?;
+            running_total += 1;
+            *outbound.entry(source).or_default() += 1;
+        }
+
+        let (all, _) = store.list(&migrations(), None, None, None);
+        let next = all
+            .iter()
+            .filter(|m| text(m, "/status/phase") == "Running")
+            .filter_map(|m| annotation(m, ENDS_AT_ANNOTATION).parse::<u64>().ok())
+            .min()
+            .map(Duration::from_millis);
+        Ok(next)
+    }
+
+    /// How long a VM's migration takes, and whether it converges: memory over the bandwidth the
+    /// dirty rate leaves; past the completion timeout it fails (at the timeout).
+    fn duration(&self, vmi: &Value) -> (Duration, &'static str) {
+        let memory =
+            [text(vmi, "/spec/domain/memory/guest"), text(vmi, "/spec/domain/resources/requests/memory")]
+                .into_iter()
+                .find_map(quantity::bytes)
+                .unwrap_or(1024.0 * 1024.0 * 1024.0);
+        let dirty = quantity::bytes(annotation(vmi, DIRTY_RATE_ANNOTATION)).unwrap_or(0.0);
+        let gib = memory / (1024.0 * 1024.0 * 1024.0);
+        let timeout = self.completion_timeout_per_gib.mul_f64(gib.max(1.0 / 1024.0));
+        let effective = self.bandwidth - dirty;
+        if effective <= 0.0 {
+            return (timeout, "Failed");
+        }
+        let needed = Duration::from_secs_f64(memory / effective);
+        if needed > timeout {
+            (timeout, "Failed")
+        } else {
+            (needed, "Succeeded")
+        }
+    }
+
+    /// A node that can take the VM: schedulable, not tainted NoSchedule/NoExecute, not the
+    /// source; the one running the fewest VMIs.
+    fn pick_target(&self, store: &Store, source: &str) -> Option<String> {
+        let (all_nodes, _) = store.list(&nodes(), None, None, None);
+        let (all_vmis, _) = store.list(&vmis(), None, None, None);
+        all_nodes
+            .iter()
+            .filter(|n| text(n, "/metadata/name") != source)
+            .filter(|n| n.pointer("/spec/unschedulable").and_then(Value::as_bool) != Some(true))
+            .filter(|n| {
+                !n.pointer("/spec/taints")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .any(|t| matches!(text(t, "/effect"), "NoSchedule" | "NoExecute"))
+            })
+            .map(|n| text(n, "/metadata/name").to_owned())
+            .min_by_key(|name| {
+                (all_vmis.iter().filter(|v| text(v, "/status/nodeName") == name).count(), name.clone())
+            })
+    }
+
+    fn set_phase(&self, store: &Store, migration: &Value, phase: &str, state: Value) -> Result<(), ApiError> {
+        let patch = Patch::Merge(json!({"status": {"phase": phase, "migrationState": state}}));
+        store.patch(
+            &migrations(),
+            text(migration, "/metadata/namespace"),
+            text(migration, "/metadata/name"),
+            &patch,
+            false,
+        )?;
+        Ok(())
+    }
+
+    fn finish(&self, store: &Store, migration: &Value) -> Result<(), ApiError> {
+        let namespace = text(migration, "/metadata/namespace");
+        let vmi_name = text(migration, "/spec/vmiName");
+        let source = text(migration, "/status/migrationState/sourceNode").to_owned();
+        let target = text(migration, "/status/migrationState/targetNode").to_owned();
+        let outcome = annotation(migration, OUTCOME_ANNOTATION);
+        let end = json!({"endTimestamp": store.clock().timestamp(), "completed": outcome == "Succeeded",
+                         "failed": outcome != "Succeeded"});
+        if outcome != "Succeeded" {
+            return self.set_phase(store, migration, "Failed", end);
+        }
+        // The VM now runs on the target, in a new launcher pod; the source pod goes.
+        let vmi_patch = Patch::Merge(json!({"status": {
+            "nodeName": target, "evacuationNodeName": null,
+            "migrationState": {"sourceNode": source, "targetNode": target, "completed": true},
+        }}));
+        store.patch(&vmis(), namespace, vmi_name, &vmi_patch, false)?;
+        let (launchers, _) = store.list(&pods(), Some(namespace), None, None);
+        for pod in launchers.iter().filter(|p| {
+            text(p, "/metadata/annotations/kubevirt.io~1domain") == vmi_name
+                && text(p, "/spec/nodeName") == source
+        }) {
+            let mut replacement = (**pod).clone();
+            if let Some(meta) = replacement["metadata"].as_object_mut() {
+                for server_owned in
+                    ["name", "uid", "resourceVersion", "creationTimestamp", "deletionTimestamp"]
+                {
+                    meta.remove(server_owned);
+                }
+                meta.insert("generateName".into(), json!(format!("virt-launcher-{vmi_name}-")));
+            }
+            replacement["spec"]["nodeName"] = json!(target);
+            replacement["status"] = json!({"phase": "Running"});
+            store.create(&pods(), namespace, replacement, false)?;
+            store.delete(&pods(), namespace, text(pod, "/metadata/name"), false)?;
+        }
+        self.set_phase(store, migration, "Succeeded", end)
+    }
+}
+
+#[cfg(test)]
+mod tests;
