@@ -39,8 +39,11 @@ impl SimClock {
 }
 
 impl Default for SimClock {
+    /// Starts now, on a whole second: timestamps have whole seconds, so times read back from
+    /// them (a taint's `timeAdded`) agree with the clock.
     fn default() -> Self {
-        Self::starting_at(Utc::now())
+        use chrono::SubsecRound;
+        Self::starting_at(Utc::now().trunc_subsecs(0))
     }
 }
 

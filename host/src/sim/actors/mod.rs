@@ -4,5 +4,7 @@
 
 pub mod migration;
 mod quantity;
+pub mod taint_manager;
 
 pub use migration::MigrationController;
+pub use taint_manager::TaintManager;
