@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::actors::{MigrationController, TaintManager};
+use super::actors::{Kubelet, MigrationController, TaintManager};
 use super::error::ApiError;
 use super::store::Store;
 
@@ -24,6 +24,16 @@ impl Actor for MigrationController {
 
     fn reconcile(&self, store: &Store) -> Result<Option<Duration>, ApiError> {
         MigrationController::reconcile(self, store)
+    }
+}
+
+impl Actor for Kubelet {
+    fn name(&self) -> &'static str {
+        "kubelet"
+    }
+
+    fn reconcile(&self, store: &Store) -> Result<Option<Duration>, ApiError> {
+        Kubelet::reconcile(self, store)
     }
 }
 

@@ -14,6 +14,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use super::quantity;
+use super::{annotation, text};
 use crate::sim::error::ApiError;
 use crate::sim::store::{Kind, Patch, Store};
 
@@ -60,19 +61,6 @@ impl Default for MigrationController {
             completion_timeout_per_gib: Duration::from_secs(150),
         }
     }
-}
-
-fn text<'a>(object: &'a Value, pointer: &str) -> &'a str {
-    object.pointer(pointer).and_then(Value::as_str).unwrap_or_default()
-}
-
-/// An annotation's value ("" when absent).
-fn annotation<'a>(object: &'a Value, key: &str) -> &'a str {
-    object
-        .pointer("/metadata/annotations")
-        .and_then(|a| a.get(key))
-        .and_then(Value::as_str)
-        .unwrap_or_default()
 }
 
 impl MigrationController {

@@ -7,14 +7,11 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
+use super::text;
 use crate::sim::error::ApiError;
 use crate::sim::store::{Kind, Patch, Store};
 
 pub const REASON: &str = "DeletionByTaintManager";
-
-fn text<'a>(object: &'a Value, pointer: &str) -> &'a str {
-    object.pointer(pointer).and_then(Value::as_str).unwrap_or_default()
-}
 
 #[derive(Debug, Default, Clone)]
 pub struct TaintManager;

@@ -1,0 +1,233 @@
+//! The kubelet's node-pressure eviction, for memory: when a node's `memory.available` stays under
+//! the soft threshold for the soft grace period (or falls under the hard threshold), the kubelet
+//! picks the pod using the most memory, marks it `DisruptionTarget` (reason
+//! `TerminationByKubelet`) and kills it after `min(terminationGracePeriodSeconds,
+//! evictionMaxPodGracePeriod)` (at once for the hard threshold). The killed pod stays, with phase
+//! `Failed` and reason `Evicted`, and the VM in it is shut down. A launcher pod whose VM migrated
+//! away before the deadline is gone by then, and nothing is lost: that is the window evac uses.
+//!
+//! A pod's memory is its VMI's guest memory for a launcher pod, else its memory request; a node's
+//! is `status.capacity.memory`. The node gets the `MemoryPressure` condition while under the soft
+//! threshold. One pod is evicted at a time per node, as the kubelet waits for it to terminate.
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use super::quantity;
+use super::{annotation, text};
+use crate::sim::error::ApiError;
+use crate::sim::store::{Kind, Patch, Store};
+
+pub const REASON: &str = "TerminationByKubelet";
+const KILL_AT_ANNOTATION: &str = "sim.evac.io/kill-at-ms";
+/// When the node came under memory pressure, in milliseconds of simulated time.
+const PRESSURE_SINCE_ANNOTATION: &str = "sim.evac.io/memory-pressure-since-ms";
+
+/// The kubelet settings of node-pressure eviction (`evictionSoft`, `evictionSoftGracePeriod`,
+/// `evictionMaxPodGracePeriod`, `evictionHard` for `memory.available`).
+#[derive(Debug, Clone)]
+pub struct Kubelet {
+    pub soft_threshold: f64,
+    pub soft_grace: Duration,
+    pub max_pod_grace: Duration,
+    pub hard_threshold: f64,
+}
+
+impl Default for Kubelet {
+    /// The values of the node-pressure design document's functional tests.
+    fn default() -> Self {
+        Self {
+            soft_threshold: 3500.0 * 1024.0 * 1024.0,
+            soft_grace: Duration::from_secs(5),
+            max_pod_grace: Duration::from_secs(300),
+            hard_threshold: 10.0 * 1024.0 * 1024.0,
+        }
+    }
+}
+
+fn pods() -> Kind {
+    Kind::new("v1", "Pod")
+}
+
+fn vmis() -> Kind {
+    Kind::new("kubevirt.io/v1", "VirtualMachineInstance")
+}
+
+impl Kubelet {
+    /// Checks every node's memory and carries evictions on; returns when it next has to act.
+    pub fn reconcile(&self, store: &Store) -> Result<Option<Duration>, ApiError> {
+        let now = store.clock().elapsed();
+        let mut next: Option<Duration> = None;
+        let mut wake = |at: Duration| next = Some(next.map_or(at, |n: Duration| n.min(at)));
+        let (nodes, _) = store.list(&Kind::new("v1", "Node"), None, None, None);
+        for node in &nodes {
+            let name = text(node, "/metadata/name");
+            let Some(capacity) = quantity::bytes(text(node, "/status/capacity/memory")) else { continue };
+            let (on_node, _) = store.list(&pods(), None, None, None);
+            let on_node: Vec<&Value> =
+                on_node.iter().map(|p| &**p).filter(|p| text(p, "/spec/nodeName") == name).collect();
+
+            // Kill what is due first: that frees memory.
+            let mut terminating = false;
+            for pod in on_node.iter().filter(|p| !annotation(p, KILL_AT_ANNOTATION).is_empty()) {
+                if text(pod, "/status/phase") == "Failed" {
+                    continue;
+                }
+                let due = annotation(pod, KILL_AT_ANNOTATION)
+                    .parse()
+                    .map(Duration::from_millis)
+                    .unwrap_or_default();
+                if due <= now {
+                    self.kill(store, pod)?;
+                } else {
+                    terminating = true;
+                    wake(due);
+                }
+            }
+            let (running, _) = store.list(&pods(), None, None, None);
+            let running: Vec<&Value> = running
+                .iter()
+                .map(|p| &**p)
+                .filter(|p| text(p, "/spec/nodeName") == name && text(p, "/status/phase") != "Failed")
+                .collect();
+            let used: f64 = running.iter().map(|p| memory_of(store, p)).sum();
+            let available = capacity - used;
+
+            let pressure_since = pressure_since(node);
+            if available >= self.soft_threshold {
+                if pressure_since.is_some() {
+                    set_pressure(store, name, None)?;
+                }
+                continue;
+            }
+            let since = match pressure_since {
+                Some(since) => since,
+                None => {
+                    set_pressure(store, name, Some(now))?;
+                    now
+                }
+            };
+            let hard = available < self.hard_threshold;
+            if terminating && !hard {
+                continue;
+            }
+            if !hard && now < since + self.soft_grace {
+                wake(since + self.soft_grace);
+                continue;
+            }
+            let victim = running
+                .iter()
+                .filter(|p| annotation(p, KILL_AT_ANNOTATION).is_empty())
+                .max_by(|a, b| memory_of(store, a).total_cmp(&memory_of(store, b)));
+            if let Some(victim) = victim {
+                let grace = if hard { Duration::ZERO } else { self.grace_of(victim) };
+                self.begin_eviction(store, victim, now + grace, available)?;
+                wake(now + grace);
+            }
+        }
+        Ok(next)
+    }
+
+    fn grace_of(&self, pod: &Value) -> Duration {
+        let own = pod.pointer("/spec/terminationGracePeriodSeconds").and_then(Value::as_u64).unwrap_or(30);
+        Duration::from_secs(own).min(self.max_pod_grace)
+    }
+
+    fn begin_eviction(
+        &self,
+        store: &Store,
+        pod: &Value,
+        kill_at: Duration,
+        available: f64,
+    ) -> Result<(), ApiError> {
+        let message = format!(
+            "The node was low on resource: memory. Threshold quantity: {}Mi, available: {}Mi.",
+            (self.soft_threshold / 1048576.0).round(),
+            (available / 1048576.0).round()
+        );
+        let mut conditions = conditions_without(pod, "DisruptionTarget");
+        conditions
+            .push(json!({"type": "DisruptionTarget", "status": "True", "reason": REASON, "message": message,
+                               "lastTransitionTime": store.clock().timestamp()}));
+        let patch = Patch::Merge(json!({
+            "metadata": {"annotations": {KILL_AT_ANNOTATION: kill_at.as_millis().to_string()}},
+            "status": {"conditions": conditions, "message": message},
+        }));
+        store.patch(&pods(), text(pod, "/metadata/namespace"), text(pod, "/metadata/name"), &patch, false)?;
+        Ok(())
+    }
+
+    /// The grace period is over: the pod fails as Evicted, and a VM still running in it stops.
+    fn kill(&self, store: &Store, pod: &Value) -> Result<(), ApiError> {
+        let namespace = text(pod, "/metadata/namespace");
+        let message = text(pod, "/status/message").to_owned();
+        let patch =
+            Patch::Merge(json!({"status": {"phase": "Failed", "reason": "Evicted", "message": message}}));
+        store.patch(&pods(), namespace, text(pod, "/metadata/name"), &patch, false)?;
+        let vmi = annotation(pod, "kubevirt.io/domain");
+        if !vmi.is_empty() {
+            if let Ok(current) = store.get(&vmis(), namespace, vmi) {
+                if text(&current, "/status/nodeName") == text(pod, "/spec/nodeName") {
+                    let patch = Patch::Merge(json!({"status": {"phase": "Failed", "reason": "Evicted"}}));
+                    store.patch(&vmis(), namespace, vmi, &patch, false)?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A pod's memory: its VMI's guest memory for a launcher pod, else its containers' requests.
+fn memory_of(store: &Store, pod: &Value) -> f64 {
+    let vmi = annotation(pod, "kubevirt.io/domain");
+    if !vmi.is_empty() {
+        if let Ok(vmi) = store.get(&vmis(), text(pod, "/metadata/namespace"), vmi) {
+            if let Some(memory) = quantity::bytes(text(&vmi, "/spec/domain/memory/guest")) {
+                return memory;
+            }
+        }
+    }
+    pod.pointer("/spec/containers")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|c| quantity::bytes(text(c, "/resources/requests/memory")))
+        .sum()
+}
+
+fn conditions_without(object: &Value, type_: &str) -> Vec<Value> {
+    object
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|c| text(c, "/type") != type_)
+        .cloned()
+        .collect()
+}
+
+/// When the node came under memory pressure, in simulated time.
+fn pressure_since(node: &Value) -> Option<Duration> {
+    annotation(node, PRESSURE_SINCE_ANNOTATION).parse().ok().map(Duration::from_millis)
+}
+
+fn set_pressure(store: &Store, node_name: &str, since: Option<Duration>) -> Result<(), ApiError> {
+    let nodes = Kind::new("v1", "Node");
+    let node = store.get(&nodes, "", node_name)?;
+    let mut conditions = conditions_without(&node, "MemoryPressure");
+    let (status, reason, message) = match since {
+        Some(_) => ("True", "KubeletHasInsufficientMemory", "kubelet has insufficient memory available"),
+        None => ("False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
+    };
+    conditions.push(json!({"type": "MemoryPressure", "status": status, "reason": reason, "message": message,
+                           "lastTransitionTime": store.clock().timestamp()}));
+    let since = since.map(|since| since.as_millis().to_string());
+    let patch = json!({"metadata": {"annotations": {PRESSURE_SINCE_ANNOTATION: since}},
+                       "status": {"conditions": conditions}});
+    store.patch(&nodes, "", node_name, &Patch::Merge(patch), false)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;
