@@ -1,9 +1,8 @@
 //! The AdmissionReview envelope (`admission.k8s.io/v1`).
 
 use anyhow::{bail, Context, Result};
-use evac_core::PolicyResponse;
 use serde_json::value::RawValue;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 /// The AdmissionRequest inside an input that is either a whole AdmissionReview or a bare request.
 pub fn request_from_input(input: &[u8]) -> Result<Box<RawValue>> {
@@ -27,24 +26,6 @@ pub fn request_from_input(input: &[u8]) -> Result<Box<RawValue>> {
     Ok(RawValue::from_string(serde_json::to_string(request)?)?)
 }
 
-/// The AdmissionReview a webhook answers for a policy response.
-pub fn review_response(uid: &str, response: &PolicyResponse) -> Value {
-    let mut answer = json!({"uid": uid, "allowed": response.accepted});
-    if !response.accepted {
-        answer["status"] = json!({
-            "code": response.code.unwrap_or(400),
-            "message": response.message.clone().unwrap_or_default(),
-        });
-    }
-    if let Some(warnings) = &response.warnings {
-        answer["warnings"] = json!(warnings);
-    }
-    if let Some(audit) = &response.audit_annotations {
-        answer["auditAnnotations"] = json!(audit);
-    }
-    json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": answer})
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -64,21 +45,5 @@ mod tests {
         assert!(err(b"[]").contains("not a JSON object"));
         assert!(err(br#"{"kind":"AdmissionReview"}"#).contains("has no request"));
         assert!(err(br#"{"kind":"Pod","metadata":{}}"#).contains("has no uid"));
-    }
-
-    #[test]
-    fn denials_keep_their_code() {
-        let response = PolicyResponse {
-            accepted: false,
-            message: Some("no".into()),
-            code: Some(429),
-            warnings: None,
-            audit_annotations: None,
-            mutated_object: None,
-            effects: vec![],
-        };
-        let review = review_response("u", &response);
-        assert_eq!(review["response"]["status"]["code"], 429);
-        assert_eq!(review["response"]["uid"], "u");
     }
 }

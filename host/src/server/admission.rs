@@ -178,11 +178,7 @@ fn final_verdict(
                 );
             } else if !response.accepted {
                 answer.allowed = false;
-                answer.status = Some(Status {
-                    // A denial without a code would reach clients as 400; KubeVirt's are 429.
-                    code: response.code.filter(|code| *code >= 400).unwrap_or(400),
-                    message: response.message.unwrap_or_default(),
-                });
+                answer.status = Some(Status::denial(response.code, response.message));
             }
         }
         Err((kind, error)) => {
@@ -228,6 +224,14 @@ pub struct Status {
     pub message: String,
 }
 
+impl Status {
+    /// A policy's denial. Its code is kept when it is an error code (KubeVirt's are 429); a
+    /// missing or lower one becomes 400, which is what clients would make of it anyway.
+    pub fn denial(code: Option<u16>, message: Option<String>) -> Self {
+        Self { code: code.filter(|code| *code >= 400).unwrap_or(400), message: message.unwrap_or_default() }
+    }
+}
+
 /// The parts of a verdict two versions must agree on.
 fn verdict_of(response: &PolicyResponse) -> (bool, Option<u16>, Option<&str>) {
     (response.accepted, response.code, response.message.as_deref())
@@ -271,6 +275,14 @@ fn compare(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn denials_keep_their_code() {
+        let status = Status::denial(Some(429), Some("no".into()));
+        assert_eq!((status.code, status.message.as_str()), (429, "no"));
+        assert_eq!(Status::denial(None, None).code, 400);
+        assert_eq!(Status::denial(Some(200), None).code, 400);
+    }
 
     #[test]
     fn reviews_are_checked_before_evaluation() {
