@@ -93,10 +93,6 @@ fn load(store: &Store, path: &std::path::Path) -> Result<usize> {
 }
 
 fn write_kubeconfig(path: &std::path::Path, url: &str) -> Result<()> {
-    let text = format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: evac-sim\n  cluster:\n    server: {url}\n\
-         contexts:\n- name: evac-sim\n  context:\n    cluster: evac-sim\n    user: evac-sim\n\
-         current-context: evac-sim\nusers:\n- name: evac-sim\n  user: {{}}\n"
-    );
-    std::fs::write(path, text).with_context(|| format!("cannot write the kubeconfig {}", path.display()))
+    std::fs::write(path, crate::sim::kubeconfig(url))
+        .with_context(|| format!("cannot write the kubeconfig {}", path.display()))
 }

@@ -197,24 +197,7 @@ async fn start_fake() -> (Arc<FakeApiServer>, tempfile::TempDir) {
 
 fn kubeconfig(port: u16) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
-    let text = format!(
-        "apiVersion: v1
-kind: Config
-clusters:
-- name: fake
-  cluster:
-    server: http://127.0.0.1:{port}
-users:
-- name: fake
-  user: {{}}
-contexts:
-- name: fake
-  context:
-    cluster: fake
-    user: fake
-current-context: fake
-"
-    );
+    let text = crate::sim::kubeconfig(&format!("http://127.0.0.1:{port}"));
     std::fs::write(dir.path().join("kubeconfig"), text).unwrap();
     dir
 }

@@ -358,12 +358,6 @@ async fn kubectl_drain_retries_a_429_and_completes() {
 
 fn write_kubeconfig(dir: &std::path::Path, url: &str) -> std::path::PathBuf {
     let path = dir.join("kubeconfig");
-    std::fs::write(
-        &path,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: sim\n  cluster: {{server: \"{url}\"}}\ncontexts:\n- name: sim\n  context: {{cluster: sim, user: sim}}\ncurrent-context: sim\nusers:\n- name: sim\n  user: {{}}\n"
-        ),
-    )
-    .unwrap();
+    std::fs::write(&path, crate::sim::kubeconfig(url)).unwrap();
     path
 }
