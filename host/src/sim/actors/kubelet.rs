@@ -10,12 +10,13 @@
 //! is `status.capacity.memory`. The node gets the `MemoryPressure` condition while under the soft
 //! threshold. One pod is evicted at a time per node, as the kubelet waits for it to terminate.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use serde_json::{json, Value};
 
 use super::quantity;
-use super::{annotation, text};
+use super::{annotation, conditions_without, text, with_disruption_target};
 use crate::sim::error::ApiError;
 use crate::sim::store::{Kind, Patch, Store};
 
@@ -61,37 +62,36 @@ impl Kubelet {
         let mut next: Option<Duration> = None;
         let mut wake = |at: Duration| next = Some(next.map_or(at, |n: Duration| n.min(at)));
         let (nodes, _) = store.list(&Kind::new("v1", "Node"), None, None, None);
+        // One read of the pods for all nodes: reconciling runs at every event of a simulation.
+        let (all_pods, _) = store.list(&pods(), None, None, None);
+        let mut by_node: HashMap<&str, Vec<&Value>> = HashMap::new();
+        for pod in &all_pods {
+            if text(pod, "/status/phase") != "Failed" {
+                by_node.entry(text(pod, "/spec/nodeName")).or_default().push(pod);
+            }
+        }
         for node in &nodes {
             let name = text(node, "/metadata/name");
             let Some(capacity) = quantity::bytes(text(node, "/status/capacity/memory")) else { continue };
-            let (on_node, _) = store.list(&pods(), None, None, None);
-            let on_node: Vec<&Value> =
-                on_node.iter().map(|p| &**p).filter(|p| text(p, "/spec/nodeName") == name).collect();
+            let on_node = by_node.get(name).map(Vec::as_slice).unwrap_or_default();
 
             // Kill what is due first: that frees memory.
             let mut terminating = false;
-            for pod in on_node.iter().filter(|p| !annotation(p, KILL_AT_ANNOTATION).is_empty()) {
-                if text(pod, "/status/phase") == "Failed" {
-                    continue;
-                }
-                let due = annotation(pod, KILL_AT_ANNOTATION)
-                    .parse()
-                    .map(Duration::from_millis)
-                    .unwrap_or_default();
-                if due <= now {
-                    self.kill(store, pod)?;
-                } else {
+            let mut running: Vec<(&Value, f64)> = Vec::with_capacity(on_node.len());
+            for &pod in on_node {
+                let kill_at = annotation(pod, KILL_AT_ANNOTATION);
+                if !kill_at.is_empty() {
+                    let due = kill_at.parse().map(Duration::from_millis).unwrap_or_default();
+                    if due <= now {
+                        self.kill(store, pod)?;
+                        continue;
+                    }
                     terminating = true;
                     wake(due);
                 }
+                running.push((pod, memory_of(store, pod)));
             }
-            let (running, _) = store.list(&pods(), None, None, None);
-            let running: Vec<&Value> = running
-                .iter()
-                .map(|p| &**p)
-                .filter(|p| text(p, "/spec/nodeName") == name && text(p, "/status/phase") != "Failed")
-                .collect();
-            let used: f64 = running.iter().map(|p| memory_of(store, p)).sum();
+            let used: f64 = running.iter().map(|(_, memory)| memory).sum();
             let available = capacity - used;
 
             let pressure_since = pressure_since(node);
@@ -118,9 +118,9 @@ impl Kubelet {
             }
             let victim = running
                 .iter()
-                .filter(|p| annotation(p, KILL_AT_ANNOTATION).is_empty())
-                .max_by(|a, b| memory_of(store, a).total_cmp(&memory_of(store, b)));
-            if let Some(victim) = victim {
+                .filter(|(pod, _)| annotation(pod, KILL_AT_ANNOTATION).is_empty())
+                .max_by(|(_, a), (_, b)| a.total_cmp(b));
+            if let Some((victim, _)) = victim {
                 let grace = if hard { Duration::ZERO } else { self.grace_of(victim) };
                 self.begin_eviction(store, victim, now + grace, available)?;
                 wake(now + grace);
@@ -146,10 +146,7 @@ impl Kubelet {
             (self.soft_threshold / 1048576.0).round(),
             (available / 1048576.0).round()
         );
-        let mut conditions = conditions_without(pod, "DisruptionTarget");
-        conditions
-            .push(json!({"type": "DisruptionTarget", "status": "True", "reason": REASON, "message": message,
-                               "lastTransitionTime": store.clock().timestamp()}));
+        let conditions = with_disruption_target(pod, REASON, &message, &store.clock().timestamp());
         let patch = Patch::Merge(json!({
             "metadata": {"annotations": {KILL_AT_ANNOTATION: kill_at.as_millis().to_string()}},
             "status": {"conditions": conditions, "message": message},
@@ -194,17 +191,6 @@ fn memory_of(store: &Store, pod: &Value) -> f64 {
         .flatten()
         .filter_map(|c| quantity::bytes(text(c, "/resources/requests/memory")))
         .sum()
-}
-
-fn conditions_without(object: &Value, type_: &str) -> Vec<Value> {
-    object
-        .pointer("/status/conditions")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter(|c| text(c, "/type") != type_)
-        .cloned()
-        .collect()
 }
 
 /// When the node came under memory pressure, in simulated time.

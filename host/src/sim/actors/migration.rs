@@ -68,26 +68,34 @@ impl MigrationController {
     /// Returns when the next running migration ends, if one runs.
     pub fn reconcile(&self, store: &Store) -> Result<Option<Duration>, ApiError> {
         let now = store.clock().elapsed();
+        let mut next: Option<Duration> = None;
+        let mut wake = |at: Duration| next = Some(next.map_or(at, |n: Duration| n.min(at)));
+        // One read: end the migrations whose time has come, count the others, collect the waiting.
         let (all, _) = store.list(&migrations(), None, None, None);
-        for migration in all.iter().filter(|m| text(m, "/status/phase") == "Running") {
-            let ends = annotation(migration, ENDS_AT_ANNOTATION);
-            if ends.parse::<u128>().is_ok_and(|ends| ends <= now.as_millis()) {
-                self.finish(store, migration)?;
+        let mut running_total = 0;
+        let mut outbound: std::collections::HashMap<String, usize> = Default::default();
+        let mut waiting: Vec<&Value> = Vec::new();
+        for migration in &all {
+            match text(migration, "/status/phase") {
+                "Running" => {
+                    let ends =
+                        annotation(migration, ENDS_AT_ANNOTATION).parse().ok().map(Duration::from_millis);
+                    if ends.is_some_and(|ends| ends <= now) {
+                        self.finish(store, migration)?;
+                        continue;
+                    }
+                    if let Some(ends) = ends {
+                        wake(ends);
+                    }
+                    running_total += 1;
+                    let source = text(migration, "/status/migrationState/sourceNode").to_owned();
+                    *outbound.entry(source).or_default() += 1;
+                }
+                "" | "Pending" => waiting.push(migration),
+                _ => {}
             }
         }
-
-        let (all, _) = store.list(&migrations(), None, None, None);
-        let running: Vec<&Value> =
-            all.iter().map(|m| &**m).filter(|m| text(m, "/status/phase") == "Running").collect();
-        let mut running_total = running.len();
-        let mut outbound: std::collections::HashMap<String, usize> = Default::default();
-        for migration in &running {
-            *outbound.entry(text(migration, "/status/migrationState/sourceNode").to_owned()).or_default() +=
-                1;
-        }
         // Oldest first, as KubeVirt's queue does.
-        let mut waiting: Vec<&Value> =
-            all.iter().map(|m| &**m).filter(|m| matches!(text(m, "/status/phase"), "" | "Pending")).collect();
         waiting.sort_by_key(|m| text(m, "/metadata/resourceVersion").parse::<u64>().unwrap_or(0));
         for migration in waiting {
             if running_total >= self.parallel_per_cluster {
@@ -119,15 +127,8 @@ impl MigrationController {
             store.patch(&migrations(), namespace, text(migration, "/metadata/name"), &patch, false)?;
             running_total += 1;
             *outbound.entry(source).or_default() += 1;
+            wake(ends);
         }
-
-        let (all, _) = store.list(&migrations(), None, None, None);
-        let next = all
-            .iter()
-            .filter(|m| text(m, "/status/phase") == "Running")
-            .filter_map(|m| annotation(m, ENDS_AT_ANNOTATION).parse::<u64>().ok())
-            .min()
-            .map(Duration::from_millis);
         Ok(next)
     }
 

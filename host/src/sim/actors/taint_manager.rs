@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::text;
+use super::{text, with_disruption_target};
 use crate::sim::error::ApiError;
 use crate::sim::store::{Kind, Patch, Store};
 
@@ -108,17 +108,8 @@ fn evict(store: &Store, pod: &Value) -> Result<(), ApiError> {
     let pods = Kind::new("v1", "Pod");
     let namespace = text(pod, "/metadata/namespace");
     let name = text(pod, "/metadata/name");
-    let mut conditions: Vec<Value> = pod
-        .pointer("/status/conditions")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|c| text(c, "/type") != "DisruptionTarget")
-        .collect();
-    conditions.push(json!({"type": "DisruptionTarget", "status": "True", "reason": REASON,
-                           "message": "Taint manager: deleting due to NoExecute taint",
-                           "lastTransitionTime": store.clock().timestamp()}));
+    let message = "Taint manager: deleting due to NoExecute taint";
+    let conditions = with_disruption_target(pod, REASON, message, &store.clock().timestamp());
     store.patch(
         &pods,
         namespace,
