@@ -92,13 +92,39 @@ fn read_module(file: &PoliciesFile, reference: &str) -> Result<ModuleFile> {
     Ok(ModuleFile { path, bytes, digest })
 }
 
+/// An entry's module files: the active version's and the shadow's.
+struct EntryModules {
+    active: ModuleFile,
+    shadow: Option<ModuleFile>,
+}
+
+impl EntryModules {
+    fn read(file: &PoliciesFile, entry: &PolicyEntry) -> Result<Self> {
+        let active = read_module(file, &entry.module)?;
+        let shadow = match &entry.shadow {
+            Some(shadow) => Some(read_module(file, &shadow.module).context("shadow version")?),
+            None => None,
+        };
+        Ok(Self { active, shadow })
+    }
+
+    fn source(&self, entry: &PolicyEntry) -> Source {
+        Source {
+            entry: entry.clone(),
+            active_digest: self.active.digest.clone(),
+            shadow_digest: self.shadow.as_ref().map(|s| s.digest.clone()),
+        }
+    }
+}
+
 impl Registry {
     /// Loads every policy of the file; any invalid entry is an error.
     pub fn start(file: &PoliciesFile, loader: Loader, metrics: Arc<Metrics>) -> Result<Self> {
         let registry = Self { current: ArcSwap::from_pointee(PolicySet::new()), loader, metrics };
         let mut set = PolicySet::new();
         for (id, entry) in &file.policies {
-            let served = registry.build(file, id, entry).with_context(|| format!("policy {id}"))?;
+            let modules = EntryModules::read(file, entry).with_context(|| format!("policy {id}"))?;
+            let served = registry.build(id, entry, modules).with_context(|| format!("policy {id}"))?;
             set.insert(id.clone(), Arc::new(served));
         }
         registry.publish(set);
@@ -163,38 +189,26 @@ impl Registry {
         entry: &PolicyEntry,
         previous: Option<&Arc<ServedPolicy>>,
     ) -> Result<Option<ServedPolicy>> {
-        if let Some(previous) = previous {
-            let active = read_module(file, &entry.module)?;
-            let shadow = entry.shadow.as_ref().map(|s| read_module(file, &s.module)).transpose()?;
-            let source = Source {
-                entry: entry.clone(),
-                active_digest: active.digest,
-                shadow_digest: shadow.map(|s| s.digest),
-            };
-            if source == previous.source {
-                return Ok(None);
-            }
+        let modules = EntryModules::read(file, entry)?;
+        if previous.is_some_and(|previous| modules.source(entry) == previous.source) {
+            return Ok(None);
         }
-        self.build(file, id, entry).map(Some)
+        self.build(id, entry, modules).map(Some)
     }
 
-    fn build(&self, file: &PoliciesFile, id: &str, entry: &PolicyEntry) -> Result<ServedPolicy> {
+    fn build(&self, id: &str, entry: &PolicyEntry, modules: EntryModules) -> Result<ServedPolicy> {
+        let source = modules.source(entry);
         let settings = entry.settings.clone().unwrap_or_else(|| serde_json::json!({}));
-        let active = self.version(file, entry, &entry.module, entry.label.as_deref(), &settings)?;
-        let shadow = match &entry.shadow {
-            Some(shadow) => {
+        let active = self.version(entry, modules.active, entry.label.as_deref(), &settings)?;
+        let shadow = match (&entry.shadow, modules.shadow) {
+            (Some(shadow), Some(module_file)) => {
                 let settings = shadow.settings.clone().unwrap_or_else(|| settings.clone());
                 let version = self
-                    .version(file, entry, &shadow.module, shadow.label.as_deref(), &settings)
+                    .version(entry, module_file, shadow.label.as_deref(), &settings)
                     .context("shadow version")?;
                 Some(Arc::new(version))
             }
-            None => None,
-        };
-        let source = Source {
-            entry: entry.clone(),
-            active_digest: active.digest.clone(),
-            shadow_digest: shadow.as_ref().map(|s| s.digest.clone()),
+            _ => None,
         };
         let counter = |outcome| {
             let labels = EvaluationLabels { policy: id.to_owned(), version: active.name.clone(), outcome };
@@ -220,13 +234,11 @@ impl Registry {
     /// Compiles a module, binds it, and checks the settings with the module's `validate_settings`.
     fn version(
         &self,
-        file: &PoliciesFile,
         entry: &PolicyEntry,
-        reference: &str,
+        module_file: ModuleFile,
         label: Option<&str>,
         settings: &serde_json::Value,
     ) -> Result<Version> {
-        let module_file = read_module(file, reference)?;
         let module = self
             .loader
             .engine
