@@ -31,6 +31,34 @@ impl LabelSelector {
         Ok(Self(requirements))
     }
 
+    /// A structured selector (`metav1.LabelSelector`: `matchLabels` and `matchExpressions`), as
+    /// PodDisruptionBudgets and workloads carry it.
+    pub fn from_object(selector: &Value) -> Result<Self, String> {
+        let mut requirements = Vec::new();
+        for (key, value) in selector.get("matchLabels").and_then(Value::as_object).into_iter().flatten() {
+            let value = value.as_str().ok_or_else(|| format!("matchLabels[{key}] is not a string"))?;
+            requirements.push(LabelRequirement::Equals(key.clone(), value.to_owned()));
+        }
+        for expression in selector.get("matchExpressions").and_then(Value::as_array).into_iter().flatten() {
+            let key = expression.get("key").and_then(Value::as_str).unwrap_or_default().to_owned();
+            let values: Vec<String> = expression
+                .get("values")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(|v| Some(v.as_str()?.to_owned()))
+                .collect();
+            requirements.push(match expression.get("operator").and_then(Value::as_str).unwrap_or_default() {
+                "In" => LabelRequirement::In(key, values),
+                "NotIn" => LabelRequirement::NotIn(key, values),
+                "Exists" => LabelRequirement::Exists(key),
+                "DoesNotExist" => LabelRequirement::NotExists(key),
+                other => return Err(format!("unknown label selector operator {other:?}")),
+            });
+        }
+        Ok(Self(requirements))
+    }
+
     pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
         self.0.iter().all(|r| match r {
             LabelRequirement::Exists(k) => labels.contains_key(k),
@@ -147,6 +175,33 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn structured_selectors_match_like_their_text_form() {
+        let selector = LabelSelector::from_object(&json!({
+            "matchLabels": {"app": "web"},
+            "matchExpressions": [
+                {"key": "tier", "operator": "In", "values": ["front", "edge"]},
+                {"key": "legacy", "operator": "DoesNotExist"},
+                {"key": "zone", "operator": "Exists"},
+                {"key": "env", "operator": "NotIn", "values": ["dev"]},
+            ],
+        }))
+        .unwrap();
+        let object = |labels: serde_json::Value| json!({"metadata": {"labels": labels}});
+        assert!(selector.matches_object(&object(json!({"app": "web", "tier": "edge", "zone": "a"}))));
+        assert!(!selector.matches_object(&object(json!({"app": "web", "tier": "back", "zone": "a"}))));
+        assert!(!selector
+            .matches_object(&object(json!({"app": "web", "tier": "edge", "zone": "a", "legacy": "y"}))));
+        assert!(!selector.matches_object(&object(json!({"app": "web", "tier": "edge"}))));
+        assert!(!selector
+            .matches_object(&object(json!({"app": "web", "tier": "edge", "zone": "a", "env": "dev"}))));
+        let text = LabelSelector::parse("app=web,tier in (front,edge),!legacy,zone,env notin (dev)").unwrap();
+        assert_eq!(selector, text);
+        let err =
+            LabelSelector::from_object(&json!({"matchExpressions": [{"key": "a", "operator": "Near"}]}));
+        assert_eq!(err.unwrap_err(), r#"unknown label selector operator "Near""#);
+    }
 
     #[test]
     fn label_selectors() {

@@ -228,8 +228,7 @@ fn check_disruption_budget(
     }
     let budgets = Kind::new("policy/v1", "PodDisruptionBudget");
     let (all, _) = store.list(&budgets, Some(namespace), None, None);
-    let labels = pod.pointer("/metadata/labels").cloned().unwrap_or(json!({}));
-    let covering: Vec<_> = all.iter().filter(|pdb| selects(pdb, &labels)).collect();
+    let covering: Vec<_> = all.iter().filter(|pdb| selects(pdb, pod)).collect();
     let pdb = match covering.as_slice() {
         [] => return Ok(()),
         [pdb] => pdb,
@@ -250,31 +249,12 @@ fn check_disruption_budget(
     store.patch(&budgets, namespace, name, &patch, dry_run).map(|_| ())
 }
 
-/// Whether a budget's `spec.selector` (matchLabels and matchExpressions) selects these labels.
-fn selects(pdb: &Value, labels: &Value) -> bool {
-    let Some(selector) = pdb.pointer("/spec/selector") else { return false };
-    let mut terms: Vec<String> = Vec::new();
-    for (key, value) in selector.get("matchLabels").and_then(Value::as_object).into_iter().flatten() {
-        terms.push(format!("{key}={}", value.as_str().unwrap_or_default()));
-    }
-    for expression in selector.get("matchExpressions").and_then(Value::as_array).into_iter().flatten() {
-        let key = expression.get("key").and_then(Value::as_str).unwrap_or_default();
-        let values: Vec<&str> = expression
-            .get("values")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-            .collect();
-        terms.push(match expression.get("operator").and_then(Value::as_str).unwrap_or_default() {
-            "In" => format!("{key} in ({})", values.join(",")),
-            "NotIn" => format!("{key} notin ({})", values.join(",")),
-            "Exists" => key.to_owned(),
-            _ => format!("!{key}"),
-        });
-    }
-    let Ok(parsed) = LabelSelector::parse(&terms.join(",")) else { return false };
-    parsed.matches_object(&json!({"metadata": {"labels": labels}}))
+/// Whether a budget's `spec.selector` selects the pod. A budget without a valid selector selects
+/// nothing.
+fn selects(pdb: &Value, pod: &Value) -> bool {
+    pdb.pointer("/spec/selector")
+        .map(LabelSelector::from_object)
+        .is_some_and(|selector| selector.is_ok_and(|selector| selector.matches_object(pod)))
 }
 
 fn uuid_like() -> String {
