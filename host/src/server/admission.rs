@@ -82,20 +82,23 @@ pub async fn answer(context: &Context, served: Arc<ServedPolicy>, review: Parsed
     let active = Arc::clone(&served.active);
     let request = Arc::new(review.request);
     let result = evaluate(&active, &request).await;
-    let outcome = match &result {
-        Ok(response) => Ok(carry_out(context, &served, response.clone()).await),
+    // What a shadow comparison needs, kept only when there is a shadow.
+    let compared =
+        served.shadow.as_ref().map(|_| (result.as_ref().map(Verdict::of).ok(), review.uid.clone()));
+    let outcome = match result {
+        Ok(response) => Ok(carry_out(context, &served, response).await),
         Err(e) => Err((e.label(), e.to_string())),
     };
-    let verdict = final_verdict(&served, &active, review.uid.clone(), outcome, context);
+    let verdict = final_verdict(&served, &active, review.uid, outcome, context);
     served.latency.observe(started.elapsed().as_secs_f64());
 
-    if let Some(shadow) = &served.shadow {
+    if let (Some(shadow), Some((active_verdict, uid))) = (&served.shadow, compared) {
         // Off the answer's path: the candidate never delays or changes it.
-        let (shadow, metrics) = (Arc::clone(shadow), Arc::clone(&context.metrics));
-        let (served, uid) = (Arc::clone(&served), review.uid.clone());
+        let (shadow, metrics, served) =
+            (Arc::clone(shadow), Arc::clone(&context.metrics), Arc::clone(&served));
         tokio::spawn(async move {
             let candidate = evaluate(&shadow, &request).await;
-            compare(&metrics, &served, &shadow, &uid, &result, &candidate);
+            compare(&metrics, &served, &shadow, &uid, active_verdict.as_ref(), &candidate);
         });
     }
     verdict
@@ -233,21 +236,32 @@ impl Status {
 }
 
 /// The parts of a verdict two versions must agree on.
-fn verdict_of(response: &PolicyResponse) -> (bool, Option<u16>, Option<&str>) {
-    (response.accepted, response.code, response.message.as_deref())
+#[derive(Debug, PartialEq)]
+struct Verdict {
+    accepted: bool,
+    code: Option<u16>,
+    message: Option<String>,
 }
 
+impl Verdict {
+    fn of(response: &PolicyResponse) -> Self {
+        Self { accepted: response.accepted, code: response.code, message: response.message.clone() }
+    }
+}
+
+/// Compares the shadow's answer with the active version's verdict (`None`: the active version
+/// failed).
 fn compare(
     metrics: &Metrics,
     served: &ServedPolicy,
     shadow: &Version,
     uid: &str,
-    active: &Result<PolicyResponse, EvalError>,
+    active: Option<&Verdict>,
     candidate: &Result<PolicyResponse, EvalError>,
 ) {
     let result = match (active, candidate) {
-        (Ok(a), Ok(c)) if verdict_of(a) == verdict_of(c) => "agree",
-        (Ok(a), Ok(c)) => {
+        (Some(a), Ok(c)) if *a == Verdict::of(c) => "agree",
+        (Some(a), Ok(c)) => {
             tracing::warn!(
                 policy = %served.id, uid, active = %served.active.name, candidate = %shadow.name,
                 active_allowed = a.accepted, candidate_allowed = c.accepted,
@@ -261,7 +275,7 @@ fn compare(
             tracing::warn!(policy = %served.id, uid, candidate = %shadow.name, "shadow version failed: {e}");
             "error"
         }
-        (Err(_), Ok(_)) => "disagree",
+        (None, Ok(_)) => "disagree",
     };
     let labels = ShadowLabels {
         policy: served.id.clone(),
