@@ -96,3 +96,37 @@ fn write_kubeconfig(path: &std::path::Path, url: &str) -> Result<()> {
     std::fs::write(path, crate::sim::kubeconfig(url))
         .with_context(|| format!("cannot write the kubeconfig {}", path.display()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load_text(text: &str) -> Result<usize> {
+        let file = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(file.path(), text).unwrap();
+        let store = Store::new(Arc::new(SimClock::default()), 10);
+        load(&store, file.path()).map_err(|e| anyhow::anyhow!("{e:#}"))
+    }
+
+    #[test]
+    fn seeds_objects_and_refuses_bad_files_clearly() {
+        let count = load_text(
+            "kind: List\nitems:\n- {apiVersion: v1, kind: Node, metadata: {name: n1}}\n\
+             - {apiVersion: v1, kind: Pod, metadata: {name: p}}\n",
+        )
+        .unwrap();
+        assert_eq!(count, 2);
+        let err = load_text("kind: Pod").unwrap_err().to_string();
+        assert!(err.contains("expected a v1 List of Kubernetes objects"), "{err}");
+        let err = load_text("kind: List\nitems: [{apiVersion: v1, kind: Secret, metadata: {name: s}}]")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("items[0]: the simulator does not serve v1 Secret"), "{err}");
+        let err = load_text("kind: List\nitems: [{apiVersion: v1, kind: Pod, metadata: {}}]")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("items[0]: pods \"\" is invalid"), "{err}");
+        let err = load_text("{ not yaml").unwrap_err().to_string();
+        assert!(err.contains("is not valid YAML or JSON"), "{err}");
+    }
+}

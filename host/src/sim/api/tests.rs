@@ -361,3 +361,50 @@ fn write_kubeconfig(dir: &std::path::Path, url: &str) -> std::path::PathBuf {
     std::fs::write(&path, crate::sim::kubeconfig(url)).unwrap();
     path
 }
+
+/// Bad requests get Kubernetes `Status` objects with the right code and a clear message.
+#[tokio::test]
+async fn bad_requests_get_kubernetes_status_errors() {
+    let api = serve(100).await;
+    let client = reqwest::Client::new();
+    let status = |response: reqwest::Response| async move {
+        let code = response.status().as_u16();
+        let body: serde_json::Value = serde_json::from_str(&response.text().await.unwrap()).unwrap();
+        assert_eq!(body["kind"], "Status", "{body}");
+        assert_eq!(body["code"], code);
+        (code, body["message"].as_str().unwrap().to_owned())
+    };
+    let pods = format!("{}/api/v1/namespaces/default/pods", api.url);
+
+    let (code, message) = status(client.post(&pods).body("{not json").send().await.unwrap()).await;
+    assert_eq!(code, 400);
+    assert!(message.starts_with("the body of the request was in an unknown format"), "{message}");
+    let wrong_kind = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "x"}});
+    let (code, message) = status(client.post(&pods).body(wrong_kind.to_string()).send().await.unwrap()).await;
+    assert_eq!(code, 400, "{message}");
+    let (code, _) =
+        status(client.get(format!("{}/apis/example.io/v1/widgets", api.url)).send().await.unwrap()).await;
+    assert_eq!(code, 404);
+    let (code, message) = status(client.delete(&pods).send().await.unwrap()).await;
+    assert_eq!((code, message.contains("does not allow this method")), (405, true));
+    let (code, message) =
+        status(client.get(format!("{pods}?labelSelector=a%20in%20(")).send().await.unwrap()).await;
+    assert_eq!(code, 400);
+    assert!(message.starts_with("unable to parse labelSelector"), "{message}");
+    let (code, _) =
+        status(client.get(format!("{pods}?watch=true&resourceVersion=abc")).send().await.unwrap()).await;
+    assert_eq!(code, 400);
+
+    api.store
+        .create(&crate::sim::Kind::new("v1", "Pod"), "default", json!({"metadata": {"name": "a"}}), false)
+        .unwrap();
+    let patch = |content_type: &'static str, body: serde_json::Value| {
+        client.patch(format!("{pods}/a")).header("content-type", content_type).body(body.to_string()).send()
+    };
+    let (code, message) = status(patch("application/apply-patch+yaml", json!({})).await.unwrap()).await;
+    assert_eq!(code, 415, "{message}");
+    let failing = json!([{"op": "test", "path": "/metadata/name", "value": "b"}]);
+    let (code, message) = status(patch("application/json-patch+json", failing).await.unwrap()).await;
+    assert_eq!(code, 422);
+    assert!(message.starts_with(r#"pods "a" is invalid: the JSON patch does not apply"#), "{message}");
+}
