@@ -5,6 +5,7 @@ mod eval;
 mod inspect;
 mod serve;
 mod sim;
+mod simulate;
 
 use clap::{Parser, Subcommand};
 
@@ -27,6 +28,8 @@ pub enum Command {
     Serve(serve::ServeArgs),
     /// The embedded cluster simulator.
     Sim(sim::SimArgs),
+    /// Run a scenario on the simulator: a timeline, then a report of what became of each VM.
+    Simulate(simulate::SimulateArgs),
 }
 
 impl Cli {
@@ -37,6 +40,7 @@ impl Cli {
             Command::Inspect(args) => inspect::run(args),
             Command::Serve(args) => serve::run(args),
             Command::Sim(args) => sim::run(args),
+            Command::Simulate(args) => simulate::run(args),
         }
     }
 }

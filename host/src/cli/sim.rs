@@ -6,8 +6,9 @@ use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use serde_json::Value;
 
+use crate::sim::actors::{Kubelet, MigrationController, Scheduler, TaintManager, VirtController};
 use crate::sim::api::{self, RESOURCES};
-use crate::sim::{SimClock, Store};
+use crate::sim::{SimClock, Simulation, Store};
 
 #[derive(Debug, Args)]
 pub struct SimArgs {
@@ -37,6 +38,10 @@ struct ServeArgs {
     /// Changes a watch can resume from.
     #[arg(long, default_value_t = 100_000)]
     watch_history: usize,
+    /// How much faster than real time the cluster's components (kubelet, scheduler, KubeVirt's
+    /// controllers, taint manager) act: grace periods and migrations take 1/speed of their time.
+    #[arg(long, default_value_t = 1.0)]
+    speed: f64,
 }
 
 pub fn run(args: SimArgs) -> Result<()> {
@@ -51,6 +56,27 @@ fn serve(args: ServeArgs) -> Result<()> {
         let count = load(&store, path)?;
         tracing::info!(objects = count, file = %path.display(), "cluster loaded");
     }
+    if !(args.speed > 0.0 && args.speed.is_finite()) {
+        anyhow::bail!("--speed must be a positive number, got {}", args.speed);
+    }
+    // The cluster's components run on their own thread (they call webhooks synchronously).
+    let components = Simulation::new(
+        Arc::clone(&store),
+        vec![
+            Box::new(Scheduler),
+            Box::new(VirtController::default()),
+            Box::new(MigrationController::default()),
+            Box::new(Kubelet::default()),
+            Box::new(TaintManager),
+        ],
+    );
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let speed = args.speed;
+    std::thread::Builder::new().name("sim-components".into()).spawn(move || {
+        if let Err(e) = components.run_realtime(speed, &stop) {
+            tracing::error!("the simulated cluster's components stopped: {}", e.message);
+        }
+    })?;
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     runtime.block_on(async move {
         let listener = tokio::net::TcpListener::bind(args.addr)

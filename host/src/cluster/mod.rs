@@ -78,3 +78,26 @@ pub fn evacuation_patch(
     }
     patch
 }
+
+/// An [`ObjectSource`] as the decision core's [`evac_core::ClusterReader`]: for hosts that run a
+/// decision natively (the simulator's KubeVirt) rather than as a module.
+pub struct CoreReader<'a>(pub &'a dyn ObjectSource);
+
+impl evac_core::ClusterReader for CoreReader<'_> {
+    fn get_resource(&self, request: &evac_core::cluster::GetResource<'_>) -> Result<Vec<u8>, ReadError> {
+        let namespace = request.namespace.as_deref().filter(|n| !n.is_empty());
+        self.0.get(&request.api_version, &request.kind, namespace, &request.name).map(|bytes| bytes.to_vec())
+    }
+
+    fn list_resources_all(
+        &self,
+        request: &evac_core::cluster::ListResourcesAll<'_>,
+    ) -> Result<Vec<u8>, ReadError> {
+        let query = ListQuery {
+            namespace: None,
+            label_selector: request.label_selector.as_deref(),
+            field_selector: request.field_selector.as_deref(),
+        };
+        self.0.list(&request.api_version, &request.kind, &query)
+    }
+}

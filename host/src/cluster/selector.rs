@@ -160,13 +160,22 @@ impl FieldSelector {
     pub fn matches_object(&self, object: &Value) -> bool {
         self.0.iter().all(|(path, equal, value)| {
             let field = path.split('.').try_fold(object, |v, key| v.get(key));
-            let field = match field {
-                Some(Value::String(s)) => s.clone(),
-                Some(Value::Null) | None => String::new(),
-                Some(other) => other.to_string(),
+            let matches = match field {
+                Some(Value::String(s)) => s == value,
+                Some(Value::Null) | None => value.is_empty(),
+                Some(other) => value.as_str() == other.to_string().as_str(),
             };
-            (field == *value) == *equal
+            matches == *equal
         })
+    }
+
+    /// The node, when the selector is exactly `spec.nodeName=<node>` (what kubelets and drains
+    /// ask for, and what the API server indexes).
+    pub fn node_name(&self) -> Option<&str> {
+        match self.0.as_slice() {
+            [(path, true, node)] if path == "spec.nodeName" => Some(node),
+            _ => None,
+        }
     }
 }
 

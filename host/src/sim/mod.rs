@@ -9,8 +9,10 @@
 pub mod actors;
 pub mod api;
 pub mod clock;
+mod cluster;
 pub mod driver;
 pub mod error;
+pub mod scenario;
 pub mod store;
 
 pub use clock::SimClock;

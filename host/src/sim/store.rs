@@ -13,6 +13,10 @@ use super::clock::SimClock;
 use super::error::ApiError;
 use crate::cluster::{FieldSelector, LabelSelector};
 
+/// When a terminating pod's grace period ends, in milliseconds of simulated time: timestamps
+/// only keep whole seconds.
+pub const TERMINATE_AT_ANNOTATION: &str = "sim.evac.io/terminate-at-ms";
+
 /// A kind of object, e.g. `v1` `Pod` or `kubevirt.io/v1` `VirtualMachineInstance`.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Kind {
@@ -80,6 +84,36 @@ struct Inner {
     history: VecDeque<Event>,
     /// Names handed out for `generateName`.
     generated: u64,
+    /// The revision of the latest change to each kind.
+    kind_revisions: BTreeMap<Kind, u64>,
+    /// Pods by `spec.nodeName`, as the API server indexes them.
+    pods_by_node: std::collections::HashMap<String, std::collections::BTreeSet<Key>>,
+}
+
+fn is_pod(kind: &Kind) -> bool {
+    kind.api_version == "v1" && kind.kind == "Pod"
+}
+
+fn node_of(object: &Value) -> &str {
+    object.pointer("/spec/nodeName").and_then(Value::as_str).unwrap_or_default()
+}
+
+impl Inner {
+    /// Keeps the pod index in step with a pod being stored (`new`) in place of `old`.
+    fn index_pod(&mut self, key: &Key, old: Option<&Value>, new: Option<&Value>) {
+        let (before, after) = (old.map(node_of), new.map(node_of));
+        if before == after {
+            return;
+        }
+        if let Some(node) = before {
+            if let Some(keys) = self.pods_by_node.get_mut(node) {
+                keys.remove(key);
+            }
+        }
+        if let Some(node) = after {
+            self.pods_by_node.entry(node.to_owned()).or_default().insert(key.clone());
+        }
+    }
 }
 
 /// The store. Reads take a shared lock; every write is one short exclusive section.
@@ -94,7 +128,14 @@ pub struct Store {
 impl Store {
     /// A store that keeps the last `history_limit` changes for watches.
     pub fn new(clock: Arc<SimClock>, history_limit: usize) -> Self {
-        let inner = Inner { revision: 1, objects: BTreeMap::new(), history: VecDeque::new(), generated: 0 };
+        let inner = Inner {
+            revision: 1,
+            objects: BTreeMap::new(),
+            history: VecDeque::new(),
+            generated: 0,
+            kind_revisions: BTreeMap::new(),
+            pods_by_node: Default::default(),
+        };
         Self {
             inner: RwLock::new(inner),
             clock,
@@ -110,6 +151,12 @@ impl Store {
     /// The revision of the latest change.
     pub fn revision(&self) -> u64 {
         self.read().revision
+    }
+
+    /// The revision of the latest change to any of `kinds` (0 if none changed yet).
+    pub fn revision_of(&self, kinds: &[Kind]) -> u64 {
+        let inner = self.read();
+        kinds.iter().filter_map(|kind| inner.kind_revisions.get(kind)).copied().max().unwrap_or(0)
     }
 
     /// Notified with the latest revision after every change.
@@ -144,6 +191,21 @@ impl Store {
         fields: Option<&FieldSelector>,
     ) -> (Vec<Arc<Value>>, u64) {
         let inner = self.read();
+        // The pods of one node come from the index.
+        if let (true, Some(node)) = (is_pod(kind), fields.and_then(FieldSelector::node_name)) {
+            let objects = inner.objects.get(kind);
+            let items = inner
+                .pods_by_node
+                .get(node)
+                .into_iter()
+                .flatten()
+                .filter(|(ns, _)| namespace.is_none_or(|wanted| wanted == ns))
+                .filter_map(|key| objects.and_then(|o| o.get(key)))
+                .filter(|object| labels.is_none_or(|s| s.matches_object(object)))
+                .cloned()
+                .collect();
+            return (items, inner.revision);
+        }
         let items = inner
             .objects
             .get(kind)
@@ -305,7 +367,10 @@ impl Store {
         }
         let object = Arc::new(object);
         if !dry_run {
-            inner.objects.entry(kind.clone()).or_default().insert(key, Arc::clone(&object));
+            let old = inner.objects.entry(kind.clone()).or_default().insert(key.clone(), Arc::clone(&object));
+            if is_pod(kind) {
+                inner.index_pod(&key, old.as_deref(), Some(&object));
+            }
             self.record(inner, kind, type_, &object);
         }
         Ok(object)
@@ -333,12 +398,59 @@ impl Store {
         if let Some(objects) = objects {
             objects.remove(&key);
         }
+        if is_pod(kind) {
+            inner.index_pod(&key, Some(&object), None);
+        }
         // The deletion event carries the object at the revision of its deletion.
         let mut deleted = (*object).clone();
         metadata(&mut deleted).insert("resourceVersion".into(), json!((inner.revision + 1).to_string()));
         let deleted = Arc::new(deleted);
         self.record(&mut inner, kind, EventType::Deleted, &deleted);
         Ok(object)
+    }
+
+    /// Deletes an object as the API server does for its kind. A pod that a node runs is only
+    /// marked (`deletionTimestamp` = now + grace, `deletionGracePeriodSeconds`): its kubelet stops it
+    /// and removes it when the grace period ends (see [`TERMINATE_AT_ANNOTATION`]). The grace period
+    /// is `grace_seconds` if given, else the pod's `terminationGracePeriodSeconds` (30 by default);
+    /// 0, an unbound pod or a finished one, and any other kind, go at once. A second deletion can
+    /// only shorten the grace period.
+    pub fn delete_gracefully(
+        &self,
+        kind: &Kind,
+        namespace: &str,
+        name: &str,
+        grace_seconds: Option<u64>,
+        dry_run: bool,
+    ) -> Result<Arc<Value>, ApiError> {
+        let current = self.get(kind, namespace, name)?;
+        let text = |pointer: &str| current.pointer(pointer).and_then(Value::as_str).unwrap_or_default();
+        let runs_on_a_node = kind.api_version == "v1"
+            && kind.kind == "Pod"
+            && !text("/spec/nodeName").is_empty()
+            && !matches!(text("/status/phase"), "Succeeded" | "Failed");
+        let grace = grace_seconds
+            .or_else(|| current.pointer("/spec/terminationGracePeriodSeconds").and_then(Value::as_u64))
+            .unwrap_or(30);
+        if !runs_on_a_node || grace == 0 {
+            return self.delete(kind, namespace, name, dry_run);
+        }
+        let deadline = self.clock.elapsed() + std::time::Duration::from_secs(grace);
+        let earlier = current
+            .pointer(&format!("/metadata/annotations/{}", TERMINATE_AT_ANNOTATION.replace('/', "~1")))
+            .and_then(Value::as_str)
+            .and_then(|ms| ms.parse::<u128>().ok());
+        if earlier.is_some_and(|earlier| earlier <= deadline.as_millis()) {
+            return Ok(current);
+        }
+        let timestamp = (self.clock.now() + chrono::Duration::seconds(grace as i64))
+            .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+        let patch = Patch::Merge(json!({"metadata": {
+            "deletionTimestamp": timestamp,
+            "deletionGracePeriodSeconds": grace,
+            "annotations": {TERMINATE_AT_ANNOTATION: deadline.as_millis().to_string()},
+        }}));
+        self.patch(kind, namespace, name, &patch, dry_run)
     }
 
     /// The changes to objects of `kind` after `revision`, in order, and the revision they bring
@@ -367,6 +479,13 @@ impl Store {
 
     fn record(&self, inner: &mut Inner, kind: &Kind, type_: EventType, object: &Arc<Value>) {
         inner.revision += 1;
+        let revision = inner.revision;
+        match inner.kind_revisions.get_mut(kind) {
+            Some(at) => *at = revision,
+            None => {
+                inner.kind_revisions.insert(kind.clone(), revision);
+            }
+        }
         inner.history.push_back(Event {
             revision: inner.revision,
             kind: kind.clone(),

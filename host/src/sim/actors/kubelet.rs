@@ -6,6 +6,9 @@
 //! `Failed` and reason `Evicted`, and the VM in it is shut down. A launcher pod whose VM migrated
 //! away before the deadline is gone by then, and nothing is lost: that is the window evac uses.
 //!
+//! The kubelet also ends graceful deletions: a deleted pod keeps running (its VM with it) until
+//! its grace period ends; then the VM stops, unless it migrated away, and the pod is removed.
+//!
 //! A pod's memory is its VMI's guest memory for a launcher pod, else its memory request; a node's
 //! is `status.capacity.memory`. The node gets the `MemoryPressure` condition while under the soft
 //! threshold. One pod is evicted at a time per node, as the kubelet waits for it to terminate.
@@ -18,9 +21,12 @@ use serde_json::{json, Value};
 use super::quantity;
 use super::{annotation, conditions_without, text, with_disruption_target};
 use crate::sim::error::ApiError;
-use crate::sim::store::{Kind, Patch, Store};
+use crate::sim::store::{Kind, Patch, Store, TERMINATE_AT_ANNOTATION};
 
 pub const REASON: &str = "TerminationByKubelet";
+/// Memory a node's system uses besides its pods (a quantity), which no eviction frees: how a
+/// scenario puts a node under memory pressure.
+pub const SYSTEM_MEMORY_ANNOTATION: &str = "sim.evac.io/memory-used-by-system";
 const KILL_AT_ANNOTATION: &str = "sim.evac.io/kill-at-ms";
 /// When the node came under memory pressure, in milliseconds of simulated time.
 const PRESSURE_SINCE_ANNOTATION: &str = "sim.evac.io/memory-pressure-since-ms";
@@ -66,6 +72,14 @@ impl Kubelet {
         let (all_pods, _) = store.list(&pods(), None, None, None);
         let mut by_node: HashMap<&str, Vec<&Value>> = HashMap::new();
         for pod in &all_pods {
+            // A deleted pod runs until its grace period ends; then its kubelet removes it.
+            if let Some(due) = terminate_at(pod) {
+                if due <= now {
+                    self.terminate(store, pod)?;
+                    continue;
+                }
+                wake(due);
+            }
             if text(pod, "/status/phase") != "Failed" {
                 by_node.entry(text(pod, "/spec/nodeName")).or_default().push(pod);
             }
@@ -89,9 +103,10 @@ impl Kubelet {
                     terminating = true;
                     wake(due);
                 }
-                running.push((pod, memory_of(store, pod)));
+                running.push((pod, super::memory_of(store, pod)));
             }
-            let used: f64 = running.iter().map(|(_, memory)| memory).sum();
+            let system = quantity::bytes(annotation(node, SYSTEM_MEMORY_ANNOTATION)).unwrap_or(0.0);
+            let used: f64 = system + running.iter().map(|(_, memory)| memory).sum::<f64>();
             let available = capacity - used;
 
             let pressure_since = pressure_since(node);
@@ -162,35 +177,53 @@ impl Kubelet {
         let patch =
             Patch::Merge(json!({"status": {"phase": "Failed", "reason": "Evicted", "message": message}}));
         store.patch(&pods(), namespace, text(pod, "/metadata/name"), &patch, false)?;
-        let vmi = annotation(pod, "kubevirt.io/domain");
-        if !vmi.is_empty() {
-            if let Ok(current) = store.get(&vmis(), namespace, vmi) {
-                if text(&current, "/status/nodeName") == text(pod, "/spec/nodeName") {
-                    let patch = Patch::Merge(json!({"status": {"phase": "Failed", "reason": "Evicted"}}));
-                    store.patch(&vmis(), namespace, vmi, &patch, false)?;
-                }
-            }
+        stop_vm(store, pod, "Evicted")
+    }
+
+    /// A deleted pod's grace period is over: its containers are stopped (the VM with them,
+    /// unless it migrated away) and the pod is removed.
+    fn terminate(&self, store: &Store, pod: &Value) -> Result<(), ApiError> {
+        stop_vm(store, pod, stop_reason(pod))?;
+        match store.delete(&pods(), text(pod, "/metadata/namespace"), text(pod, "/metadata/name"), false) {
+            Err(e) if e.code == 404 => Ok(()),
+            other => other.map(|_| ()),
         }
-        Ok(())
     }
 }
 
-/// A pod's memory: its VMI's guest memory for a launcher pod, else its containers' requests.
-fn memory_of(store: &Store, pod: &Value) -> f64 {
-    let vmi = annotation(pod, "kubevirt.io/domain");
-    if !vmi.is_empty() {
-        if let Ok(vmi) = store.get(&vmis(), text(pod, "/metadata/namespace"), vmi) {
-            if let Some(memory) = quantity::bytes(text(&vmi, "/spec/domain/memory/guest")) {
-                return memory;
-            }
-        }
-    }
-    pod.pointer("/spec/containers")
+/// When a deleted pod's grace period ends, if it was deleted.
+fn terminate_at(pod: &Value) -> Option<Duration> {
+    let at = annotation(pod, TERMINATE_AT_ANNOTATION);
+    (!at.is_empty()).then(|| Duration::from_millis(at.parse().unwrap_or_default()))
+}
+
+/// Why a VM stopped with its pod: the component that disrupted the pod (its `DisruptionTarget`
+/// reason), else a plain deletion.
+fn stop_reason(pod: &Value) -> &str {
+    pod.pointer("/status/conditions")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
-        .filter_map(|c| quantity::bytes(text(c, "/resources/requests/memory")))
-        .sum()
+        .find(|c| text(c, "/type") == "DisruptionTarget")
+        .map_or("PodDeleted", |c| text(c, "/reason"))
+}
+
+/// Stops the VM a launcher pod still runs (it did not migrate away in time): its VMI fails.
+fn stop_vm(store: &Store, pod: &Value, reason: &str) -> Result<(), ApiError> {
+    let namespace = text(pod, "/metadata/namespace");
+    let vmi = annotation(pod, "kubevirt.io/domain");
+    if vmi.is_empty() {
+        return Ok(());
+    }
+    if let Ok(current) = store.get(&vmis(), namespace, vmi) {
+        let running_here = text(&current, "/status/nodeName") == text(pod, "/spec/nodeName")
+            && !matches!(text(&current, "/status/phase"), "Failed" | "Succeeded");
+        if running_here {
+            let patch = Patch::Merge(json!({"status": {"phase": "Failed", "reason": reason}}));
+            store.patch(&vmis(), namespace, vmi, &patch, false)?;
+        }
+    }
+    Ok(())
 }
 
 /// When the node came under memory pressure, in simulated time.

@@ -9,6 +9,7 @@
 //! a quantity); the simulator keeps its own bookkeeping of a running migration in annotations of
 //! the migration object, so the store stays the only state.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use serde_json::{json, Value};
@@ -73,7 +74,7 @@ impl MigrationController {
         // One read: end the migrations whose time has come, count the others, collect the waiting.
         let (all, _) = store.list(&migrations(), None, None, None);
         let mut running_total = 0;
-        let mut outbound: std::collections::HashMap<String, usize> = Default::default();
+        let mut outbound: HashMap<String, usize> = Default::default();
         let mut waiting: Vec<&Value> = Vec::new();
         for migration in &all {
             match text(migration, "/status/phase") {
@@ -97,6 +98,8 @@ impl MigrationController {
         }
         // Oldest first, as KubeVirt's queue does.
         waiting.sort_by_key(|m| text(m, "/metadata/resourceVersion").parse::<u64>().unwrap_or(0));
+        // The candidate targets and their load, read once and only when a migration waits.
+        let mut targets: Option<Targets> = None;
         for migration in waiting {
             if running_total >= self.parallel_per_cluster {
                 break;
@@ -110,7 +113,8 @@ impl MigrationController {
             if outbound.get(&source).copied().unwrap_or(0) >= self.parallel_outbound_per_node {
                 continue;
             }
-            let Some(target) = self.pick_target(store, &source) else {
+            let targets = targets.get_or_insert_with(|| Targets::read(store));
+            let Some(target) = targets.pick(&source) else {
                 continue; // Stays Pending until a node can take the VM.
             };
             let (duration, outcome) = self.duration(&vmi);
@@ -155,28 +159,6 @@ impl MigrationController {
         }
     }
 
-    /// A node that can take the VM: schedulable, not tainted NoSchedule/NoExecute, not the
-    /// source; the one running the fewest VMIs.
-    fn pick_target(&self, store: &Store, source: &str) -> Option<String> {
-        let (all_nodes, _) = store.list(&nodes(), None, None, None);
-        let (all_vmis, _) = store.list(&vmis(), None, None, None);
-        all_nodes
-            .iter()
-            .filter(|n| text(n, "/metadata/name") != source)
-            .filter(|n| n.pointer("/spec/unschedulable").and_then(Value::as_bool) != Some(true))
-            .filter(|n| {
-                !n.pointer("/spec/taints")
-                    .and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                    .any(|t| matches!(text(t, "/effect"), "NoSchedule" | "NoExecute"))
-            })
-            .map(|n| text(n, "/metadata/name").to_owned())
-            .min_by_key(|name| {
-                (all_vmis.iter().filter(|v| text(v, "/status/nodeName") == name).count(), name.clone())
-            })
-    }
-
     fn set_phase(&self, store: &Store, migration: &Value, phase: &str, state: Value) -> Result<(), ApiError> {
         let patch = Patch::Merge(json!({"status": {"phase": phase, "migrationState": state}}));
         store.patch(
@@ -206,11 +188,10 @@ impl MigrationController {
             "migrationState": {"sourceNode": source, "targetNode": target, "completed": true},
         }}));
         store.patch(&vmis(), namespace, vmi_name, &vmi_patch, false)?;
-        let (launchers, _) = store.list(&pods(), Some(namespace), None, None);
-        for pod in launchers.iter().filter(|p| {
-            text(p, "/metadata/annotations/kubevirt.io~1domain") == vmi_name
-                && text(p, "/spec/nodeName") == source
-        }) {
+        let on_source = crate::cluster::FieldSelector::parse(&format!("spec.nodeName={source}"))
+            .map_err(ApiError::bad_request)?;
+        let (launchers, _) = store.list(&pods(), Some(namespace), None, Some(&on_source));
+        for pod in launchers.iter().filter(|p| annotation(p, "kubevirt.io/domain") == vmi_name) {
             let mut replacement = (**pod).clone();
             if let Some(meta) = replacement["metadata"].as_object_mut() {
                 for server_owned in
@@ -226,6 +207,47 @@ impl MigrationController {
             store.delete(&pods(), namespace, text(pod, "/metadata/name"), false)?;
         }
         self.set_phase(store, migration, "Succeeded", end)
+    }
+}
+
+/// The nodes a VM can migrate to, with the number of VMIs each runs.
+struct Targets {
+    /// (VMIs on it, name) for each schedulable node without a NoSchedule/NoExecute taint.
+    load: Vec<(usize, String)>,
+}
+
+impl Targets {
+    fn read(store: &Store) -> Self {
+        let (all_nodes, _) = store.list(&nodes(), None, None, None);
+        let (all_vmis, _) = store.list(&vmis(), None, None, None);
+        let mut per_node: HashMap<&str, usize> = HashMap::new();
+        for vmi in &all_vmis {
+            *per_node.entry(text(vmi, "/status/nodeName")).or_default() += 1;
+        }
+        let load = all_nodes
+            .iter()
+            .filter(|n| n.pointer("/spec/unschedulable").and_then(Value::as_bool) != Some(true))
+            .filter(|n| {
+                !n.pointer("/spec/taints")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .any(|t| matches!(text(t, "/effect"), "NoSchedule" | "NoExecute"))
+            })
+            .map(|n| {
+                let name = text(n, "/metadata/name");
+                (per_node.get(name).copied().unwrap_or(0), name.to_owned())
+            })
+            .collect();
+        Self { load }
+    }
+
+    /// The node, other than the source, running the fewest VMIs (then by name); it counts one
+    /// more from now on.
+    fn pick(&mut self, source: &str) -> Option<String> {
+        let best = self.load.iter_mut().filter(|(_, name)| name != source).min()?;
+        best.0 += 1;
+        Some(best.1.clone())
     }
 }
 

@@ -23,6 +23,11 @@ impl TaintManager {
         let elapsed = store.clock().elapsed();
         let (nodes, _) = store.list(&Kind::new("v1", "Node"), None, None, None);
         let (pods, _) = store.list(&Kind::new("v1", "Pod"), None, None, None);
+        // Pods by node, leaving out those already terminating.
+        let mut by_node: std::collections::HashMap<&str, Vec<&Value>> = Default::default();
+        for pod in pods.iter().filter(|p| super::field(p, "/metadata/deletionTimestamp").is_none()) {
+            by_node.entry(text(pod, "/spec/nodeName")).or_default().push(pod);
+        }
         let mut next: Option<Duration> = None;
         for node in &nodes {
             let taints: Vec<&Value> = node
@@ -36,7 +41,7 @@ impl TaintManager {
                 continue;
             }
             let node_name = text(node, "/metadata/name");
-            for pod in pods.iter().filter(|p| text(p, "/spec/nodeName") == node_name) {
+            for &pod in by_node.get(node_name).into_iter().flatten() {
                 // The earliest moment a taint requires the pod gone: now for an untolerated taint.
                 let mut due: Option<Duration> = None;
                 for taint in &taints {
@@ -117,7 +122,7 @@ fn evict(store: &Store, pod: &Value) -> Result<(), ApiError> {
         &Patch::Merge(json!({"status": {"conditions": conditions}})),
         false,
     )?;
-    store.delete(&pods, namespace, name, false)?;
+    store.delete_gracefully(&pods, namespace, name, None, false)?;
     Ok(())
 }
 
@@ -154,7 +159,10 @@ mod tests {
 
     fn alive(store: &Store) -> Vec<String> {
         let (pods, _) = store.list(&Kind::new("v1", "Pod"), None, None, None);
-        pods.iter().map(|p| text(p, "/metadata/name").to_owned()).collect()
+        pods.iter()
+            .filter(|p| p.pointer("/metadata/deletionTimestamp").is_none())
+            .map(|p| text(p, "/metadata/name").to_owned())
+            .collect()
     }
 
     #[test]
@@ -181,12 +189,14 @@ mod tests {
         assert_eq!(manager.reconcile(&store).unwrap(), None);
         assert_eq!(alive(&store), ["forever"]);
 
-        // The evicted pods were marked as disruption targets before they went.
-        let (events, _) = store.events_since(&Kind::new("v1", "Pod"), 1).unwrap();
-        let marked = events
-            .iter()
-            .filter(|e| e.type_ == crate::sim::EventType::Deleted)
-            .all(|e| e.object.pointer("/status/conditions/0/reason").and_then(Value::as_str) == Some(REASON));
-        assert!(marked);
+        // The evicted pods were marked as disruption targets, then deleted with their grace period.
+        let (pods, _) = store.list(&Kind::new("v1", "Pod"), None, None, None);
+        let terminating: Vec<_> =
+            pods.iter().filter(|p| p.pointer("/metadata/deletionTimestamp").is_some()).collect();
+        assert_eq!(terminating.len(), 2);
+        for pod in terminating {
+            assert_eq!(text(pod, "/status/conditions/0/reason"), REASON);
+            assert_eq!(pod.pointer("/metadata/deletionGracePeriodSeconds"), Some(&json!(30)));
+        }
     }
 }

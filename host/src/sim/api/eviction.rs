@@ -9,7 +9,9 @@ use std::time::Duration;
 use base64::Engine as _;
 use serde_json::{json, Value};
 
+use super::virt_api;
 use crate::cluster::LabelSelector;
+use crate::sim::actors::Evictor;
 use crate::sim::error::ApiError;
 use crate::sim::store::{Kind, Patch, Store};
 
@@ -41,10 +43,11 @@ pub async fn evict(
     let pod = store.get(&pods, namespace, name)?;
 
     for webhook in matching_webhooks(store, name) {
-        admit(&webhook, namespace, name, &eviction, dry_run).await?;
+        admit(store, &webhook, namespace, name, &eviction, dry_run).await?;
     }
     check_disruption_budget(store, namespace, &pod, dry_run)?;
-    store.delete(&pods, namespace, name, dry_run)?;
+    let grace = eviction.pointer("/deleteOptions/gracePeriodSeconds").and_then(Value::as_u64);
+    store.delete_gracefully(&pods, namespace, name, grace, dry_run)?;
     Ok(json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}))
 }
 
@@ -52,6 +55,8 @@ pub async fn evict(
 struct Webhook {
     name: String,
     url: Option<String>,
+    /// `clientConfig.service`: namespace, name.
+    service: Option<(String, String)>,
     ca_bundle: Option<String>,
     timeout: Duration,
     ignore_failures: bool,
@@ -72,6 +77,7 @@ fn matching_webhooks(store: &Store, pod: &str) -> Vec<Webhook> {
             webhooks.push(Webhook {
                 name: text("/name").unwrap_or_default(),
                 url: text("/clientConfig/url"),
+                service: text("/clientConfig/service/namespace").zip(text("/clientConfig/service/name")),
                 ca_bundle: text("/clientConfig/caBundle"),
                 timeout: Duration::from_secs(
                     webhook.get("timeoutSeconds").and_then(Value::as_u64).unwrap_or(10),
@@ -122,6 +128,7 @@ fn match_conditions_hold(webhook: &Value, name: &str) -> bool {
 /// Calls one webhook; a denial or (unless its failure policy is Ignore) a failed call refuses
 /// the eviction, as the API server does.
 async fn admit(
+    store: &Store,
     webhook: &Webhook,
     namespace: &str,
     name: &str,
@@ -149,7 +156,10 @@ async fn admit(
             "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions"},
         }
     });
-    let answer = match call(webhook, &review).await {
+    let virt_api =
+        webhook.service.as_ref().is_some_and(|(ns, name)| (ns.as_str(), name.as_str()) == virt_api::SERVICE);
+    let answer = if virt_api { virt_api::review(store, &review).await } else { call(webhook, &review).await };
+    let answer = match answer {
         Ok(answer) => answer,
         Err(e) if webhook.ignore_failures => {
             tracing::warn!(webhook = %webhook.name, "ignoring a failed webhook call: {e}");
@@ -186,7 +196,7 @@ async fn call(webhook: &Webhook, review: &Value) -> Result<Value, String> {
     let url = webhook
         .url
         .as_deref()
-        .ok_or("the simulator calls webhooks by clientConfig.url, which this one lacks")?;
+        .ok_or("the simulator calls webhooks by clientConfig.url (or KubeVirt's virt-api service), which this one lacks")?;
     let mut client = reqwest::Client::builder().timeout(webhook.timeout).tls_built_in_root_certs(false);
     if let Some(bundle) = &webhook.ca_bundle {
         let pem = base64::engine::general_purpose::STANDARD
@@ -261,4 +271,80 @@ fn uuid_like() -> String {
     use std::sync::atomic::{AtomicU64, Ordering};
     static NEXT: AtomicU64 = AtomicU64::new(1);
     format!("5e1c0000-0000-4000-8000-{:012x}", NEXT.fetch_add(1, Ordering::Relaxed))
+}
+
+/// Evictions for actors (`kubectl drain`, the descheduler): the API's `pods/eviction` path, called
+/// synchronously from the simulation's thread, with a record of every request and its answer.
+pub struct ApiEvictor {
+    runtime: tokio::runtime::Runtime,
+    record: std::sync::Mutex<Vec<EvictionRecord>>,
+}
+
+/// One eviction request, as the simulation's report counts them.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct EvictionRecord {
+    /// Simulated time, in milliseconds since the start.
+    pub at_ms: u64,
+    pub requester: String,
+    pub namespace: String,
+    pub pod: String,
+    /// The VMI a launcher pod runs ("" for other pods).
+    pub vmi: String,
+    /// 201, or the refusal's code.
+    pub code: u16,
+    pub message: String,
+}
+
+impl ApiEvictor {
+    /// Must be used outside an async runtime (it runs its own, for the webhook calls).
+    pub fn new() -> std::io::Result<Self> {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        Ok(Self { runtime, record: Default::default() })
+    }
+
+    pub fn record(&self) -> Vec<EvictionRecord> {
+        self.record_from(0)
+    }
+
+    /// The records from index `from` on.
+    pub fn record_from(&self, from: usize) -> Vec<EvictionRecord> {
+        let record = self.record.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        record.get(from..).map(<[EvictionRecord]>::to_vec).unwrap_or_default()
+    }
+}
+
+impl Evictor for ApiEvictor {
+    fn evict(&self, store: &Store, namespace: &str, pod: &str, requester: &str) -> Result<(), ApiError> {
+        let vmi = store
+            .get(&Kind::new("v1", "Pod"), namespace, pod)
+            .ok()
+            .and_then(|p| {
+                p.pointer("/metadata/annotations/kubevirt.io~1domain")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+            })
+            .unwrap_or_default();
+        let mut eviction = json!({"apiVersion": "policy/v1", "kind": "Eviction",
+                                  "metadata": {"name": pod, "namespace": namespace}});
+        // The descheduler says who it is, as KubeVirt's descheduler contract reads it.
+        if requester == "descheduler" {
+            eviction["metadata"]["annotations"] = json!({"requested-by": "sigs.k8s.io/descheduler"});
+        }
+        let result = self.runtime.block_on(evict(store, namespace, pod, eviction, false));
+        let (code, message) = match &result {
+            Ok(_) => (201, String::new()),
+            Err(e) => (e.code, e.message.clone()),
+        };
+        let at_ms = u64::try_from(store.clock().elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.record.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(EvictionRecord {
+            at_ms,
+            requester: requester.to_owned(),
+            namespace: namespace.to_owned(),
+            pod: pod.to_owned(),
+            vmi,
+            code,
+            message,
+        });
+        result.map(|_| ())
+    }
 }

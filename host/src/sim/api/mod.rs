@@ -2,8 +2,9 @@
 //! selectors, create, update, patch (merge, JSON, and strategic merge as merge) and delete, with
 //! dry runs, for the resources in [`resources::RESOURCES`]. Errors are `metav1.Status` objects.
 
-mod eviction;
+pub mod eviction;
 mod resources;
+pub mod virt_api;
 mod watch;
 
 use std::collections::HashMap;
@@ -222,12 +223,34 @@ fn respond(
             ok(&*store.patch(&resource.store_kind(), namespace.unwrap_or_default(), name, &patch, dry_run)?)
         }
         (&Method::DELETE, Target::Item { resource, namespace, name, sub: None }) => {
-            ok(&*store.delete(&resource.store_kind(), namespace.unwrap_or_default(), name, dry_run)?)
+            let grace = grace_period(query, body)?;
+            let namespace = namespace.unwrap_or_default();
+            ok(&*store.delete_gracefully(&resource.store_kind(), namespace, name, grace, dry_run)?)
         }
         (method, _) => Err(ApiError {
             code: 405,
             reason: "MethodNotAllowed",
             message: format!("the server does not allow this method on the requested resource ({method})"),
+        }),
+    }
+}
+
+/// A deletion's grace period: `?gracePeriodSeconds=` or the DeleteOptions body's field.
+fn grace_period(query: &HashMap<String, String>, body: &[u8]) -> Result<Option<u64>, ApiError> {
+    if let Some(seconds) = query.get("gracePeriodSeconds") {
+        return seconds
+            .parse()
+            .map(Some)
+            .map_err(|_| ApiError::bad_request(format!("invalid gracePeriodSeconds {seconds:?}")));
+    }
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(None);
+    }
+    let options = parse_body(body)?;
+    match options.get("gracePeriodSeconds") {
+        None | Some(Value::Null) => Ok(None),
+        Some(seconds) => seconds.as_u64().map(Some).ok_or_else(|| {
+            ApiError::bad_request(format!("DeleteOptions.gracePeriodSeconds: invalid value {seconds}"))
         }),
     }
 }

@@ -96,7 +96,8 @@ async fn watches_resume_from_a_resource_version() {
     pods.create(&PostParams::default(), &pod("a", "node01", "web")).await.unwrap();
     let after_a = api.store.revision().to_string();
     pods.create(&PostParams::default(), &pod("b", "node01", "web")).await.unwrap();
-    pods.delete("a", &Default::default()).await.unwrap();
+    // At once, as `kubectl delete --grace-period=0` (a bound pod otherwise terminates first).
+    pods.delete("a", &kube::api::DeleteParams::default().grace_period(0)).await.unwrap();
 
     let mut events = pods.watch(&WatchParams::default().timeout(5), &after_a).await.unwrap().boxed();
     let mut seen = Vec::new();
@@ -208,7 +209,29 @@ fn managed_pod(name: &str, node: &str) -> Pod {
     }))
     .unwrap()]);
     pod.status = Some(serde_json::from_value(json!({"phase": "Running"})).unwrap());
+    // A short grace period: the kubelet removes an evicted pod when it ends.
+    pod.spec.get_or_insert_with(Default::default).termination_grace_period_seconds = Some(1);
     pod
+}
+
+/// The kubelet, on wall-clock time, so that deleted pods go when their grace period ends; stops
+/// when the returned guard drops.
+fn run_kubelet(store: &Arc<Store>) -> impl Drop {
+    use std::sync::atomic::AtomicBool;
+    struct Stop(Arc<AtomicBool>);
+    impl Drop for Stop {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let simulation = crate::sim::Simulation::new(
+        Arc::clone(store),
+        vec![Box::new(crate::sim::actors::Kubelet::default())],
+    );
+    let flag = Arc::clone(&stop);
+    std::thread::spawn(move || simulation.run_realtime(1.0, &flag).unwrap());
+    Stop(stop)
 }
 
 /// An HTTPS webhook on loopback that denies the first `denials` evictions with 429 and then
@@ -288,7 +311,10 @@ async fn webhook_denials_and_disruption_budgets_refuse_evictions() {
     // The match condition keeps other pods off the webhook; their evictions succeed.
     pods.evict("web-1", &EvictParams::default()).await.unwrap();
     assert_eq!(calls.load(Ordering::SeqCst), 1);
-    assert!(pods.get("web-1").await.is_err());
+    // Evicted: deleted with its grace period, so terminating until its kubelet removes it.
+    let evicted = pods.get("web-1").await.unwrap();
+    assert!(evicted.metadata.deletion_timestamp.is_some());
+    assert_eq!(evicted.metadata.deletion_grace_period_seconds, Some(1));
     // Now the webhook allows.
     pods.evict("virt-launcher-vm-abcde", &EvictParams::default()).await.unwrap();
     assert_eq!(calls.load(Ordering::SeqCst), 2);
@@ -332,6 +358,7 @@ async fn kubectl_drain_retries_a_429_and_completes() {
     let pods: Api<Pod> = Api::namespaced(api.client.clone(), "default");
     pods.create(&PostParams::default(), &managed_pod("virt-launcher-vm-abcde", "node01")).await.unwrap();
     pods.create(&PostParams::default(), &managed_pod("web-1", "node01")).await.unwrap();
+    let _kubelet = run_kubelet(&api.store);
 
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = write_kubeconfig(dir.path(), &api.url);

@@ -1,0 +1,81 @@
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::sim::scenario::{self, Entry, Progress, Scenario, Section};
+
+#[derive(Debug, Args)]
+pub struct SimulateArgs {
+    /// The scenario file (see examples/scenarios/).
+    scenario: PathBuf,
+    /// Print the report as JSON (and no timeline).
+    #[arg(long)]
+    json: bool,
+    /// Leave the timeline out.
+    #[arg(long)]
+    quiet: bool,
+}
+
+pub fn run(args: SimulateArgs) -> Result<()> {
+    let file = args.scenario.display().to_string();
+    let text = std::fs::read_to_string(&args.scenario)
+        .with_context(|| format!("cannot read the scenario {file}"))?;
+    let scenario = Scenario::parse(&text, &file).map_err(anyhow::Error::msg)?;
+    let timeline = !args.json && !args.quiet && scenario.report.contains(&Section::Timeline);
+    if timeline {
+        println!("== {}", scenario.name);
+        if !scenario.description.is_empty() {
+            println!("{}", scenario.description.trim());
+        }
+    }
+    let mut progress = Terminal { bar: bar(), timeline };
+    let started = std::time::Instant::now();
+    let report = scenario::run(&scenario, &mut progress).map_err(anyhow::Error::msg)?;
+    progress.bar.finish_and_clear();
+    tracing::info!(wall_ms = started.elapsed().as_millis() as u64, "scenario run");
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", report.render_sections(&scenario.report));
+    }
+    Ok(())
+}
+
+/// The timeline on standard output, the progress bar (simulated time) on standard error when
+/// it is a terminal.
+struct Terminal {
+    bar: ProgressBar,
+    timeline: bool,
+}
+
+fn bar() -> ProgressBar {
+    let bar = ProgressBar::new(0);
+    bar.set_style(
+        ProgressStyle::with_template("{bar:40} {msg} (simulated; {elapsed} wall)")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    bar
+}
+
+impl Progress for Terminal {
+    fn entry(&mut self, entry: &Entry) {
+        if self.timeline {
+            self.bar.suspend(|| println!("{:>8}  {}", clock(entry.at), entry.what));
+        }
+    }
+
+    fn time(&mut self, reached: Duration, of: Duration) {
+        self.bar.set_length(of.as_secs());
+        self.bar.set_position(reached.as_secs());
+        self.bar.set_message(format!("{} / {}", clock(reached.as_secs_f64()), clock(of.as_secs_f64())));
+    }
+}
+
+/// Simulated seconds as `h:mm:ss`.
+fn clock(seconds: f64) -> String {
+    let s = seconds as u64;
+    format!("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
+}

@@ -1,0 +1,15 @@
+//! Scenarios: a cluster, the disruptions to apply to it and when, and what to report, as a YAML
+//! file (`examples/scenarios/`); `evac simulate` runs one on the simulator.
+
+mod build;
+mod observer;
+mod report;
+mod run;
+mod spec;
+mod steps;
+
+pub use build::KUBEVIRT_WEBHOOK;
+pub use observer::Entry;
+pub use report::{Outcome, Report};
+pub use run::{run, Progress};
+pub use spec::{Scenario, Section};
