@@ -92,6 +92,7 @@ impl Default for DeschedulerSettings {
 
 /// What the descheduler did, overall and per cycle.
 #[derive(Debug, Clone, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct DeschedulerStats {
     pub cycles: usize,
     /// Eviction requests made (calls of the eviction API).
@@ -108,6 +109,7 @@ pub struct DeschedulerStats {
 /// One cycle. The `counted_*` figures are the limit counters at the end of the cycle (in-progress
 /// pods included with KEP-1397), to check against the limits.
 #[derive(Debug, Clone, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct CycleStats {
     /// When it ran, in milliseconds of simulated time.
     pub at_ms: u64,

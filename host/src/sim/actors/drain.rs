@@ -138,3 +138,6 @@ impl crate::sim::Actor for Drain {
         Drain::reconcile(self, store)
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -299,8 +299,17 @@ fn allocatable(node: &Value) -> f64 {
         .unwrap_or(f64::INFINITY)
 }
 
-/// Whether the node takes the pod, memory aside: not cordoned, no taint it does not tolerate.
+/// Whether the node takes the pod, memory aside: its labels satisfy the pod's `nodeSelector`, it
+/// is not cordoned, and it has no taint the pod does not tolerate.
 fn admits(node: &Value, pod: &Value) -> bool {
+    let selected = pod.pointer("/spec/nodeSelector").and_then(Value::as_object).is_none_or(|selector| {
+        selector
+            .iter()
+            .all(|(key, value)| node.pointer("/metadata/labels").and_then(|l| l.get(key)) == Some(value))
+    });
+    if !selected {
+        return false;
+    }
     let cordon = json!({"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"});
     let cordoned = node.pointer("/spec/unschedulable").and_then(Value::as_bool).unwrap_or(false);
     if cordoned && !tolerates(pod, &cordon) {

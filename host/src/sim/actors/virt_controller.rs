@@ -216,3 +216,6 @@ impl crate::sim::Actor for VirtController {
         VirtController::reconcile(self, store)
     }
 }
+
+#[cfg(test)]
+mod tests;

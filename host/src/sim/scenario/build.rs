@@ -92,13 +92,19 @@ pub fn populate(store: &Store, scenario: &Scenario) -> Result<usize, ApiError> {
     Ok(vms)
 }
 
+/// Memory a node keeps from pods (`kube-reserved`, `system-reserved` and the eviction
+/// threshold): a node full of pods is not under memory pressure.
+const RESERVED: f64 = 4.0 * 1024.0 * 1024.0 * 1024.0;
+
 fn node(name: &str, memory: &str) -> Value {
+    let capacity = crate::sim::actors::quantity::bytes(memory).unwrap_or_default();
+    let allocatable = format!("{}", (capacity - RESERVED).max(0.0) as u64);
     json!({
         "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
         "spec": {},
         "status": {
             "capacity": {"memory": memory},
-            "allocatable": {"memory": memory},
+            "allocatable": {"memory": allocatable},
             "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
         },
     })

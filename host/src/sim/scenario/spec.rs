@@ -339,7 +339,14 @@ fn default_target() -> f64 {
 impl Scenario {
     /// Parses a scenario file's text; `file` names it in errors.
     pub fn parse(text: &str, file: &str) -> Result<Self, String> {
-        let scenario: Self = serde_yaml::from_str(text).map_err(|e| format!("{file}: {e}"))?;
+        let scenario: Self = serde_yaml::from_str(text).map_err(|e| {
+            // serde's words for a disruption of no known kind name its internals; say what is known.
+            let e = e.to_string().replace(
+                "no variant of enum Action found in flattened data",
+                "a disruption is one of drain, uncordon, taint, memoryPressure, preempt, descheduler (plus `at`)",
+            );
+            format!("{file}: {e}")
+        })?;
         scenario.check().map_err(|e| format!("{file}: {e}"))?;
         Ok(scenario)
     }

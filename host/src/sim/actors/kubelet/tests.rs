@@ -115,3 +115,53 @@ fn the_hard_threshold_kills_at_once() {
         .count();
     assert_eq!(failed, 1, "one pod at once, without waiting for the soft grace period");
 }
+
+#[test]
+fn a_deleted_launcher_pod_runs_until_its_grace_period_ends() {
+    // 3 GiB of 8 used: no memory pressure, only deletions.
+    let store = node_with_vms(&[1, 1, 1]);
+    let kubelet = Kubelet::default();
+    // vm-0's pod was preempted, vm-1's plainly deleted, vm-2's VM migrates away in time.
+    let preempted = with_disruption_target(
+        &pod(&store, "virt-launcher-vm-0"),
+        "PreemptionByScheduler",
+        "Preempted",
+        &store.clock().timestamp(),
+    );
+    store
+        .patch(
+            &pods(),
+            "default",
+            "virt-launcher-vm-0",
+            &Patch::Merge(json!({"status": {"conditions": preempted}})),
+            false,
+        )
+        .unwrap();
+    for i in 0..3 {
+        let name = format!("virt-launcher-vm-{i}");
+        store.delete_gracefully(&pods(), "default", &name, Some(60), false).unwrap();
+    }
+    let deadline = store.clock().elapsed() + Duration::from_secs(60);
+    assert_eq!(kubelet.reconcile(&store).unwrap(), Some(deadline));
+
+    store.clock().advance(Duration::from_secs(59));
+    assert_eq!(kubelet.reconcile(&store).unwrap(), Some(deadline));
+    for i in 0..3 {
+        assert_eq!(pod(&store, &format!("virt-launcher-vm-{i}"))["status"]["phase"], "Running");
+        assert_eq!(store.get(&vmis(), "default", &format!("vm-{i}")).unwrap()["status"]["phase"], "Running");
+    }
+    store
+        .patch(&vmis(), "default", "vm-2", &Patch::Merge(json!({"status": {"nodeName": "n2"}})), false)
+        .unwrap();
+
+    store.clock().advance(Duration::from_secs(1));
+    assert_eq!(kubelet.reconcile(&store).unwrap(), None);
+    assert!(store.list(&pods(), None, None, None).0.is_empty(), "the kubelet removed the pods");
+    let vmi = |name: &str| store.get(&vmis(), "default", name).unwrap();
+    assert_eq!(vmi("vm-0")["status"]["phase"], "Failed");
+    assert_eq!(vmi("vm-0")["status"]["reason"], "PreemptionByScheduler");
+    assert_eq!(vmi("vm-1")["status"]["phase"], "Failed");
+    assert_eq!(vmi("vm-1")["status"]["reason"], "PodDeleted");
+    assert_eq!(vmi("vm-2")["status"]["phase"], "Running", "it migrated away before the deadline");
+    assert_eq!(vmi("vm-2")["status"]["nodeName"], "n2");
+}

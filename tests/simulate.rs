@@ -1,0 +1,141 @@
+//! `evac simulate` on the example scenarios: the outcomes KubeVirt alone gives for each kind of
+//! disruption (the baseline evac is measured against), from the binary's JSON report; and clear
+//! errors for bad scenario files.
+
+use std::process::Command;
+
+use evac_e2e::{evac_bin, repo_root};
+use serde_json::Value;
+
+fn simulate(file: &std::path::Path) -> Result<Value, String> {
+    let out = Command::new(evac_bin()).arg("simulate").arg("--json").arg(file).output().unwrap();
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+    }
+    Ok(serde_json::from_slice(&out.stdout).expect("the report is JSON"))
+}
+
+fn scenario(name: &str) -> Value {
+    simulate(&repo_root().join(format!("examples/scenarios/{name}.yaml"))).unwrap()
+}
+
+fn count(report: &Value, field: &str) -> u64 {
+    report["vms"][field].as_u64().unwrap()
+}
+
+/// The outcome and cause of each disrupted VM, as `name: outcome (cause)`.
+fn outcomes(report: &Value) -> Vec<String> {
+    report["disruptedVms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|vm| {
+            format!("{}: {} ({})", vm["vm"].as_str().unwrap(), vm["outcome"], vm["cause"].as_str().unwrap())
+        })
+        .collect()
+}
+
+#[test]
+fn drain_migrates_live_migrate_vms_within_the_limits_and_completes() {
+    let report = scenario("drain");
+    assert_eq!(count(&report, "migrated"), 10, "{:#?}", outcomes(&report));
+    assert_eq!(count(&report, "shutDown"), 2, "the VMs without an eviction strategy");
+    assert_eq!(count(&report, "untouched"), 12);
+    for vm in report["disruptedVms"].as_array().unwrap() {
+        assert_eq!(vm["cause"], "kubectl drain");
+        if vm["outcome"] == "migrated" {
+            assert_ne!(vm["nodeAfter"], "node01", "{vm}");
+        }
+    }
+    let migrations = &report["migrations"];
+    assert_eq!(migrations["succeeded"], 10);
+    assert!(migrations["maxRunningInCluster"].as_u64().unwrap() <= 5);
+    assert!(migrations["maxRunningFromANode"].as_u64().unwrap() <= 2);
+    let drain = &report["drains"][0];
+    assert!(drain["finishedAt"].as_f64().is_some(), "{drain}");
+    assert!(drain["refused"].as_u64().unwrap() > 0, "KubeVirt's webhook answered 429 while migrating");
+    assert_eq!(report["evictions"]["kubectl-drain"]["accepted"], 2);
+}
+
+#[test]
+fn preemption_shuts_vms_down_without_evac() {
+    let report = scenario("preemption");
+    // Two 16Gi pods on a node with 4Gi free and 7Gi VMs: at least 4 victims.
+    let shut_down = count(&report, "shutDown");
+    assert!((4..=6).contains(&shut_down), "{:#?}", outcomes(&report));
+    assert_eq!(count(&report, "migrated"), 0);
+    assert_eq!(count(&report, "untouched"), 12 - shut_down);
+    assert!(
+        outcomes(&report).iter().all(|o| o.ends_with("\"shutDown\" (scheduler preemption)")),
+        "{:#?}",
+        outcomes(&report)
+    );
+    assert_eq!(report["evictions"]["scheduler preemption"]["accepted"], shut_down);
+}
+
+#[test]
+fn a_noexecute_taint_shuts_vms_down_and_always_vms_restart_elsewhere() {
+    let report = scenario("noexecute-taint");
+    assert_eq!(count(&report, "restarted"), 6, "{:#?}", outcomes(&report));
+    assert_eq!(count(&report, "shutDown"), 2);
+    for vm in report["disruptedVms"].as_array().unwrap() {
+        assert_eq!(vm["cause"], "NoExecute taint");
+        if vm["outcome"] == "restarted" {
+            assert_ne!(vm["nodeAfter"], "node01", "restarted on another node: {vm}");
+        }
+    }
+}
+
+#[test]
+fn memory_pressure_makes_the_kubelet_kill_a_vm() {
+    let report = scenario("memory-pressure");
+    assert_eq!(count(&report, "shutDown"), 1, "{:#?}", outcomes(&report));
+    assert_eq!(report["disruptedVms"][0]["cause"], "node pressure");
+    assert_eq!(report["evictions"]["node pressure"]["accepted"], 1);
+}
+
+#[test]
+fn the_kep_1397_descheduler_keeps_to_its_limits_where_the_naive_one_over_evicts() {
+    let kep = scenario("descheduler");
+    let naive = scenario("descheduler-naive");
+    let cycles = kep["descheduler"]["perCycle"].as_array().unwrap();
+    assert!(!cycles.is_empty());
+    for cycle in cycles {
+        // maxTotal 4 and maxPerNode 2, counting evictions in progress.
+        assert!(cycle["countedTotal"].as_u64().unwrap() <= 4, "{cycle}");
+        assert!(cycle["countedMostOnANode"].as_u64().unwrap() <= 2, "{cycle}");
+        assert!(cycle["requests"].as_u64().unwrap() <= 4, "{cycle}");
+    }
+    let (kep_requests, naive_requests) = (
+        kep["descheduler"]["requests"].as_u64().unwrap(),
+        naive["descheduler"]["requests"].as_u64().unwrap(),
+    );
+    assert!(kep["descheduler"]["podEvacuations"].as_u64().unwrap() > 0);
+    assert_eq!(naive["descheduler"]["podEvacuations"], 0);
+    assert!(naive_requests > 4 * kep_requests, "naive {naive_requests} vs KEP-1397 {kep_requests}");
+    assert!(count(&naive, "migrated") > count(&kep, "migrated"));
+}
+
+#[test]
+fn bad_scenario_files_get_errors_that_say_where() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        ("name: x\ncluster: {nodes: []}\n", "cluster.nodes: the cluster needs at least one node"),
+        ("name: x\ncluster: {nodes: [{namePrefix: n, memory: lots}]}\n", "cluster.nodes[0].memory: \"lots\" is not a quantity"),
+        ("name: x\ncluster: {nodes: [{namePrefix: n, memory: 1Gi, color: red}]}\n", "unknown field `color`"),
+        ("name: x\ncluster: {nodes: [{namePrefix: n, memory: 1Gi}]}\ndisruptions: [{at: soon, drain: {node: n}}]\n", "disruptions[0].at: \"soon\" is not a duration"),
+        ("name: x\ncluster: {nodes: [{namePrefix: n, memory: 1Gi}]}\ndisruptions: [{drain: {node: m}}]\n", "disruptions[0]: the cluster has no node \"m\""),
+        ("name: x\ncluster: {nodes: [{namePrefix: n, memory: 1Gi}], vms: [{namePrefix: v, memory: 1Gi, evictionStrategy: Sometimes}]}\n", "unknown variant `Sometimes`"),
+        ("name: x\ncluster: {nodes: [{namePrefix: n, memory: 1Gi}]}\ndisruptions: [{explode: {node: n}}]\n", "disruptions[0]: a disruption is one of drain, uncordon, taint"),
+        ("{ not yaml", "scenario.yaml"),
+    ];
+    for (text, expected) in cases {
+        let file = dir.path().join("scenario.yaml");
+        std::fs::write(&file, text).unwrap();
+        let err = simulate(&file).unwrap_err();
+        assert!(err.contains(expected), "{text:?}: expected {expected:?} in {err:?}");
+        assert!(err.contains("scenario.yaml"), "the error names the file: {err}");
+    }
+    let err = simulate(&dir.path().join("missing.yaml")).unwrap_err();
+    assert!(err.contains("cannot read the scenario"), "{err}");
+}
