@@ -8,7 +8,7 @@ EVAC         := target/release/evac
 DIST         := dist/policies
 POLICY_WASM  := $(foreach p,$(POLICIES),$(DIST)/$(p).wasm)
 
-.PHONY: all build host policies test test-core test-e2e lint fmt demo bench bench-load clean setup
+.PHONY: all build host policies test test-core test-e2e lint fmt demo bench bench-load bench-sim clean setup
 
 all: build
 
@@ -56,6 +56,10 @@ bench: build
 ## Load benchmark of `evac serve` over HTTPS on loopback (needs wrk: apt-get install wrk).
 bench-load: build
 	bench/load.sh
+
+## The simulator's benchmark: 10 of 500 nodes drained with 10,000 VMs (docs/benchmarks.md).
+bench-sim: host
+	/usr/bin/time -f "%e s wall, %M KB max RSS" $(EVAC) simulate --quiet examples/scenarios/drain-500-nodes.yaml
 
 clean:
 	$(CARGO) clean
