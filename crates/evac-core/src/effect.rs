@@ -1,6 +1,8 @@
 //! Effects: what a decision asks its host to do. A policy never writes to the cluster; it returns
 //! effects, and the host (server or controller) carries them out.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 /// A namespaced object named by an effect.
@@ -22,12 +24,106 @@ impl core::fmt::Display for ObjectRef {
     }
 }
 
-/// Who asked for an evacuation, when that changes how it is carried out.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(rename_all = "lowercase")]
+/// Who or what asked for an evacuation, when the mark records it. API evictions other than the
+/// descheduler's leave it unset (KubeVirt's own marks carry no source).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum EvacuationSource {
     /// The descheduler (the Eviction carried `requested-by: sigs.k8s.io/descheduler`).
     Descheduler,
+    /// Scheduler preemption (`DisruptionTarget` reason `PreemptionByScheduler`).
+    Preemption,
+    /// The taint manager (`DisruptionTarget` reason `DeletionByTaintManager`).
+    NoexecuteTaint,
+    /// Node memory pressure, seen before or when the kubelet evicts (`TerminationByKubelet`).
+    NodePressure,
+}
+
+impl EvacuationSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Descheduler => "descheduler",
+            Self::Preemption => "preemption",
+            Self::NoexecuteTaint => "noexecute-taint",
+            Self::NodePressure => "node-pressure",
+        }
+    }
+
+    pub fn parse(value: &str) -> Option<Self> {
+        [Self::Descheduler, Self::Preemption, Self::NoexecuteTaint, Self::NodePressure]
+            .into_iter()
+            .find(|s| s.as_str() == value)
+    }
+}
+
+/// Why an evacuation migration was created: recorded on the migration in [`CAUSE_ANNOTATION`],
+/// which both KubeVirt proposals leave as an open question.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum MigrationCause {
+    /// An API eviction (`kubectl drain`, ...) marked the VMI.
+    ApiEviction,
+    /// The descheduler's eviction marked the VMI.
+    Descheduler,
+    Preemption,
+    NoexecuteTaint,
+    NodePressure,
+    /// The node carries KubeVirt's drain taint `kubevirt.io/drain:NoSchedule`.
+    Drain,
+}
+
+impl MigrationCause {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ApiEviction => "api-eviction",
+            Self::Descheduler => "descheduler",
+            Self::Preemption => "preemption",
+            Self::NoexecuteTaint => "noexecute-taint",
+            Self::NodePressure => "node-pressure",
+            Self::Drain => "drain",
+        }
+    }
+}
+
+impl From<EvacuationSource> for MigrationCause {
+    fn from(source: EvacuationSource) -> Self {
+        match source {
+            EvacuationSource::Descheduler => Self::Descheduler,
+            EvacuationSource::Preemption => Self::Preemption,
+            EvacuationSource::NoexecuteTaint => Self::NoexecuteTaint,
+            EvacuationSource::NodePressure => Self::NodePressure,
+        }
+    }
+}
+
+/// The annotation on an evacuation migration that records its [`MigrationCause`].
+pub const CAUSE_ANNOTATION: &str = "evac.kubevirt.io/cause";
+/// KubeVirt's annotation on the migrations its evacuation controller creates: the source node.
+pub const EVACUATION_MIGRATION_ANNOTATION: &str = "kubevirt.io/evacuationMigration";
+/// The `generateName` of evacuation migrations, as KubeVirt's evacuation controller sets it.
+pub const EVACUATION_MIGRATION_PREFIX: &str = "kubevirt-evacuation-";
+/// The VMI annotation that records who asked for an evacuation (KubeVirt sets it for the descheduler).
+pub const EVICTION_SOURCE_ANNOTATION: &str = "kubevirt.io/eviction-source";
+/// The descheduler's annotation: evict this pod only through the eviction API (KEP-1397).
+pub const REQUEST_EVICT_ONLY_ANNOTATION: &str = "descheduler.alpha.kubernetes.io/request-evict-only";
+/// The descheduler's annotation: an eviction of this pod is in progress in the background.
+pub const EVICTION_IN_PROGRESS_ANNOTATION: &str = "descheduler.alpha.kubernetes.io/eviction-in-progress";
+
+/// A migration's priority (`spec.priority`, KubeVirt VEP #62).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum MigrationPriority {
+    SystemCritical,
+    SystemMaintenance,
+}
+
+impl MigrationPriority {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::SystemCritical => "system-critical",
+            Self::SystemMaintenance => "system-maintenance",
+        }
+    }
 }
 
 /// The vocabulary of effects. Serialized with a `type` tag, e.g.
@@ -40,6 +136,31 @@ pub enum Effect {
     /// is carried out as a dry-run patch.
     #[serde(rename_all = "camelCase")]
     MarkForEvacuation { vmi: ObjectRef, node: String, dry_run: bool, source: Option<EvacuationSource> },
+    /// Create a `VirtualMachineInstanceMigration` of `vmi` away from `node`, as KubeVirt's
+    /// evacuation controller does: generateName [`EVACUATION_MIGRATION_PREFIX`], annotations
+    /// [`EVACUATION_MIGRATION_ANNOTATION`]` = node` and [`CAUSE_ANNOTATION`]` = cause`, and
+    /// `spec.priority`.
+    #[serde(rename_all = "camelCase")]
+    CreateMigration { vmi: ObjectRef, node: String, cause: MigrationCause, priority: MigrationPriority },
+    /// Set (`Some`) or remove (`None`) annotations of a pod, as one merge patch.
+    #[serde(rename_all = "camelCase")]
+    AnnotatePod { pod: ObjectRef, annotations: BTreeMap<String, Option<String>> },
+    /// Clear a VMI's evacuation mark (`status.evacuationNodeName`, and the eviction-source
+    /// annotation) if it still names `node`: the evacuation no longer applies.
+    #[serde(rename_all = "camelCase")]
+    ClearEvacuation { vmi: ObjectRef, node: String },
+}
+
+impl Effect {
+    /// The effect's type, as its `type` tag names it.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Effect::MarkForEvacuation { .. } => "MarkForEvacuation",
+            Effect::CreateMigration { .. } => "CreateMigration",
+            Effect::AnnotatePod { .. } => "AnnotatePod",
+            Effect::ClearEvacuation { .. } => "ClearEvacuation",
+        }
+    }
 }
 
 /// Every field any effect has: decoding through this flat record is a single pass over the JSON,
@@ -54,6 +175,10 @@ struct EffectRecord {
     dry_run: Option<bool>,
     #[serde(default)]
     source: Option<EvacuationSource>,
+    cause: Option<MigrationCause>,
+    priority: Option<MigrationPriority>,
+    pod: Option<ObjectRef>,
+    annotations: Option<BTreeMap<String, Option<String>>>,
 }
 
 impl<'de> Deserialize<'de> for Effect {
@@ -68,6 +193,20 @@ impl<'de> Deserialize<'de> for Effect {
                 node: record.node.clone().ok_or_else(|| missing("node"))?,
                 dry_run: record.dry_run.ok_or_else(|| missing("dryRun"))?,
                 source: record.source,
+            }),
+            "CreateMigration" => Ok(Effect::CreateMigration {
+                vmi: record.vmi.clone().ok_or_else(|| missing("vmi"))?,
+                node: record.node.clone().ok_or_else(|| missing("node"))?,
+                cause: record.cause.ok_or_else(|| missing("cause"))?,
+                priority: record.priority.ok_or_else(|| missing("priority"))?,
+            }),
+            "AnnotatePod" => Ok(Effect::AnnotatePod {
+                pod: record.pod.clone().ok_or_else(|| missing("pod"))?,
+                annotations: record.annotations.clone().ok_or_else(|| missing("annotations"))?,
+            }),
+            "ClearEvacuation" => Ok(Effect::ClearEvacuation {
+                vmi: record.vmi.clone().ok_or_else(|| missing("vmi"))?,
+                node: record.node.clone().ok_or_else(|| missing("node"))?,
             }),
             other => Err(D::Error::custom(format!("unknown effect type {other:?}"))),
         }
@@ -88,6 +227,38 @@ mod tests {
         };
         let json = serde_json::to_string(&effect).unwrap();
         assert_eq!(serde_json::from_str::<Effect>(&json).unwrap(), effect);
+        let effects = [
+            Effect::CreateMigration {
+                vmi: ObjectRef::new("default", "vm"),
+                node: "node01".into(),
+                cause: MigrationCause::Preemption,
+                priority: MigrationPriority::SystemCritical,
+            },
+            Effect::AnnotatePod {
+                pod: ObjectRef::new("default", "virt-launcher-vm-abcde"),
+                annotations: [(EVICTION_IN_PROGRESS_ANNOTATION.to_owned(), None)].into(),
+            },
+            Effect::ClearEvacuation { vmi: ObjectRef::new("default", "vm"), node: "node01".into() },
+        ];
+        for effect in effects {
+            let json = serde_json::to_string(&effect).unwrap();
+            assert!(json.contains(&format!(r#""type":"{}""#, effect.type_name())), "{json}");
+            assert_eq!(serde_json::from_str::<Effect>(&json).unwrap(), effect);
+        }
+    }
+
+    #[test]
+    fn sources_read_back_from_their_annotation_values() {
+        for source in [
+            EvacuationSource::Descheduler,
+            EvacuationSource::Preemption,
+            EvacuationSource::NoexecuteTaint,
+            EvacuationSource::NodePressure,
+        ] {
+            assert_eq!(EvacuationSource::parse(source.as_str()), Some(source));
+            assert_eq!(serde_json::to_value(source).unwrap(), source.as_str());
+        }
+        assert_eq!(EvacuationSource::parse("kubectl"), None);
     }
 
     #[test]

@@ -63,20 +63,53 @@ pub trait ClusterWriter: Send + Sync {
     fn apply<'a>(&'a self, effect: &'a Effect) -> BoxFuture<'a, Result<(), String>>;
 }
 
-/// The annotation that records who asked for an evacuation (set for the descheduler).
-pub const EVICTION_SOURCE_ANNOTATION: &str = "kubevirt.io/eviction-source";
+pub use evac_core::effect::EVICTION_SOURCE_ANNOTATION;
 
 /// The JSON merge patch that marks a VMI for evacuation: `status.evacuationNodeName`, plus the
-/// eviction-source annotation when the descheduler asked. One patch, so both land or neither does.
+/// eviction-source annotation when the mark has a source (the descheduler, preemption, ...).
+/// One patch, so both land or neither does.
 pub fn evacuation_patch(
     node: &str,
     source: Option<evac_core::effect::EvacuationSource>,
 ) -> serde_json::Value {
     let mut patch = serde_json::json!({"status": {"evacuationNodeName": node}});
-    if let Some(evac_core::effect::EvacuationSource::Descheduler) = source {
-        patch["metadata"] = serde_json::json!({"annotations": {EVICTION_SOURCE_ANNOTATION: "descheduler"}});
+    if let Some(source) = source {
+        patch["metadata"] = serde_json::json!({"annotations": {EVICTION_SOURCE_ANNOTATION: source.as_str()}});
     }
     patch
+}
+
+/// The JSON merge patch that clears a VMI's evacuation mark and its source.
+pub fn clear_evacuation_patch() -> serde_json::Value {
+    serde_json::json!({"metadata": {"annotations": {EVICTION_SOURCE_ANNOTATION: null}},
+                       "status": {"evacuationNodeName": null}})
+}
+
+/// The JSON merge patch of an [`Effect::AnnotatePod`]: `null` removes an annotation.
+pub fn annotations_patch(
+    annotations: &std::collections::BTreeMap<String, Option<String>>,
+) -> serde_json::Value {
+    serde_json::json!({"metadata": {"annotations": annotations}})
+}
+
+/// The `VirtualMachineInstanceMigration` of an [`Effect::CreateMigration`], as KubeVirt's
+/// evacuation controller writes it, plus its cause and priority.
+pub fn evacuation_migration(
+    vmi: &str,
+    node: &str,
+    cause: evac_core::effect::MigrationCause,
+    priority: evac_core::effect::MigrationPriority,
+) -> serde_json::Value {
+    use evac_core::effect::{CAUSE_ANNOTATION, EVACUATION_MIGRATION_ANNOTATION, EVACUATION_MIGRATION_PREFIX};
+    serde_json::json!({
+        "apiVersion": "kubevirt.io/v1",
+        "kind": "VirtualMachineInstanceMigration",
+        "metadata": {
+            "generateName": EVACUATION_MIGRATION_PREFIX,
+            "annotations": {EVACUATION_MIGRATION_ANNOTATION: node, CAUSE_ANNOTATION: cause.as_str()},
+        },
+        "spec": {"vmiName": vmi, "priority": priority.as_str()},
+    })
 }
 
 /// An [`ObjectSource`] as the decision core's [`evac_core::ClusterReader`]: for hosts that run a

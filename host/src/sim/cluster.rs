@@ -8,7 +8,7 @@ use futures::future::BoxFuture;
 
 use super::store::{Kind, Patch, Store};
 use crate::cluster::{
-    evacuation_patch, list_json, ClusterWriter, Effect, FieldSelector, LabelSelector, ListQuery,
+    annotations_patch, clear_evacuation_patch, evacuation_migration, evacuation_patch, list_json, ClusterWriter, Effect, FieldSelector, LabelSelector, ListQuery,
     ObjectSource, ReadError,
 };
 
@@ -45,17 +45,40 @@ impl ObjectSource for Store {
     }
 }
 
-impl ClusterWriter for Store {
-    fn apply<'a>(&'a self, effect: &'a Effect) -> BoxFuture<'a, Result<(), String>> {
+impl Store {
+    /// [`ClusterWriter::apply`] without the future: the store answers at once.
+    pub fn apply_now(&self, effect: &Effect) -> Result<(), String> {
+        let vmis = Kind::new("kubevirt.io/v1", "VirtualMachineInstance");
         let result = match effect {
             Effect::MarkForEvacuation { vmi, node, dry_run, source } => {
                 let patch = Patch::Merge(evacuation_patch(node, *source));
-                let vmis = Kind::new("kubevirt.io/v1", "VirtualMachineInstance");
-                self.patch(&vmis, &vmi.namespace, &vmi.name, &patch, *dry_run)
+                self.patch(&vmis, &vmi.namespace, &vmi.name, &patch, *dry_run).map(|_| ())
+            }
+            Effect::CreateMigration { vmi, node, cause, priority } => {
+                let migration = evacuation_migration(&vmi.name, node, *cause, *priority);
+                let migrations = Kind::new("kubevirt.io/v1", "VirtualMachineInstanceMigration");
+                self.create(&migrations, &vmi.namespace, migration, false).map(|_| ())
+            }
+            Effect::AnnotatePod { pod, annotations } => {
+                let patch = Patch::Merge(annotations_patch(annotations));
+                self.patch(&Kind::new("v1", "Pod"), &pod.namespace, &pod.name, &patch, false).map(|_| ())
+            }
+            Effect::ClearEvacuation { vmi, node } => {
+                // Only a mark that still names the node: a newer mark for another node stays.
+                let current = self.get(&vmis, &vmi.namespace, &vmi.name).map_err(|e| e.message)?;
+                if current.pointer("/status/evacuationNodeName").and_then(|n| n.as_str()) != Some(node) {
+                    return Ok(());
+                }
+                self.patch(&vmis, &vmi.namespace, &vmi.name, &Patch::Merge(clear_evacuation_patch()), false)
                     .map(|_| ())
-                    .map_err(|e| e.message)
             }
         };
-        Box::pin(std::future::ready(result))
+        result.map_err(|e| e.message)
+    }
+}
+
+impl ClusterWriter for Store {
+    fn apply<'a>(&'a self, effect: &'a Effect) -> BoxFuture<'a, Result<(), String>> {
+        Box::pin(std::future::ready(self.apply_now(effect)))
     }
 }

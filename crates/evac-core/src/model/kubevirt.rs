@@ -26,7 +26,23 @@ pub struct KubeVirtConfiguration<'a> {
     pub eviction_strategy: Option<EvictionStrategy>,
     #[serde(borrow, deserialize_with = "null_as_default")]
     pub developer_configuration: DeveloperConfiguration<'a>,
+    #[serde(deserialize_with = "null_as_default")]
+    pub migrations: MigrationConfiguration,
 }
+
+/// `spec.configuration.migrations`: the parallel limits evacuations respect.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct MigrationConfiguration {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parallel_migrations_per_cluster: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parallel_outbound_migrations_per_node: Option<u32>,
+}
+
+/// KubeVirt's defaults for the parallel limits.
+pub const DEFAULT_PARALLEL_MIGRATIONS_PER_CLUSTER: u32 = 5;
+pub const DEFAULT_PARALLEL_OUTBOUND_MIGRATIONS_PER_NODE: u32 = 2;
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", default)]
@@ -38,6 +54,17 @@ pub struct DeveloperConfiguration<'a> {
 impl KubeVirt<'_> {
     pub fn eviction_strategy(&self) -> Option<&EvictionStrategy> {
         self.spec.configuration.eviction_strategy.as_ref()
+    }
+
+    /// `parallelMigrationsPerCluster` and `parallelOutboundMigrationsPerNode`, with KubeVirt's defaults.
+    pub fn parallel_limits(&self) -> (u32, u32) {
+        let migrations = &self.spec.configuration.migrations;
+        (
+            migrations.parallel_migrations_per_cluster.unwrap_or(DEFAULT_PARALLEL_MIGRATIONS_PER_CLUSTER),
+            migrations
+                .parallel_outbound_migrations_per_node
+                .unwrap_or(DEFAULT_PARALLEL_OUTBOUND_MIGRATIONS_PER_NODE),
+        )
     }
 
     pub fn feature_gate_enabled(&self, gate: &str) -> bool {

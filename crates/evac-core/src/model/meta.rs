@@ -19,6 +19,10 @@ pub struct ObjectMeta<'a> {
     pub owner_references: Lazy<'a, Vec<OwnerReference<'a>>>,
     #[serde(borrow, skip_serializing_if = "Option::is_none")]
     pub deletion_timestamp: Option<Str<'a>>,
+    #[serde(borrow, skip_serializing_if = "Option::is_none")]
+    pub creation_timestamp: Option<Str<'a>>,
+    #[serde(borrow, skip_serializing_if = "str::is_empty")]
+    pub uid: Str<'a>,
 }
 
 impl<'a> ObjectMeta<'a> {
@@ -61,9 +65,14 @@ pub struct Condition<'a> {
     pub message: Str<'a>,
 }
 
-impl Condition<'_> {
+impl<'a> Condition<'a> {
     /// Whether a condition list has `type` with status `"True"`.
     pub fn is_true(conditions: &[Condition<'_>], type_: &str) -> bool {
         conditions.iter().any(|c| c.type_ == type_ && c.status == "True")
+    }
+
+    /// The condition of a type, when it is `True`.
+    pub fn find_true<'c>(conditions: &'c [Condition<'a>], type_: &str) -> Option<&'c Condition<'a>> {
+        conditions.iter().find(|c| c.type_ == type_ && c.status == "True")
     }
 }

@@ -8,20 +8,26 @@ mod eviction;
 mod kubevirt;
 mod lazy;
 mod meta;
+mod migration;
+mod node;
 mod pod;
+pub mod quantity;
 mod raw_map;
 mod str;
+pub mod time;
 mod vmi;
 
 pub use admission::{AdmissionRequest, GroupVersionKind, GroupVersionResource, ValidationRequest};
 pub use eviction::{DeleteOptions, Eviction};
-pub use kubevirt::{DeveloperConfiguration, KubeVirt, KubeVirtConfiguration, KubeVirtSpec};
+pub use kubevirt::{DeveloperConfiguration, KubeVirt, KubeVirtConfiguration, KubeVirtSpec, MigrationConfiguration};
 pub use lazy::Lazy;
 pub use meta::{Condition, ObjectMeta, OwnerReference};
+pub use migration::{Migration, MigrationSpec, MigrationState, MigrationStatus};
+pub use node::{Node, NodeSpec, NodeStatus, Taint, DRAIN_TAINT_KEY, MEMORY_AVAILABLE_ANNOTATION, MEMORY_PRESSURE_CONDITION};
 pub use pod::{Pod, PodRole, PodSpec, PodStatus};
 pub use raw_map::RawMap;
 pub use str::Str;
-pub use vmi::{EvictionStrategy, VirtualMachineInstance, VmiSpec, VmiStatus};
+pub use vmi::{EvictionStrategy, VirtualMachineInstance, VmiDomain, VmiSpec, VmiStatus};
 
 /// Deserializes `null` as the type's default, for fields Kubernetes may send as `null`.
 pub(crate) fn null_as_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>

@@ -19,6 +19,8 @@ pub struct Pod<'a> {
 pub struct PodSpec<'a> {
     #[serde(borrow, skip_serializing_if = "str::is_empty")]
     pub node_name: Str<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub termination_grace_period_seconds: Option<i64>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
@@ -32,6 +34,8 @@ pub struct PodStatus<'a> {
 
 /// The label KubeVirt puts on the pods it creates (`virtv1.AppLabel`).
 pub const APP_LABEL: &str = "kubevirt.io";
+/// The pod condition a component sets before it disrupts the pod (Kubernetes 1.26+).
+pub const DISRUPTION_TARGET_CONDITION: &str = "DisruptionTarget";
 /// The pod annotation that names the VMI a launcher pod runs (`virtv1.DomainAnnotation`).
 pub const DOMAIN_ANNOTATION: &str = "kubevirt.io/domain";
 
@@ -68,5 +72,17 @@ impl<'a> Pod<'a> {
     /// The VMI a launcher pod runs, from its `kubevirt.io/domain` annotation.
     pub fn domain(&self) -> Option<Str<'a>> {
         self.metadata.annotation(DOMAIN_ANNOTATION)
+    }
+
+    /// Whether the pod is being deleted (it has a `deletionTimestamp`).
+    pub fn is_terminating(&self) -> bool {
+        self.metadata.deletion_timestamp.is_some()
+    }
+
+    /// The `DisruptionTarget` condition's reason, when the condition is `True`: the component
+    /// that is about to disrupt the pod (`PreemptionByScheduler`, `DeletionByTaintManager`,
+    /// `TerminationByKubelet`, `EvictionByEvictionAPI`, `DeletionByPodGC`).
+    pub fn disruption_reason(&self) -> Option<&str> {
+        Condition::find_true(&self.status.conditions, DISRUPTION_TARGET_CONDITION).map(|c| c.reason.as_str())
     }
 }

@@ -19,6 +19,18 @@ pub struct VirtualMachineInstance<'a> {
 pub struct VmiSpec {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub eviction_strategy: Option<EvictionStrategy>,
+    #[serde(deserialize_with = "null_as_default")]
+    pub domain: VmiDomain,
+}
+
+/// The parts of `spec.domain` that size the VM: `memory.guest`, else `resources.requests.memory`.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(default)]
+pub struct VmiDomain {
+    #[serde(deserialize_with = "null_as_default")]
+    pub memory: serde_json::Map<String, serde_json::Value>,
+    #[serde(deserialize_with = "null_as_default")]
+    pub resources: serde_json::Map<String, serde_json::Value>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
@@ -44,6 +56,17 @@ impl VirtualMachineInstance<'_> {
     }
 
     /// `vmi.IsMarkedForEviction()`: `status.evacuationNodeName` is set.
+    /// The guest's memory in bytes: `spec.domain.memory.guest`, else the memory request.
+    pub fn memory(&self) -> Option<f64> {
+        let guest = self.spec.domain.memory.get("guest").and_then(|q| q.as_str());
+        let requested = self.spec.domain.resources.get("requests").and_then(|r| r.get("memory")).and_then(|q| q.as_str());
+        guest.or(requested).and_then(super::quantity::bytes)
+    }
+
+    pub fn is_being_deleted(&self) -> bool {
+        self.metadata.deletion_timestamp.is_some()
+    }
+
     pub fn is_marked_for_evacuation(&self) -> bool {
         !self.status.evacuation_node_name.is_empty()
     }

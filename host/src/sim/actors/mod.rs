@@ -6,7 +6,7 @@ pub mod descheduler;
 pub mod drain;
 pub mod kubelet;
 pub mod migration;
-pub(crate) mod quantity;
+pub(crate) use evac_core::model::quantity;
 pub mod scheduler;
 pub mod taint_manager;
 pub mod virt_controller;
