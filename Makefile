@@ -3,7 +3,8 @@
 CARGO        ?= cargo
 WASM_TARGET  := wasm32-wasip1
 WASM_PROFILE := release-wasm
-POLICIES     := $(notdir $(wildcard policies/*))
+# A policy is a directory of policies/ with a metadata.yml (policies/guest is their shared library).
+POLICIES     := $(patsubst policies/%/metadata.yml,%,$(wildcard policies/*/metadata.yml))
 EVAC         := target/release/evac
 DIST         := dist/policies
 POLICY_WASM  := $(foreach p,$(POLICIES),$(DIST)/$(p).wasm)

@@ -7,8 +7,11 @@
 //! the host, `wasm32-wasip1` and `wasm32-unknown-unknown`.
 
 pub mod cluster;
+pub mod disruption;
 pub mod effect;
+pub mod evacuation;
 pub mod eviction;
+pub mod kubevirt_config;
 pub mod model;
 pub mod response;
 

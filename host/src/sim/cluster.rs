@@ -8,8 +8,8 @@ use futures::future::BoxFuture;
 
 use super::store::{Kind, Patch, Store};
 use crate::cluster::{
-    annotations_patch, clear_evacuation_patch, evacuation_migration, evacuation_patch, list_json, ClusterWriter, Effect, FieldSelector, LabelSelector, ListQuery,
-    ObjectSource, ReadError,
+    annotations_patch, clear_evacuation_patch, evacuation_migration, evacuation_patch, list_json,
+    ClusterWriter, Effect, FieldSelector, LabelSelector, ListQuery, ObjectSource, ReadError,
 };
 
 impl ObjectSource for Store {

@@ -6,17 +6,14 @@
 
 use evac_core::eviction;
 use evac_core::model::ValidationRequest;
-use evac_core::{ClusterReader, PolicyResponse};
+use evac_core::ClusterReader;
 use kubewarden_policy_sdk::wapc_guest::{self as guest, CallResult};
 
-#[cfg(any(target_arch = "wasm32", test))]
-mod allocator;
-mod capabilities;
 mod settings;
 
 #[cfg(target_arch = "wasm32")]
 #[global_allocator]
-static ALLOCATOR: allocator::Arena = allocator::Arena::new();
+static ALLOCATOR: evac_policy_guest::allocator::Arena = evac_policy_guest::allocator::Arena::new();
 
 pub use settings::Settings;
 
@@ -28,7 +25,7 @@ pub extern "C" fn wapc_init() {
 }
 
 fn validate(payload: &[u8]) -> CallResult {
-    Ok(evaluate(payload, &capabilities::HostCapabilities)?)
+    Ok(evaluate(payload, &evac_policy_guest::HostCapabilities)?)
 }
 
 fn validate_settings(payload: &[u8]) -> CallResult {
@@ -37,11 +34,8 @@ fn validate_settings(payload: &[u8]) -> CallResult {
 
 /// Decodes a ValidationRequest, decides it and encodes the response.
 pub fn evaluate<C: ClusterReader>(payload: &[u8], cluster: &C) -> Result<Vec<u8>, String> {
-    let text =
-        evac_core::json_text(payload).map_err(|e| format!("cannot decode the validation request: {e}"))?;
-    let validation: ValidationRequest<Settings> =
-        serde_json::from_str(text).map_err(|e| format!("cannot decode the validation request: {e}"))?;
+    let validation: ValidationRequest<Settings> = evac_policy_guest::decode_request(payload)?;
     let decision = eviction::decide(&validation.request, validation.settings.inner(), cluster)
         .map_err(|e| e.to_string())?;
-    serde_json::to_vec(&PolicyResponse::from(decision)).map_err(|e| e.to_string())
+    evac_policy_guest::encode_decision(decision)
 }

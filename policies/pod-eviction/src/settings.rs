@@ -25,22 +25,9 @@ impl Validatable for Settings {
     }
 }
 
-/// Kubewarden's `validate_settings`: settings that do not decode are invalid too, with the reason
-/// (the SDK's helper answers those with an error instead). `null` means the defaults.
+/// Kubewarden's `validate_settings` for these settings.
 pub fn validate(payload: &[u8]) -> SettingsValidationResponse {
-    let settings = match serde_json::from_slice::<Option<Settings>>(payload) {
-        Ok(settings) => settings.unwrap_or_default(),
-        Err(e) => {
-            return SettingsValidationResponse {
-                valid: false,
-                message: Some(format!("invalid settings: {e}")),
-            }
-        }
-    };
-    match settings.validate() {
-        Ok(()) => SettingsValidationResponse { valid: true, message: None },
-        Err(message) => SettingsValidationResponse { valid: false, message: Some(message) },
-    }
+    evac_policy_guest::validate_settings::<Settings>(payload)
 }
 
 #[cfg(test)]

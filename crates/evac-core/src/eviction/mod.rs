@@ -16,9 +16,7 @@ pub use settings::{KubeVirtRef, Settings};
 
 use crate::cluster::{self, ClusterReader, ReadError};
 use crate::effect::{Effect, EvacuationSource, ObjectRef};
-use crate::model::{
-    AdmissionRequest, Eviction, EvictionStrategy, KubeVirt, Pod, PodRole, VirtualMachineInstance,
-};
+use crate::model::{AdmissionRequest, Eviction, EvictionStrategy, Pod, PodRole, VirtualMachineInstance};
 use crate::Decision;
 
 pub const POD_API_VERSION: &str = "v1";
@@ -197,19 +195,5 @@ fn cluster_eviction_strategy<C: ClusterReader + ?Sized>(
     settings: &Settings,
     cluster: &C,
 ) -> Result<Option<EvictionStrategy>, ReadError> {
-    let strategy = match &settings.kubevirt {
-        Some(at) => match cluster::fetch(cluster, VMI_API_VERSION, "KubeVirt", &at.namespace, &at.name) {
-            Ok(raw) => {
-                cluster::decode::<KubeVirt<'_>>(&raw, "KubeVirt")?.spec.configuration.eviction_strategy
-            }
-            Err(e) if e.is_not_found() => None,
-            Err(e) => return Err(e),
-        },
-        None => {
-            let raw = cluster::fetch_all(cluster, VMI_API_VERSION, "KubeVirt")?;
-            let kubevirts = cluster::decode_list::<KubeVirt<'_>>(&raw, "KubeVirt")?;
-            kubevirts.into_iter().next().and_then(|k| k.spec.configuration.eviction_strategy)
-        }
-    };
-    Ok(strategy)
+    Ok(crate::kubevirt_config::KubeVirtConfig::read(settings.kubevirt.as_ref(), cluster)?.eviction_strategy)
 }

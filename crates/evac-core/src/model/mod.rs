@@ -19,11 +19,16 @@ mod vmi;
 
 pub use admission::{AdmissionRequest, GroupVersionKind, GroupVersionResource, ValidationRequest};
 pub use eviction::{DeleteOptions, Eviction};
-pub use kubevirt::{DeveloperConfiguration, KubeVirt, KubeVirtConfiguration, KubeVirtSpec, MigrationConfiguration};
+pub use kubevirt::{
+    DeveloperConfiguration, KubeVirt, KubeVirtConfiguration, KubeVirtSpec, MigrationConfiguration,
+};
 pub use lazy::Lazy;
 pub use meta::{Condition, ObjectMeta, OwnerReference};
 pub use migration::{Migration, MigrationSpec, MigrationState, MigrationStatus};
-pub use node::{Node, NodeSpec, NodeStatus, Taint, DRAIN_TAINT_KEY, MEMORY_AVAILABLE_ANNOTATION, MEMORY_PRESSURE_CONDITION};
+pub use node::{
+    Node, NodeSpec, NodeStatus, Taint, DRAIN_TAINT_KEY, MEMORY_AVAILABLE_ANNOTATION,
+    MEMORY_PRESSURE_CONDITION,
+};
 pub use pod::{Pod, PodRole, PodSpec, PodStatus};
 pub use raw_map::RawMap;
 pub use str::Str;

@@ -59,7 +59,8 @@ impl VirtualMachineInstance<'_> {
     /// The guest's memory in bytes: `spec.domain.memory.guest`, else the memory request.
     pub fn memory(&self) -> Option<f64> {
         let guest = self.spec.domain.memory.get("guest").and_then(|q| q.as_str());
-        let requested = self.spec.domain.resources.get("requests").and_then(|r| r.get("memory")).and_then(|q| q.as_str());
+        let requested =
+            self.spec.domain.resources.get("requests").and_then(|r| r.get("memory")).and_then(|q| q.as_str());
         guest.or(requested).and_then(super::quantity::bytes)
     }
 

@@ -1,0 +1,1 @@
+//! Disruption causes: placeholder until the decision lands.

@@ -1,0 +1,1 @@
+//! Evacuations: placeholder until the decision lands.

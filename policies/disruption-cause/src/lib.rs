@@ -1,0 +1,1 @@
+//! disruption-cause: placeholder until the decision lands.

@@ -1,0 +1,1 @@
+//! evacuation: placeholder until the decision lands.
