@@ -50,6 +50,7 @@ pub fn run(args: EvalArgs) -> Result<()> {
         max_concurrent: 2,
         reuse_instances: true,
         cache_dir: None,
+        wall_clock: None,
     })?;
     let bytes = std::fs::read(&args.policy)
         .with_context(|| format!("cannot read policy module {}", args.policy.display()))?;

@@ -80,6 +80,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
             max_concurrent: args.max_concurrent,
             reuse_instances: true,
             cache_dir: Some(args.cache_dir.clone()),
+            wall_clock: None,
         },
     };
     // This runtime watches the cluster and files and serves the probes; admission connections

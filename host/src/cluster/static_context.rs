@@ -7,9 +7,11 @@ use evac_core::eviction::VMI_API_VERSION;
 use futures::future::BoxFuture;
 use serde_json::Value;
 
+use evac_core::effect::EVACUATION_MIGRATION_PREFIX;
+
 use super::{
-    evacuation_patch, list_json, ClusterWriter, Effect, FieldSelector, LabelSelector, ListQuery,
-    ObjectSource, ReadError,
+    annotations_patch, clear_evacuation_patch, evacuation_migration, evacuation_patch, list_json,
+    ClusterWriter, Effect, FieldSelector, LabelSelector, ListQuery, ObjectSource, ReadError,
 };
 
 /// A set of objects held in memory, read from a `v1 List` (JSON or YAML): the cluster `evac eval`,
@@ -18,6 +20,8 @@ use super::{
 #[derive(Debug, Default)]
 pub struct StaticContext {
     objects: RwLock<Objects>,
+    /// Names generated so far (for `generateName`).
+    generated: std::sync::atomic::AtomicUsize,
 }
 
 /// apiVersion -> kind -> objects; nested so that a lookup borrows its keys.
@@ -71,25 +75,7 @@ impl StaticContext {
 
     /// Adds (or replaces) an object.
     pub fn insert(&mut self, object: Value) -> Result<()> {
-        let field = |path: &[&str]| {
-            path.iter().try_fold(&object, |v, k| v.get(k)).and_then(Value::as_str).map(str::to_owned)
-        };
-        let Some(api_version) = field(&["apiVersion"]) else { bail!("the object has no apiVersion") };
-        let Some(kind) = field(&["kind"]) else { bail!("the object has no kind") };
-        let Some(name) = field(&["metadata", "name"]) else { bail!("the {kind} has no metadata.name") };
-        let namespace = field(&["metadata", "namespace"]).unwrap_or_default();
-        let json: Arc<[u8]> = serde_json::to_vec(&object)?.into();
-        self.objects
-            .get_mut()
-            .unwrap_or_else(PoisonError::into_inner)
-            .entry(api_version)
-            .or_default()
-            .entry(kind)
-            .or_default()
-            .entry(namespace)
-            .or_default()
-            .insert(name, Stored { json, value: object });
-        Ok(())
+        insert_into(self.objects.get_mut().unwrap_or_else(PoisonError::into_inner), object)
     }
 
     pub fn len(&self) -> usize {
@@ -130,24 +116,86 @@ impl StaticContext {
     }
 }
 
+/// Adds (or replaces) an object in a set.
+fn insert_into(objects: &mut Objects, object: Value) -> Result<()> {
+    let field = |path: &[&str]| {
+        path.iter().try_fold(&object, |v, k| v.get(k)).and_then(Value::as_str).map(str::to_owned)
+    };
+    let Some(api_version) = field(&["apiVersion"]) else { bail!("the object has no apiVersion") };
+    let Some(kind) = field(&["kind"]) else { bail!("the object has no kind") };
+    let Some(name) = field(&["metadata", "name"]) else { bail!("the {kind} has no metadata.name") };
+    let namespace = field(&["metadata", "namespace"]).unwrap_or_default();
+    let json: Arc<[u8]> = serde_json::to_vec(&object)?.into();
+    objects
+        .entry(api_version)
+        .or_default()
+        .entry(kind)
+        .or_default()
+        .entry(namespace)
+        .or_default()
+        .insert(name, Stored { json, value: object });
+    Ok(())
+}
+
 fn kind<'a>(objects: &'a Objects, api_version: &str, kind: &str) -> Option<&'a Namespaces> {
     objects.get(api_version)?.get(kind)
 }
 
 impl ClusterWriter for StaticContext {
     fn apply<'a>(&'a self, effect: &'a Effect) -> BoxFuture<'a, Result<(), String>> {
-        let result = match effect {
+        Box::pin(std::future::ready(self.apply_now(effect)))
+    }
+}
+
+impl StaticContext {
+    /// Carries out an effect on the objects in memory, as the API server would.
+    fn apply_now(&self, effect: &Effect) -> Result<(), String> {
+        const VMI: (&str, &str) = (VMI_API_VERSION, "VirtualMachineInstance");
+        match effect {
             Effect::MarkForEvacuation { vmi, node, dry_run, source } => self
-                .merge_patch(
-                    (VMI_API_VERSION, "VirtualMachineInstance"),
-                    &vmi.namespace,
-                    &vmi.name,
-                    &evacuation_patch(node, *source),
-                    *dry_run,
-                )
+                .merge_patch(VMI, &vmi.namespace, &vmi.name, &evacuation_patch(node, *source), *dry_run)
                 .map_err(|e| e.message),
-        };
-        Box::pin(std::future::ready(result))
+            Effect::CreateMigration { vmi, node, cause, priority } => {
+                let mut migration = evacuation_migration(&vmi.name, node, *cause, *priority);
+                // The API server's part: a name from generateName, the namespace, a creation time.
+                let name = format!("{}{}", EVACUATION_MIGRATION_PREFIX, self.next_suffix());
+                migration["metadata"]["name"] = name.into();
+                migration["metadata"]["namespace"] = vmi.namespace.clone().into();
+                migration["metadata"]["creationTimestamp"] =
+                    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true).into();
+                insert_into(&mut self.objects.write().unwrap_or_else(PoisonError::into_inner), migration)
+                    .map_err(|e| e.to_string())
+            }
+            Effect::AnnotatePod { pod, annotations } => self
+                .merge_patch(("v1", "Pod"), &pod.namespace, &pod.name, &annotations_patch(annotations), false)
+                .map_err(|e| e.message),
+            Effect::ClearEvacuation { vmi, node } => {
+                let marked = self
+                    .get(VMI.0, VMI.1, Some(&vmi.namespace), &vmi.name)
+                    .ok()
+                    .and_then(|raw| serde_json::from_slice::<Value>(&raw).ok())
+                    .is_some_and(|v| {
+                        v.pointer("/status/evacuationNodeName").and_then(Value::as_str) == Some(node)
+                    });
+                if !marked {
+                    return Ok(());
+                }
+                self.merge_patch(VMI, &vmi.namespace, &vmi.name, &clear_evacuation_patch(), false)
+                    .map_err(|e| e.message)
+            }
+        }
+    }
+
+    /// A five-letter suffix for generated names, unique within this context.
+    fn next_suffix(&self) -> String {
+        let n = self.generated.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mut suffix = String::new();
+        let mut rest = n + 26usize.pow(4);
+        for _ in 0..5 {
+            suffix.insert(0, char::from(b'a' + (rest % 26) as u8));
+            rest /= 26;
+        }
+        suffix
     }
 }
 

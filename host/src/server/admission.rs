@@ -15,7 +15,7 @@ use serde_json::value::RawValue;
 use super::config::PolicyMode;
 use super::metrics::{EffectLabels, FaultLabels, Metrics, ShadowLabels};
 use super::registry::{ServedPolicy, Version};
-use crate::cluster::{ClusterWriter, Effect};
+use crate::cluster::ClusterWriter;
 use crate::kubewarden;
 use crate::wapc::EvalError;
 
@@ -127,16 +127,15 @@ async fn evaluate(version: &Arc<Version>, request: &Arc<Box<RawValue>>) -> Resul
         .unwrap_or_else(|e| Err(EvalError::Trap(format!("the evaluation thread failed: {e}"))))
 }
 
-/// Carries out the effects of a verdict (none in monitor mode). A failed effect turns the answer
-/// into KubeVirt's 429 denial, so the client retries and nothing is left half done.
+/// Carries out the effects of a verdict (none in monitor mode). A failed effect of a denial turns
+/// the answer into KubeVirt's 429 denial with the failure, so the client retries and nothing is
+/// left half done; a failed effect of an allowed request becomes a warning.
 async fn carry_out(context: &Context, served: &ServedPolicy, mut response: PolicyResponse) -> PolicyResponse {
     if served.mode == PolicyMode::Monitor {
         return response;
     }
     for effect in std::mem::take(&mut response.effects) {
-        let name = match &effect {
-            Effect::MarkForEvacuation { .. } => "MarkForEvacuation",
-        };
+        let name = effect.type_name();
         let result = context.writer.apply(&effect).await;
         let labels = EffectLabels {
             policy: served.id.clone(),
@@ -146,6 +145,12 @@ async fn carry_out(context: &Context, served: &ServedPolicy, mut response: Polic
         context.metrics.effects.get_or_create(&labels).inc();
         if let Err(e) = result {
             tracing::warn!(policy = %served.id, ?effect, "effect failed: {e}");
+            if response.accepted {
+                // An allowed request (a pod deletion seen by disruption-cause) is never blocked
+                // by its side effect: the client learns of the failure as a warning.
+                response.warnings.get_or_insert_with(Vec::new).push(format!("{name} failed: {e}"));
+                continue;
+            }
             response.accepted = false;
             response.code = Some(evac_core::response::TOO_MANY_REQUESTS);
             response.message = Some(format!("{FAILED_MARKING}: {e}"));

@@ -24,6 +24,29 @@ pub struct EngineOptions {
     /// Where compiled modules are kept, so that loading a module compiled before (by this engine
     /// configuration) does not compile it again. `None`: no cache.
     pub cache_dir: Option<std::path::PathBuf>,
+    /// The time policies read (WASI's wall clock). `None`: the host's. A simulation gives its
+    /// simulated clock, so that back-offs and deadlines in policies follow simulated time.
+    pub wall_clock: Option<WallClock>,
+}
+
+/// A source of wall-clock time for policies: time since the Unix epoch.
+#[derive(Clone)]
+pub struct WallClock(pub std::sync::Arc<dyn Fn() -> Duration + Send + Sync>);
+
+impl std::fmt::Debug for WallClock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "WallClock({:?})", (self.0)())
+    }
+}
+
+impl wasmtime_wasi::HostWallClock for WallClock {
+    fn resolution(&self) -> Duration {
+        Duration::from_millis(1)
+    }
+
+    fn now(&self) -> Duration {
+        (self.0)()
+    }
 }
 
 impl Default for EngineOptions {
@@ -34,6 +57,7 @@ impl Default for EngineOptions {
             max_concurrent: 64,
             reuse_instances: true,
             cache_dir: None,
+            wall_clock: None,
         }
     }
 }

@@ -27,9 +27,18 @@ struct Snapshot {
     globals: Vec<(Global, Val)>,
 }
 
+/// WASI for one instance: nothing but the clock, which is the engine's when it has one.
+fn wasi(module: &ModuleInner) -> wasmtime_wasi::p1::WasiP1Ctx {
+    let mut builder = WasiCtxBuilder::new();
+    if let Some(clock) = &module.engine.options().wall_clock {
+        builder.wall_clock(clock.clone());
+    }
+    builder.build_p1()
+}
+
 fn fresh_state(module: &ModuleInner, capabilities: Arc<dyn HostCapabilities>) -> GuestState {
     GuestState {
-        wasi: WasiCtxBuilder::new().build_p1(),
+        wasi: wasi(module),
         limiter: MemoryLimiter { limit: module.engine.options().memory_limit },
         memory: None,
         capabilities,
@@ -157,7 +166,7 @@ impl Instance {
         }
         if module.wasi_stateful {
             // The guest may have opened or closed descriptors: WASI starts over too.
-            self.store.data_mut().wasi = WasiCtxBuilder::new().build_p1();
+            self.store.data_mut().wasi = wasi(module);
         }
         true
     }

@@ -15,7 +15,7 @@ mod permits;
 mod policy;
 mod prepare;
 
-pub use engine::{EngineOptions, PolicyEngine};
+pub use engine::{EngineOptions, PolicyEngine, WallClock};
 pub use error::EvalError;
 pub use module::{InstanceStats, PolicyModule};
 pub use policy::Policy;

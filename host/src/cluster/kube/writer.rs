@@ -2,12 +2,15 @@
 
 use evac_core::effect::{EvacuationSource, ObjectRef};
 use futures::future::BoxFuture;
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 
 use super::errors::error_text;
 use super::KubeCluster;
-use crate::cluster::{evacuation_patch, ClusterWriter, Effect};
+use crate::cluster::{
+    annotations_patch, evacuation_migration, evacuation_patch, ClusterWriter, Effect,
+    EVICTION_SOURCE_ANNOTATION,
+};
 
 impl ClusterWriter for KubeCluster {
     fn apply<'a>(&'a self, effect: &'a Effect) -> BoxFuture<'a, Result<(), String>> {
@@ -15,6 +18,53 @@ impl ClusterWriter for KubeCluster {
             match effect {
                 Effect::MarkForEvacuation { vmi, node, dry_run, source } => {
                     self.mark_for_evacuation(vmi, node, *dry_run, *source).await
+                }
+                Effect::CreateMigration { vmi, node, cause, priority } => {
+                    let migration = evacuation_migration(&vmi.name, node, *cause, *priority);
+                    let object: DynamicObject =
+                        serde_json::from_value(migration).map_err(|e| e.to_string())?;
+                    let api = Api::<DynamicObject>::namespaced_with(
+                        self.client.clone(),
+                        &vmi.namespace,
+                        &migration_resource(),
+                    );
+                    let created =
+                        api.create(&PostParams::default(), &object).await.map_err(|e| api_message(&e))?;
+                    tracing::info!(%vmi, node, cause = cause.as_str(), migration = created.metadata.name.as_deref().unwrap_or_default(), "created evacuation migration");
+                    Ok(())
+                }
+                Effect::AnnotatePod { pod, annotations } => {
+                    let api: Api<DynamicObject> =
+                        Api::namespaced_with(self.client.clone(), &pod.namespace, &pod_resource());
+                    let patch = Patch::Merge(annotations_patch(annotations));
+                    api.patch(&pod.name, &PatchParams::default(), &patch)
+                        .await
+                        .map_err(|e| api_message(&e))?;
+                    Ok(())
+                }
+                Effect::ClearEvacuation { vmi, node } => {
+                    // A JSON patch whose `test` makes the API server refuse it if the mark has
+                    // changed since (a newer mark for another node stays).
+                    let api: Api<DynamicObject> =
+                        Api::namespaced_with(self.client.clone(), &vmi.namespace, &vmi_resource());
+                    let test: json_patch::Patch = serde_json::from_value(serde_json::json!([
+                        {"op": "test", "path": "/status/evacuationNodeName", "value": node},
+                        {"op": "remove", "path": "/status/evacuationNodeName"},
+                    ]))
+                    .map_err(|e| e.to_string())?;
+                    match api.patch(&vmi.name, &PatchParams::default(), &Patch::<()>::Json(test)).await {
+                        Ok(_) => {}
+                        // 422: the test failed, the mark is not ours to clear.
+                        Err(kube::Error::Api(response)) if response.code == 422 => return Ok(()),
+                        Err(e) => return Err(api_message(&e)),
+                    }
+                    let annotations =
+                        serde_json::json!({"metadata": {"annotations": {EVICTION_SOURCE_ANNOTATION: null}}});
+                    api.patch(&vmi.name, &PatchParams::default(), &Patch::Merge(annotations))
+                        .await
+                        .map_err(|e| api_message(&e))?;
+                    tracing::info!(%vmi, node, "cleared evacuation mark");
+                    Ok(())
                 }
             }
         })
@@ -51,6 +101,15 @@ impl KubeCluster {
 fn vmi_resource() -> ApiResource {
     let gvk = GroupVersionKind::gvk("kubevirt.io", "v1", "VirtualMachineInstance");
     ApiResource::from_gvk_with_plural(&gvk, "virtualmachineinstances")
+}
+
+fn migration_resource() -> ApiResource {
+    let gvk = GroupVersionKind::gvk("kubevirt.io", "v1", "VirtualMachineInstanceMigration");
+    ApiResource::from_gvk_with_plural(&gvk, "virtualmachineinstancemigrations")
+}
+
+fn pod_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("", "v1", "Pod"), "pods")
 }
 
 /// The API server's own message (what KubeVirt would report), or the transport error.

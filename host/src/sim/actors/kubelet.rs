@@ -22,6 +22,7 @@ use super::quantity;
 use super::{annotation, conditions_without, text, with_disruption_target};
 use crate::sim::error::ApiError;
 use crate::sim::store::{Kind, Patch, Store, TERMINATE_AT_ANNOTATION};
+use evac_core::model::MEMORY_AVAILABLE_ANNOTATION;
 
 pub const REASON: &str = "TerminationByKubelet";
 /// Memory a node's system uses besides its pods (a quantity), which no eviction frees: how a
@@ -108,6 +109,7 @@ impl Kubelet {
             let system = quantity::bytes(annotation(node, SYSTEM_MEMORY_ANNOTATION)).unwrap_or(0.0);
             let used: f64 = system + running.iter().map(|(_, memory)| memory).sum::<f64>();
             let available = capacity - used;
+            publish_available(store, node, available)?;
 
             let pressure_since = pressure_since(node);
             if available >= self.soft_threshold {
@@ -189,6 +191,19 @@ impl Kubelet {
             other => other.map(|_| ()),
         }
     }
+}
+
+/// Publishes the node's `memory.available` in [`MEMORY_AVAILABLE_ANNOTATION`], as a node agent
+/// reading the kubelet's summary API would, when it changed by a MiB or more.
+fn publish_available(store: &Store, node: &Value, available: f64) -> Result<(), ApiError> {
+    let published = quantity::bytes(annotation(node, MEMORY_AVAILABLE_ANNOTATION));
+    if published.is_some_and(|p| (p - available).abs() < 1024.0 * 1024.0) {
+        return Ok(());
+    }
+    let value = format!("{}Mi", (available / (1024.0 * 1024.0)).floor() as i64);
+    let patch = Patch::Merge(json!({"metadata": {"annotations": {MEMORY_AVAILABLE_ANNOTATION: value}}}));
+    store.patch(&Kind::new("v1", "Node"), "", text(node, "/metadata/name"), &patch, false)?;
+    Ok(())
 }
 
 /// When a deleted pod's grace period ends, if it was deleted.

@@ -183,7 +183,10 @@ impl MigrationController {
             return self.set_phase(store, migration, "Failed", end);
         }
         // The VM now runs on the target, in a new launcher pod; the source pod goes.
-        let vmi_patch = Patch::Merge(json!({"status": {
+        let vmi_patch = Patch::Merge(json!({
+            "metadata": {"labels": {super::NODE_NAME_LABEL: target},
+                         "annotations": {crate::cluster::EVICTION_SOURCE_ANNOTATION: null}},
+            "status": {
             "nodeName": target, "evacuationNodeName": null,
             "migrationState": {"sourceNode": source, "targetNode": target, "completed": true},
         }}));

@@ -24,6 +24,9 @@ use serde_json::{json, Value};
 use crate::sim::error::ApiError;
 use crate::sim::store::{Kind, Store};
 
+/// KubeVirt's label of a VMI with the node it runs on (kept up to date by virt-controller).
+pub const NODE_NAME_LABEL: &str = "kubevirt.io/nodeName";
+
 /// How actors ask for an eviction: `POST pods/<name>/eviction`, with the API server's webhooks
 /// and disruption budgets (see [`crate::sim::api::eviction`]), and a record of who asked.
 pub trait Evictor: Send + Sync {

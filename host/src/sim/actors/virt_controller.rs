@@ -157,7 +157,9 @@ impl VirtController {
             {
                 let restarts: u64 = annotation(vmi, RESTARTS_ANNOTATION).parse().unwrap_or(0);
                 let patch = Patch::Merge(json!({
-                    "metadata": {"annotations": {RESTARTS_ANNOTATION: (restarts + 1).to_string()}},
+                    "metadata": {"annotations": {RESTARTS_ANNOTATION: (restarts + 1).to_string(),
+                                                 crate::cluster::EVICTION_SOURCE_ANNOTATION: null},
+                                 "labels": {super::NODE_NAME_LABEL: null}},
                     "status": {"phase": "Scheduling", "nodeName": null, "evacuationNodeName": null, "reason": null},
                 }));
                 store.patch(&vmis(), namespace, name, &patch, false)?;
@@ -181,9 +183,9 @@ impl VirtController {
                         && text(p, "/status/phase") == "Running"
                 });
                 if let Some(pod) = bound {
-                    let patch = Patch::Merge(
-                        json!({"status": {"phase": "Running", "nodeName": text(pod, "/spec/nodeName")}}),
-                    );
+                    let node = text(pod, "/spec/nodeName");
+                    let patch = Patch::Merge(json!({"metadata": {"labels": {super::NODE_NAME_LABEL: node}},
+                                                    "status": {"phase": "Running", "nodeName": node}}));
                     store.patch(&vmis(), namespace, name, &patch, false)?;
                 }
             }

@@ -1,6 +1,7 @@
 //! The cluster a scenario describes, as the objects the simulator stores: nodes, the KubeVirt CR
 //! and KubeVirt's eviction webhook, and for each VM its VMI and virt-launcher pod.
 
+use crate::sim::actors::NODE_NAME_LABEL;
 use serde_json::{json, Value};
 
 use super::spec::{RunStrategy, Scenario};
@@ -44,7 +45,7 @@ pub fn populate(store: &Store, scenario: &Scenario) -> Result<usize, ApiError> {
             };
             let node = placement[(vms + i - 1) % placement.len()];
             let mut vmi = json!({
-                "metadata": {"name": name, "annotations": {}},
+                "metadata": {"name": name, "annotations": {}, "labels": {NODE_NAME_LABEL: node}},
                 "spec": {"domain": {"memory": {"guest": group.memory.0}}},
                 "status": {"phase": "Running", "nodeName": node, "conditions": [migratable(group.migratable)]},
             });
