@@ -5,6 +5,7 @@
 pub mod capabilities;
 pub mod cli;
 pub mod cluster;
+pub mod control;
 pub mod kubewarden;
 pub mod server;
 pub mod sim;

@@ -361,10 +361,11 @@ pub fn mark(namespace: &str, vmi: &str, node: &str) -> Effect {
 }
 
 pub fn mark_dry_run(namespace: &str, vmi: &str, node: &str) -> Effect {
-    match mark(namespace, vmi, node) {
-        Effect::MarkForEvacuation { vmi, node, source, .. } => {
-            Effect::MarkForEvacuation { vmi, node, dry_run: true, source }
-        }
+    Effect::MarkForEvacuation {
+        vmi: ObjectRef::new(namespace, vmi),
+        node: node.into(),
+        dry_run: true,
+        source: None,
     }
 }
 
@@ -397,7 +398,9 @@ pub fn check(case: &str, response: &PolicyResponse, expected: &Expect) {
             assert!(response.effects.is_empty(), "{case}: unexpected effects: {:?}", response.effects);
         }
         Expect::Triggered(effect) => {
-            let Effect::MarkForEvacuation { vmi, .. } = effect;
+            let Effect::MarkForEvacuation { vmi, .. } = effect else {
+                panic!("{case}: a triggered evacuation marks the VMI, not {effect:?}");
+            };
             let message = format!("Eviction triggered evacuation of VMI \"{}/{}\"", vmi.namespace, vmi.name);
             assert!(!response.accepted, "{case}: expected denied, got {response:?}");
             assert_eq!(response.code, Some(429), "{case}: code");

@@ -21,11 +21,13 @@ pub enum Verdict {
 pub struct Decision {
     pub verdict: Verdict,
     pub effects: Vec<Effect>,
+    /// Recorded in the API server's audit log with the request (e.g. the disruption's cause).
+    pub audit_annotations: BTreeMap<String, String>,
 }
 
 impl Decision {
     pub fn allow() -> Self {
-        Self { verdict: Verdict::Allow, effects: Vec::new() }
+        Self { verdict: Verdict::Allow, effects: Vec::new(), audit_annotations: BTreeMap::new() }
     }
 
     /// A `429` denial.
@@ -33,11 +35,17 @@ impl Decision {
         Self {
             verdict: Verdict::Deny { code: TOO_MANY_REQUESTS, message: message.into() },
             effects: Vec::new(),
+            audit_annotations: BTreeMap::new(),
         }
     }
 
     pub fn with_effect(mut self, effect: Effect) -> Self {
         self.effects.push(effect);
+        self
+    }
+
+    pub fn with_audit_annotation(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.audit_annotations.insert(key.into(), value.into());
         self
     }
 
@@ -75,7 +83,8 @@ impl From<Decision> for PolicyResponse {
             message,
             code,
             warnings: None,
-            audit_annotations: None,
+            // None when empty: responses without annotations keep Kubewarden's `null`.
+            audit_annotations: (!decision.audit_annotations.is_empty()).then_some(decision.audit_annotations),
             mutated_object: None,
             effects: decision.effects,
         }

@@ -5,7 +5,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::sim::scenario::{self, Entry, Progress, Scenario, Section};
+use crate::sim::scenario::{self, Entry, Mode, Progress, Scenario, Section};
 
 #[derive(Debug, Args)]
 pub struct SimulateArgs {
@@ -17,6 +17,12 @@ pub struct SimulateArgs {
     /// Leave the timeline out.
     #[arg(long)]
     quiet: bool,
+    /// Run the cluster with evac (its policy server and controller) instead of KubeVirt alone.
+    #[arg(long)]
+    evac: bool,
+    /// The policies evac runs with (`--evac`).
+    #[arg(long, default_value = "examples/control/policies.yml")]
+    policies: PathBuf,
 }
 
 pub fn run(args: SimulateArgs) -> Result<()> {
@@ -33,7 +39,8 @@ pub fn run(args: SimulateArgs) -> Result<()> {
     }
     let mut progress = Terminal { bar: bar(), timeline };
     let started = std::time::Instant::now();
-    let report = scenario::run(&scenario, &mut progress).map_err(anyhow::Error::msg)?;
+    let mode = if args.evac { Mode::Evac { policies: args.policies.clone() } } else { Mode::KubeVirt };
+    let report = scenario::run(&scenario, &mode, &mut progress).map_err(anyhow::Error::msg)?;
     progress.bar.finish_and_clear();
     tracing::info!(wall_ms = started.elapsed().as_millis() as u64, "scenario run");
     if args.json {

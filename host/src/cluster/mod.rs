@@ -6,6 +6,7 @@
 //! tests; effects change its objects in memory), a real API server through kube-rs watch caches,
 //! and the embedded simulator.
 
+mod changes;
 pub mod kube;
 mod selector;
 mod static_context;
@@ -13,6 +14,7 @@ mod static_context;
 use std::sync::Arc;
 
 pub use self::kube::KubeCluster;
+pub use changes::{Change, ChangeFeed, Cursor};
 pub use evac_core::effect::Effect;
 pub use evac_core::ReadError;
 use futures::future::BoxFuture;

@@ -80,6 +80,8 @@ pub struct Metrics {
     pub refused: Family<RefusalLabels, Counter>,
     pub tls_reloads: Family<RefusalLabels, Counter>,
     pub instances: Family<InstanceLabels, Gauge>,
+    /// `evac control`: the time of one reconcile pass.
+    pub controller_reconcile: Histogram,
 }
 
 /// Instances of a version's module: `how` is `created` (instantiated) or `reused` (evaluations
@@ -144,7 +146,14 @@ impl Default for Metrics {
             "Evaluations by how their instance came: created, or reused after a reset",
             instances.clone(),
         );
+        let controller_reconcile = latency_histogram();
+        registry.register(
+            "controller_reconcile_duration_seconds",
+            "Time of one evac control pass: changes read, modules evaluated, effects carried out",
+            controller_reconcile.clone(),
+        );
         Self {
+            controller_reconcile,
             registry,
             evaluations,
             latency,

@@ -6,9 +6,9 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 
-use super::store::{Kind, Patch, Store};
+use super::store::{EventType, Kind, Patch, Store};
 use crate::cluster::{
-    annotations_patch, clear_evacuation_patch, evacuation_migration, evacuation_patch, list_json,
+    annotations_patch, clear_evacuation_patch, Change, ChangeFeed, Cursor, evacuation_migration, evacuation_patch, list_json,
     ClusterWriter, Effect, FieldSelector, LabelSelector, ListQuery, ObjectSource, ReadError,
 };
 
@@ -42,6 +42,31 @@ impl ObjectSource for Store {
             .collect::<Result<_, _>>()
             .map_err(|e| ReadError::other(e.to_string()))?;
         Ok(list_json(encoded.iter().map(Vec::as_slice)))
+    }
+}
+
+impl ChangeFeed for Store {
+    fn changes(&self, api_version: &str, kind: &str, cursor: Cursor) -> Result<(Vec<Change>, u64), ReadError> {
+        let kind = Kind::new(api_version, kind);
+        let encode = |object: &serde_json::Value, deleted: bool| {
+            serde_json::to_vec(object)
+                .map(|json| Change { object: json.into(), deleted })
+                .map_err(|e| ReadError::other(e.to_string()))
+        };
+        if let Some(cursor) = cursor {
+            // 410 Gone: the history no longer reaches back; resync from a listing below.
+            if let Ok((events, revision)) = self.events_since(&kind, cursor) {
+                let changes = events
+                    .iter()
+                    .map(|e| encode(&e.object, e.type_ == EventType::Deleted))
+                    .collect::<Result<_, _>>()?;
+                return Ok((changes, revision));
+            }
+        }
+        let revision = self.revision();
+        let (objects, _) = self.list(&kind, None, None, None);
+        let changes = objects.iter().map(|o| encode(o, false)).collect::<Result<_, _>>()?;
+        Ok((changes, revision))
     }
 }
 

@@ -3,7 +3,7 @@
 //! checked against the version they were based on (409 on conflict), and the changes are kept as
 //! an ordered history that watches replay from a resource version.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, PoisonError, RwLock};
 
 use serde_json::{json, Value};
@@ -123,6 +123,9 @@ pub struct Store {
     history_limit: usize,
     /// The latest revision, for watchers waiting on changes.
     revision: watch::Sender<u64>,
+    /// Services that answer in process (namespace, name): webhooks registered with
+    /// `clientConfig.service` reach them.
+    services: RwLock<HashMap<(String, String), Arc<dyn crate::sim::api::eviction::WebhookService>>>,
 }
 
 impl Store {
@@ -141,7 +144,25 @@ impl Store {
             clock,
             history_limit: history_limit.max(1),
             revision: watch::channel(1).0,
+            services: RwLock::default(),
         }
+    }
+
+    /// Makes a service answer webhooks in process, as a Service in the cluster would.
+    pub fn register_service(
+        &self,
+        namespace: &str,
+        name: &str,
+        service: Arc<dyn crate::sim::api::eviction::WebhookService>,
+    ) {
+        let mut services = self.services.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+        services.insert((namespace.to_owned(), name.to_owned()), service);
+    }
+
+    /// The in-process service of that namespace and name, if one is registered.
+    pub fn service(&self, namespace: &str, name: &str) -> Option<Arc<dyn crate::sim::api::eviction::WebhookService>> {
+        let services = self.services.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+        services.get(&(namespace.to_owned(), name.to_owned())).cloned()
     }
 
     pub fn clock(&self) -> &Arc<SimClock> {

@@ -1,1 +1,70 @@
-//! evacuation: placeholder until the decision lands.
+//! evacuation: KubeVirt's evacuation controller, and its VMI controller's descheduler annotations,
+//! as a Kubewarden policy on Nodes.
+//!
+//! The decision lives in `evac-core`; this crate reads the objects it asks for through Kubewarden's
+//! `kubernetes` host capabilities and answers every update of a Node with Kubewarden's
+//! ValidationResponse (accepted whenever it can be decided: the policy never blocks a drain) plus
+//! the effects that the host carries out: `CreateMigration`, `AnnotatePod`, `ClearEvacuation`.
+//! The module itself never writes.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use evac_core::evacuation::{self, RequestError};
+use evac_core::model::ValidationRequest;
+use evac_core::{ClusterReader, PolicyResponse};
+use kubewarden_policy_sdk::wapc_guest::{self as guest, CallResult};
+
+mod settings;
+#[cfg(test)]
+mod tests;
+
+#[cfg(target_arch = "wasm32")]
+#[global_allocator]
+static ALLOCATOR: evac_policy_guest::allocator::Arena = evac_policy_guest::allocator::Arena::new();
+
+pub use settings::Settings;
+
+#[no_mangle]
+pub extern "C" fn wapc_init() {
+    guest::register_function("validate", validate);
+    guest::register_function("validate_settings", validate_settings);
+    guest::register_function("protocol_version", kubewarden_policy_sdk::protocol_version_guest);
+}
+
+fn validate(payload: &[u8]) -> CallResult {
+    Ok(evaluate_at(payload, &evac_policy_guest::HostCapabilities, now())?)
+}
+
+fn validate_settings(payload: &[u8]) -> CallResult {
+    Ok(serde_json::to_vec(&settings::validate(payload))?)
+}
+
+/// The wall clock (WASI `clock_time_get`): back-offs are measured against it. A host that
+/// simulates a cluster answers with its simulated time.
+fn now() -> f64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// Decodes a ValidationRequest, decides it at `now` (seconds since the Unix epoch) and encodes
+/// the response. A request that cannot be decided is rejected with the reason (400 for a request
+/// that is not an update of a Node, 500 for a failed read); only a payload that does not decode
+/// is an error of the call itself.
+pub fn evaluate_at<C: ClusterReader>(payload: &[u8], cluster: &C, now: f64) -> Result<Vec<u8>, String> {
+    let validation: ValidationRequest<Settings> = evac_policy_guest::decode_request(payload)?;
+    match evacuation::decide_request(&validation.request, validation.settings.inner(), cluster, now) {
+        Ok(decision) => evac_policy_guest::encode_decision(decision),
+        Err(e) => serde_json::to_vec(&rejection(&e)).map_err(|e| e.to_string()),
+    }
+}
+
+fn rejection(error: &RequestError) -> PolicyResponse {
+    PolicyResponse {
+        accepted: false,
+        message: Some(error.to_string()),
+        code: Some(error.code()),
+        warnings: None,
+        audit_annotations: None,
+        mutated_object: None,
+        effects: Vec::new(),
+    }
+}

@@ -1,1 +1,300 @@
-//! Evacuations: placeholder until the decision lands.
+//! The evacuation decision: what KubeVirt's evacuation controller and VMI controller do for the
+//! VMIs of one node, as effects instead of writes.
+//!
+//! For each VMI on the node it decides whether to start an evacuation migration (marked for this
+//! node or drain-tainted, migratable, not already migrating, not backing off, within the parallel
+//! limits), whether the mark no longer applies, and how the descheduler's annotations on the
+//! launcher pods must read. Run again on the state its effects produce, it asks for nothing more.
+
+mod annotations;
+mod history;
+mod release;
+mod settings;
+#[cfg(test)]
+mod tests;
+
+pub use history::{backoff_seconds, BACKOFF_MAX_SECONDS, BACKOFF_START_SECONDS};
+pub use settings::{Settings, DEFAULT_MAX_FAILED_EVACUATIONS, DEFAULT_NODE_PRESSURE_RELEASE};
+
+use std::collections::HashSet;
+
+use crate::cluster::{self, ClusterReader, ListResourcesAll, ReadError};
+use crate::effect::{EvacuationSource, MigrationCause, MigrationPriority, EVICTION_SOURCE_ANNOTATION};
+use crate::kubevirt_config::{KubeVirtConfig, KUBEVIRT_API_VERSION};
+use crate::model::{AdmissionRequest, EvictionStrategy, Migration, Node, Pod, VirtualMachineInstance};
+use crate::{Decision, Effect, ObjectRef};
+
+use history::{History, VmiKey};
+
+/// The label KubeVirt keeps on a VMI naming the node it runs on.
+pub const NODE_NAME_LABEL: &str = "kubevirt.io/nodeName";
+/// The label selector of launcher pods.
+pub const LAUNCHER_SELECTOR: &str = "kubevirt.io=virt-launcher";
+
+/// Why a request could not be decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RequestError {
+    /// The request is not one this decision handles: a configuration error, not a verdict.
+    BadRequest(String),
+    /// Reading the cluster failed.
+    Read(ReadError),
+}
+
+impl RequestError {
+    /// The HTTP status a policy answers with: 400 for a bad request, 500 for a failed read.
+    pub fn code(&self) -> u16 {
+        match self {
+            Self::BadRequest(_) => 400,
+            Self::Read(_) => 500,
+        }
+    }
+}
+
+impl core::fmt::Display for RequestError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Self::BadRequest(message) => f.write_str(message),
+            Self::Read(e) => write!(f, "cannot read the cluster: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for RequestError {}
+
+impl From<ReadError> for RequestError {
+    fn from(e: ReadError) -> Self {
+        Self::Read(e)
+    }
+}
+
+/// Decides the node of an admission request on a Node (`request.object`).
+pub fn decide_request<C>(
+    request: &AdmissionRequest<'_>,
+    settings: &Settings,
+    cluster: &C,
+    now: f64,
+) -> Result<Decision, RequestError>
+where
+    C: ClusterReader + ?Sized,
+{
+    let kind = &request.kind;
+    if kind.kind != "Node" || !kind.group.is_empty() {
+        let operation =
+            if request.operation.is_empty() { "<no operation>" } else { request.operation.as_str() };
+        let got = match (kind.kind.is_empty(), kind.group.is_empty()) {
+            (true, _) => "<no kind>".to_owned(),
+            (false, true) => format!("{} {}", kind.version, kind.kind),
+            (false, false) => format!("{}/{} {}", kind.group, kind.version, kind.kind),
+        };
+        return Err(RequestError::BadRequest(format!(
+            "this policy only evaluates Node requests, got {operation} {got}"
+        )));
+    }
+    let Some(object) = request.object.filter(|o| o.get() != "null") else {
+        return Err(RequestError::BadRequest(format!(
+            "the {} request of node {:?} carries no Node object",
+            request.operation, request.name
+        )));
+    };
+    let node: Node<'_> = serde_json::from_str(object.get())
+        .map_err(|e| RequestError::BadRequest(format!("cannot decode the Node: {e}")))?;
+    if node.metadata.name.is_empty() {
+        return Err(RequestError::BadRequest("the Node has no name".into()));
+    }
+    Ok(decide(&node, settings, cluster, now)?)
+}
+
+/// Decides the evacuations of `node` at `now` (seconds since the Unix epoch). The verdict is
+/// always Allow: this decision only reports what should happen.
+pub fn decide<C>(node: &Node<'_>, settings: &Settings, cluster: &C, now: f64) -> Result<Decision, ReadError>
+where
+    C: ClusterReader + ?Sized,
+{
+    let name = node.metadata.name.as_str();
+    let config = KubeVirtConfig::read(settings.kubevirt.as_ref(), cluster)?;
+    let node_label = format!("{NODE_NAME_LABEL}={name}");
+    let raw_vmis = list(cluster, KUBEVIRT_API_VERSION, "VirtualMachineInstance", Some(&node_label), None)?;
+    let vmis = cluster::decode_list::<VirtualMachineInstance<'_>>(&raw_vmis, "VirtualMachineInstance")?;
+    let on_node = format!("spec.nodeName={name}");
+    let raw_pods = list(cluster, "v1", "Pod", Some(LAUNCHER_SELECTOR), Some(&on_node))?;
+    let pods = cluster::decode_list::<Pod<'_>>(&raw_pods, "Pod")?;
+    let raw_migrations = list(cluster, KUBEVIRT_API_VERSION, "VirtualMachineInstanceMigration", None, None)?;
+    let migrations =
+        cluster::decode_list::<Migration<'_>>(&raw_migrations, "VirtualMachineInstanceMigration")?;
+    Ok(plan(&Inputs {
+        node,
+        settings,
+        config: &config,
+        vmis: &vmis,
+        pods: &pods,
+        migrations: &migrations,
+        now,
+    }))
+}
+
+fn list<C: ClusterReader + ?Sized>(
+    cluster: &C,
+    api_version: &str,
+    kind: &str,
+    label_selector: Option<&str>,
+    field_selector: Option<&str>,
+) -> Result<Vec<u8>, ReadError> {
+    cluster.list_resources_all(&ListResourcesAll {
+        api_version: api_version.into(),
+        kind: kind.into(),
+        label_selector: label_selector.map(Into::into),
+        field_selector: field_selector.map(Into::into),
+    })
+}
+
+/// Everything the decision reads, decoded.
+struct Inputs<'i, 'a> {
+    node: &'i Node<'a>,
+    settings: &'i Settings,
+    config: &'i KubeVirtConfig,
+    vmis: &'i [VirtualMachineInstance<'a>],
+    pods: &'i [Pod<'a>],
+    migrations: &'i [Migration<'a>],
+    now: f64,
+}
+
+/// A VMI that should start an evacuation migration now, room permitting.
+struct Candidate<'i> {
+    /// When its pod will be gone, infinite when it is not being deleted: the pod's
+    /// `deletionTimestamp`, which the API server sets to the deletion's time plus its grace period.
+    deadline: f64,
+    marked: bool,
+    namespace: &'i str,
+    name: &'i str,
+    source: Option<EvacuationSource>,
+}
+
+fn plan(inputs: &Inputs<'_, '_>) -> Decision {
+    let node = inputs.node;
+    let node_name = node.metadata.name.as_str();
+    let histories = history::histories(inputs.migrations);
+    let no_history = History::default();
+    // Finished pods are never evicted again: neither counted nor annotated.
+    let mut launchers: Vec<&Pod<'_>> = inputs
+        .pods
+        .iter()
+        .filter(|p| p.spec.node_name == node_name && p.is_virt_launcher() && !p.is_completed())
+        .collect();
+    launchers.sort_by(|a, b| {
+        (&a.metadata.namespace, &a.metadata.name).cmp(&(&b.metadata.namespace, &b.metadata.name))
+    });
+
+    let mut candidates = Vec::new();
+    let mut clears = Vec::new();
+    // VMIs whose source pod carries `eviction-in-progress`: marked for this node, not cleared.
+    let mut in_progress: HashSet<VmiKey<'_>> = HashSet::new();
+    // The label selects the VMIs on the node; a VMI whose label lags behind a migration is not.
+    for vmi in inputs.vmis.iter().filter(|v| v.status.node_name == node_name) {
+        let (namespace, name) = (vmi.metadata.namespace.as_str(), vmi.metadata.name.as_str());
+        let history = histories.get(&(namespace, name)).unwrap_or(&no_history);
+        let pods: Vec<&Pod<'_>> = launchers
+            .iter()
+            .copied()
+            .filter(|p| p.metadata.namespace == namespace && p.domain().as_deref() == Some(name))
+            .collect();
+        let terminating = pods.iter().any(|p| p.is_terminating());
+        let marked = vmi.status.evacuation_node_name == node_name;
+        let source =
+            vmi.metadata.annotation(EVICTION_SOURCE_ANNOTATION).and_then(|s| EvacuationSource::parse(&s));
+        // A migration under way is left to finish: KubeVirt clears the mark when it succeeds.
+        if marked
+            && !history.active
+            && (history.failures >= inputs.settings.max_failed_evacuations
+                || release::cause_gone(source, node, terminating, inputs.settings))
+        {
+            clears.push((namespace, name));
+            continue;
+        }
+        if marked {
+            in_progress.insert((namespace, name));
+        }
+        if (marked || node.is_drain_tainted()) && should_migrate(vmi, inputs, history, &pods) {
+            let deadline = pods
+                .first()
+                .and_then(|p| p.metadata.deletion_timestamp.as_deref())
+                .and_then(crate::model::time::unix_seconds)
+                .unwrap_or(f64::INFINITY);
+            candidates.push(Candidate { deadline, marked, namespace, name, source });
+        }
+    }
+
+    // The pod deleted soonest first (its VM is lost when the deadline passes), then evacuations
+    // somebody asked for before those of a drain taint alone.
+    candidates.sort_by(|a, b| {
+        a.deadline
+            .total_cmp(&b.deadline)
+            .then(b.marked.cmp(&a.marked))
+            .then((a.namespace, a.name).cmp(&(b.namespace, b.name)))
+    });
+    let load = history::load(inputs.migrations, node_name);
+    let room = inputs
+        .config
+        .parallel_migrations_per_cluster
+        .saturating_sub(load.cluster)
+        .min(inputs.config.parallel_outbound_migrations_per_node.saturating_sub(load.outbound));
+
+    let mut decision = Decision::allow();
+    decision.effects.extend(candidates.iter().take(room as usize).map(|c| Effect::CreateMigration {
+        vmi: ObjectRef::new(c.namespace, c.name),
+        node: node_name.to_owned(),
+        cause: cause(c.source, node),
+        priority: priority(c.source),
+    }));
+    // In a stable order, whatever order the cluster listed the VMIs in.
+    clears.sort_unstable();
+    decision.effects.extend(clears.into_iter().map(|(namespace, name)| Effect::ClearEvacuation {
+        vmi: ObjectRef::new(namespace, name),
+        node: node_name.to_owned(),
+    }));
+    decision.effects.extend(launchers.iter().filter_map(|pod| {
+        let vmi = pod.domain();
+        let in_progress =
+            vmi.is_some_and(|vmi| in_progress.contains(&(pod.metadata.namespace.as_str(), &*vmi)));
+        annotations::annotate(pod, in_progress)
+    }));
+    decision
+}
+
+/// Whether KubeVirt's evacuation controller would migrate the VMI now: running, not being deleted,
+/// live-migratable under a strategy that migrates, not migrating already, past its back-off, and
+/// with exactly one active pod (a second one means a migration is under way). Only pods on this
+/// node are counted: an unfinished migration's target pod elsewhere comes with an active
+/// migration, which is checked first.
+fn should_migrate(
+    vmi: &VirtualMachineInstance<'_>,
+    inputs: &Inputs<'_, '_>,
+    history: &History,
+    pods: &[&Pod<'_>],
+) -> bool {
+    let strategy = vmi.eviction_strategy(inputs.config.eviction_strategy.as_ref());
+    vmi.status.phase == "Running"
+        && !vmi.is_being_deleted()
+        && matches!(strategy, Some(EvictionStrategy::LiveMigrate | EvictionStrategy::LiveMigrateIfPossible))
+        && vmi.is_migratable()
+        && !history.active
+        && pods.len() == 1
+        && history.retry_at().is_none_or(|at| inputs.now >= at)
+}
+
+/// The recorded source; without one, a drain when the node is cordoned or drain-tainted, else
+/// an API eviction.
+fn cause(source: Option<EvacuationSource>, node: &Node<'_>) -> MigrationCause {
+    match source {
+        Some(source) => source.into(),
+        None if node.spec.unschedulable || node.is_drain_tainted() => MigrationCause::Drain,
+        None => MigrationCause::ApiEviction,
+    }
+}
+
+/// The descheduler's rebalancing can wait for maintenance; everything else is losing its node.
+fn priority(source: Option<EvacuationSource>) -> MigrationPriority {
+    match source {
+        Some(EvacuationSource::Descheduler) => MigrationPriority::SystemMaintenance,
+        _ => MigrationPriority::SystemCritical,
+    }
+}

@@ -28,7 +28,7 @@ pub const REASON: &str = "TerminationByKubelet";
 /// Memory a node's system uses besides its pods (a quantity), which no eviction frees: how a
 /// scenario puts a node under memory pressure.
 pub const SYSTEM_MEMORY_ANNOTATION: &str = "sim.evac.io/memory-used-by-system";
-const KILL_AT_ANNOTATION: &str = "sim.evac.io/kill-at-ms";
+pub(crate) const KILL_AT_ANNOTATION: &str = "sim.evac.io/kill-at-ms";
 /// When the node came under memory pressure, in milliseconds of simulated time.
 const PRESSURE_SINCE_ANNOTATION: &str = "sim.evac.io/memory-pressure-since-ms";
 

@@ -197,10 +197,25 @@ impl MigrationController {
         for pod in launchers.iter().filter(|p| annotation(p, "kubevirt.io/domain") == vmi_name) {
             let mut replacement = (**pod).clone();
             if let Some(meta) = replacement["metadata"].as_object_mut() {
-                for server_owned in
-                    ["name", "uid", "resourceVersion", "creationTimestamp", "deletionTimestamp"]
-                {
+                for server_owned in [
+                    "name",
+                    "uid",
+                    "resourceVersion",
+                    "creationTimestamp",
+                    "deletionTimestamp",
+                    "deletionGracePeriodSeconds",
+                ] {
                     meta.remove(server_owned);
+                }
+                // The target pod is new: none of the source pod's disruption carries over.
+                if let Some(annotations) = meta.get_mut("annotations").and_then(Value::as_object_mut) {
+                    for disruption in [
+                        crate::sim::store::TERMINATE_AT_ANNOTATION,
+                        super::kubelet::KILL_AT_ANNOTATION,
+                        evac_core::effect::EVICTION_IN_PROGRESS_ANNOTATION,
+                    ] {
+                        annotations.remove(disruption);
+                    }
                 }
                 meta.insert("generateName".into(), json!(format!("virt-launcher-{vmi_name}-")));
             }

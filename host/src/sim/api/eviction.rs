@@ -125,6 +125,13 @@ fn match_conditions_hold(webhook: &Value, name: &str) -> bool {
     })
 }
 
+/// A service of the simulated cluster that answers admission webhooks in process (evac's policy
+/// server in `evac demo`), registered with [`Store::register_service`].
+pub trait WebhookService: Send + Sync {
+    /// Answers an AdmissionReview with an AdmissionReview.
+    fn review<'a>(&'a self, store: &'a Store, review: &'a Value) -> futures::future::BoxFuture<'a, Result<Value, String>>;
+}
+
 /// Calls one webhook; a denial or (unless its failure policy is Ignore) a failed call refuses
 /// the eviction, as the API server does.
 async fn admit(
@@ -156,9 +163,14 @@ async fn admit(
             "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions"},
         }
     });
+    let in_process = webhook.service.as_ref().and_then(|(ns, name)| store.service(ns, name));
     let virt_api =
         webhook.service.as_ref().is_some_and(|(ns, name)| (ns.as_str(), name.as_str()) == virt_api::SERVICE);
-    let answer = if virt_api { virt_api::review(store, &review).await } else { call(webhook, &review).await };
+    let answer = match in_process {
+        Some(service) => service.review(store, &review).await,
+        None if virt_api => virt_api::review(store, &review).await,
+        None => call(webhook, &review).await,
+    };
     let answer = match answer {
         Ok(answer) => answer,
         Err(e) if webhook.ignore_failures => {

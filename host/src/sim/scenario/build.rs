@@ -15,7 +15,7 @@ use crate::sim::store::{Kind, Store};
 pub const KUBEVIRT_WEBHOOK: &str = "virt-launcher-eviction-interceptor.kubevirt.io";
 
 /// Creates the scenario's cluster in an empty store; returns how many VMs it has.
-pub fn populate(store: &Store, scenario: &Scenario) -> Result<usize, ApiError> {
+pub fn populate(store: &Store, scenario: &Scenario, with_evac: bool) -> Result<usize, ApiError> {
     let nodes = scenario.node_names();
     let mut memory_of_node = Vec::with_capacity(nodes.len());
     for group in &scenario.cluster.nodes {
@@ -25,11 +25,11 @@ pub fn populate(store: &Store, scenario: &Scenario) -> Result<usize, ApiError> {
     for (name, memory) in nodes.iter().zip(&memory_of_node) {
         store.create(&Kind::new("v1", "Node"), "", node(name, memory), false)?;
     }
-    store.create(&Kind::new("kubevirt.io/v1", "KubeVirt"), "kubevirt", kubevirt(scenario), false)?;
+    store.create(&Kind::new("kubevirt.io/v1", "KubeVirt"), "kubevirt", kubevirt(scenario, with_evac), false)?;
     store.create(
         &Kind::new("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration"),
         "",
-        eviction_webhook(),
+        eviction_webhook(with_evac),
         false,
     )?;
     let mut vms = 0;
@@ -120,10 +120,19 @@ fn migratable(yes: bool) -> Value {
     }
 }
 
-fn kubevirt(scenario: &Scenario) -> Value {
+/// The feature gates that turn preemption, NoExecute taints and node pressure into evacuations.
+pub const EVAC_FEATURE_GATES: [&str; 3] =
+    ["PreemptionEvictionLiveMigration", "NoExecuteTaintEvictionLiveMigration", "NodePressureEvictionLiveMigration"];
+
+fn kubevirt(scenario: &Scenario, with_evac: bool) -> Value {
     let settings = &scenario.cluster.kubevirt;
+    let gates = match &settings.feature_gates {
+        Some(gates) => gates.clone(),
+        None if with_evac => EVAC_FEATURE_GATES.map(str::to_owned).to_vec(),
+        None => Vec::new(),
+    };
     let mut configuration = json!({
-        "developerConfiguration": {"featureGates": settings.feature_gates},
+        "developerConfiguration": {"featureGates": gates},
         "migrations": {
             "parallelMigrationsPerCluster": settings.parallel_migrations_per_cluster,
             "parallelOutboundMigrationsPerNode": settings.parallel_outbound_migrations_per_node,
@@ -136,9 +145,14 @@ fn kubevirt(scenario: &Scenario) -> Value {
     json!({"metadata": {"name": "kubevirt"}, "spec": {"configuration": configuration}})
 }
 
-/// KubeVirt's webhook on `pods/eviction` for launcher pods, served by virt-api.
-fn eviction_webhook() -> Value {
-    let (namespace, name) = virt_api::SERVICE;
+/// KubeVirt's webhook on `pods/eviction` for launcher pods, served by virt-api; or, with evac,
+/// served by evac's policy server (its pod-eviction policy).
+fn eviction_webhook(with_evac: bool) -> Value {
+    let ((namespace, name), path) = if with_evac {
+        (crate::control::webhook::SERVICE, "/validate/pod-eviction")
+    } else {
+        (virt_api::SERVICE, "/launcher-eviction-validate")
+    };
     json!({
         "metadata": {"name": "virt-api-validator"},
         "webhooks": [{
@@ -146,7 +160,7 @@ fn eviction_webhook() -> Value {
             "admissionReviewVersions": ["v1"],
             "sideEffects": "NoneOnDryRun",
             "failurePolicy": "Fail",
-            "clientConfig": {"service": {"namespace": namespace, "name": name, "path": "/launcher-eviction-validate"}},
+            "clientConfig": {"service": {"namespace": namespace, "name": name, "path": path}},
             "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods/eviction"]}],
             "matchConditions": [{"name": "virt-launcher", "expression": "request.name.startsWith('virt-launcher-')"}],
         }],

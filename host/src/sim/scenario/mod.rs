@@ -2,13 +2,15 @@
 //! file (`examples/scenarios/`); `evac simulate` runs one on the simulator.
 
 mod build;
+mod evac;
 mod observer;
 mod report;
 mod run;
 mod spec;
 mod steps;
 
-pub use build::KUBEVIRT_WEBHOOK;
+pub use build::{EVAC_FEATURE_GATES, KUBEVIRT_WEBHOOK};
+pub use evac::Mode;
 pub use observer::Entry;
 pub use report::{Outcome, Report};
 pub use run::{run, Progress};

@@ -25,6 +25,19 @@ pub struct Report {
     pub drains: Vec<DrainReport>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub descheduler: Option<DeschedulerStats>,
+    /// What evac's controller did, when the scenario ran with evac.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub controller: Option<ControllerStats>,
+}
+
+/// `evac control`'s work over a run.
+#[derive(Debug, Clone, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ControllerStats {
+    pub passes: usize,
+    pub evaluations: usize,
+    pub effects_applied: usize,
+    pub effects_failed: usize,
 }
 
 #[derive(Debug, Clone, Default, Serialize)]

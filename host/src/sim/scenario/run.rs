@@ -8,8 +8,9 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::build;
+use super::evac::Mode;
 use super::observer::{cause_name, Entry, Observer};
-use super::report::{DrainReport, EvictionCounts, MigrationCounts, Outcome, Report, VmCounts, VmOutcome};
+use super::report::{ControllerStats, DrainReport, EvictionCounts, MigrationCounts, Outcome, Report, VmCounts, VmOutcome};
 use super::spec::{Action, Scenario};
 use super::steps::Steps;
 use crate::sim::actors::descheduler::DeschedulerSettings;
@@ -36,11 +37,12 @@ pub trait Progress {
 
 /// Runs a scenario to its end (its duration, or earlier when nothing is left to happen).
 /// Must be called outside an async runtime: webhooks are called from the simulation's thread.
-pub fn run(scenario: &Scenario, progress: &mut dyn Progress) -> Result<Report, String> {
+pub fn run(scenario: &Scenario, mode: &Mode, progress: &mut dyn Progress) -> Result<Report, String> {
     let duration = scenario.duration.duration("duration")?;
     let store = Arc::new(Store::new(Arc::new(SimClock::default()), HISTORY));
-    let total_vms =
-        build::populate(&store, scenario).map_err(|e| format!("cannot build the cluster: {}", e.message))?;
+    let with_evac = matches!(mode, Mode::Evac { .. });
+    let total_vms = build::populate(&store, scenario, with_evac)
+        .map_err(|e| format!("cannot build the cluster: {}", e.message))?;
     let placement: HashMap<String, String> = list(&store, &vmis())
         .iter()
         .map(|vmi| (key(vmi), text(vmi, "/status/nodeName").to_owned()))
@@ -48,8 +50,17 @@ pub fn run(scenario: &Scenario, progress: &mut dyn Progress) -> Result<Report, S
 
     let evictor = Arc::new(ApiEvictor::new().map_err(|e| format!("cannot start the eviction client: {e}"))?);
     let observer = Arc::new(Observer::new(store.revision(), Arc::clone(&evictor)));
-    let (actors, drains, descheduler) = actors(scenario, &evictor)?;
+    let (actors, drains, descheduler) = actors(scenario, &evictor, !with_evac)?;
     let mut all: Vec<Box<dyn Actor>> = actors;
+    let controller = match mode {
+        Mode::KubeVirt => None,
+        Mode::Evac { policies } => {
+            let soft = &scenario.cluster.kubelet.eviction_soft.0;
+            let controller = super::evac::start(&store, policies, soft)?;
+            all.push(Box::new(Arc::clone(&controller)));
+            Some(controller)
+        }
+    };
     all.push(Box::new(Arc::clone(&observer)));
     let simulation = Simulation::new(Arc::clone(&store), all);
 
@@ -142,13 +153,23 @@ pub fn run(scenario: &Scenario, progress: &mut dyn Progress) -> Result<Report, S
             })
             .collect(),
         descheduler: descheduler.map(|d| d.stats()),
+        controller: controller.map(|c| {
+            let passes = c.passes();
+            ControllerStats {
+                passes: passes.len(),
+                evaluations: passes.iter().map(|p| p.evaluations).sum(),
+                effects_applied: passes.iter().map(|p| p.effects_applied).sum(),
+                effects_failed: passes.iter().map(|p| p.effects_failed).sum(),
+            }
+        }),
     })
 }
 
 type Actors = (Vec<Box<dyn Actor>>, Vec<Arc<Drain>>, Option<Arc<Descheduler>>);
 
 /// The cluster's components with the scenario's settings, and its disruptions.
-fn actors(scenario: &Scenario, evictor: &Arc<ApiEvictor>) -> Result<Actors, String> {
+/// `kubevirt_evacuation`: whether KubeVirt's own evacuation controller runs (not with evac).
+fn actors(scenario: &Scenario, evictor: &Arc<ApiEvictor>, kubevirt_evacuation: bool) -> Result<Actors, String> {
     let kubevirt = &scenario.cluster.kubevirt;
     let kubelet = &scenario.cluster.kubelet;
     let mut actors: Vec<Box<dyn Actor>> = Vec::new();
@@ -190,7 +211,7 @@ fn actors(scenario: &Scenario, evictor: &Arc<ApiEvictor>) -> Result<Actors, Stri
     actors.push(Box::new(VirtController {
         parallel_per_cluster: kubevirt.parallel_migrations_per_cluster,
         parallel_outbound_per_node: kubevirt.parallel_outbound_migrations_per_node,
-        evacuation: true,
+        evacuation: kubevirt_evacuation,
     }));
     actors.push(Box::new(MigrationController {
         parallel_per_cluster: kubevirt.parallel_migrations_per_cluster,

@@ -24,6 +24,10 @@ pub struct Scenario {
     pub duration: Text,
     #[serde(default = "default_report")]
     pub report: Vec<Section>,
+    /// The scenario `evac demo` compares this one's run with evac against (a file next to this
+    /// one), when it is not this scenario run with KubeVirt alone.
+    #[serde(default)]
+    pub baseline: Option<String>,
 }
 
 fn default_duration() -> Text {
@@ -168,8 +172,10 @@ pub struct KubeVirtSettings {
     /// The cluster-wide `spec.configuration.evictionStrategy`.
     #[serde(default)]
     pub eviction_strategy: Option<Strategy>,
+    /// KubeVirt's feature gates. Unset: none for KubeVirt alone; with evac, the three that turn
+    /// preemption, NoExecute taints and node pressure into evacuations.
     #[serde(default)]
-    pub feature_gates: Vec<String>,
+    pub feature_gates: Option<Vec<String>>,
     #[serde(default = "five")]
     pub parallel_migrations_per_cluster: usize,
     #[serde(default = "two")]
@@ -184,7 +190,7 @@ impl Default for KubeVirtSettings {
     fn default() -> Self {
         Self {
             eviction_strategy: None,
-            feature_gates: Vec::new(),
+            feature_gates: None,
             parallel_migrations_per_cluster: five(),
             parallel_outbound_migrations_per_node: two(),
             bandwidth_per_migration: default_bandwidth(),

@@ -1,0 +1,388 @@
+//! An in-memory cluster for the evacuation tests (with just the selectors the decision uses, and
+//! an applier of effects), and builders of the objects it holds.
+
+use std::cell::RefCell;
+
+use serde_json::{json, Value};
+
+use crate::cluster::{ClusterReader, GetResource, ListResourcesAll, ReadError};
+use crate::effect::{
+    MigrationCause, MigrationPriority, CAUSE_ANNOTATION, EVACUATION_MIGRATION_ANNOTATION,
+    EVICTION_IN_PROGRESS_ANNOTATION, EVICTION_SOURCE_ANNOTATION, REQUEST_EVICT_ONLY_ANNOTATION,
+};
+use crate::evacuation::{decide, Settings};
+use crate::model::Node;
+use crate::{Effect, ObjectRef, Verdict};
+
+pub const NS: &str = "default";
+pub const NODE: &str = "node01";
+pub const OTHER: &str = "node02";
+/// The decisions' clock: 2027-01-15T08:00:00Z.
+pub const NOW: f64 = 1_800_000_000.0;
+
+/// `NOW + offset` seconds as a Kubernetes timestamp.
+pub fn at(offset: i64) -> String {
+    let time = chrono::DateTime::from_timestamp(NOW as i64 + offset, 0).expect("a valid time");
+    time.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+/// `value` with the field at JSON pointer `pointer` set (objects on the way are created).
+pub fn set(mut value: Value, pointer: &str, new: Value) -> Value {
+    let mut target = &mut value;
+    for token in pointer.split('/').skip(1).map(|t| t.replace("~1", "/")) {
+        if !target.is_object() {
+            *target = json!({});
+        }
+        target = target.as_object_mut().unwrap().entry(token).or_insert(Value::Null);
+    }
+    *target = new;
+    value
+}
+
+/// Objects by value; lists filter on `k=v` label selectors and `a.b=v` field selectors.
+#[derive(Default)]
+pub struct TestCluster {
+    pub objects: Vec<Value>,
+    failing: Option<(String, String)>,
+    pub reads: RefCell<Vec<String>>,
+    created: usize,
+}
+
+impl TestCluster {
+    pub fn new(objects: impl IntoIterator<Item = Value>) -> Self {
+        Self { objects: objects.into_iter().collect(), ..Self::default() }
+    }
+
+    /// Reads of `kind` fail with `message`.
+    pub fn failing(mut self, kind: &str, message: &str) -> Self {
+        self.failing = Some((kind.into(), message.into()));
+        self
+    }
+
+    fn check(&self, kind: &str) -> Result<(), ReadError> {
+        match &self.failing {
+            Some((failing, message)) if failing == kind => Err(ReadError::other(message.clone())),
+            _ => Ok(()),
+        }
+    }
+
+    fn find(&mut self, kind: &str, object: &ObjectRef) -> &mut Value {
+        self.objects
+            .iter_mut()
+            .find(|o| {
+                o["kind"] == kind
+                    && o["metadata"]["namespace"] == object.namespace.as_str()
+                    && o["metadata"]["name"] == object.name.as_str()
+            })
+            .unwrap_or_else(|| panic!("no {kind} {object}"))
+    }
+
+    /// Carries out effects as evac's host would.
+    pub fn apply(&mut self, effects: &[Effect]) {
+        for effect in effects {
+            match effect {
+                Effect::CreateMigration { vmi, node, cause, .. } => {
+                    self.created += 1;
+                    let name = format!("kubevirt-evacuation-{}", self.created);
+                    let mut migration = migration(&name, &vmi.name, "Pending");
+                    migration["metadata"]["namespace"] = json!(vmi.namespace);
+                    migration["metadata"]["annotations"] =
+                        json!({EVACUATION_MIGRATION_ANNOTATION: node, CAUSE_ANNOTATION: cause.as_str()});
+                    self.objects.push(migration);
+                }
+                Effect::AnnotatePod { pod, annotations } => {
+                    let pod = self.find("Pod", pod);
+                    for (key, value) in annotations {
+                        let map = pod["metadata"]["annotations"].as_object_mut().unwrap();
+                        match value {
+                            Some(value) => map.insert(key.clone(), json!(value)),
+                            None => map.remove(key),
+                        };
+                    }
+                }
+                Effect::ClearEvacuation { vmi, .. } => {
+                    let vmi = self.find("VirtualMachineInstance", vmi);
+                    vmi["status"].as_object_mut().unwrap().remove("evacuationNodeName");
+                    vmi["metadata"]["annotations"]
+                        .as_object_mut()
+                        .unwrap()
+                        .remove(EVICTION_SOURCE_ANNOTATION);
+                }
+                Effect::MarkForEvacuation { .. } => panic!("not an effect of evacuations: {effect:?}"),
+            }
+        }
+    }
+}
+
+fn selected(object: &Value, labels: Option<&str>, fields: Option<&str>) -> bool {
+    let labels_match = labels.is_none_or(|selector| {
+        selector.split(',').all(|term| {
+            let (key, value) = term.split_once('=').expect("k=v");
+            object["metadata"]["labels"][key] == value
+        })
+    });
+    let fields_match = fields.is_none_or(|selector| {
+        selector.split(',').all(|term| {
+            let (path, value) = term.split_once('=').expect("a.b=v");
+            object.pointer(&format!("/{}", path.replace('.', "/"))).is_some_and(|v| v == value)
+        })
+    });
+    labels_match && fields_match
+}
+
+impl ClusterReader for TestCluster {
+    fn get_resource(&self, r: &GetResource<'_>) -> Result<Vec<u8>, ReadError> {
+        self.reads.borrow_mut().push(format!("get {}", r.kind));
+        self.check(&r.kind)?;
+        let namespace = r.namespace.as_deref().unwrap_or("");
+        self.objects
+            .iter()
+            .find(|o| {
+                o["kind"] == r.kind.as_str()
+                    && o["metadata"]["namespace"].as_str().unwrap_or("") == namespace
+                    && o["metadata"]["name"] == r.name.as_str()
+            })
+            .map(|o| serde_json::to_vec(o).unwrap())
+            .ok_or_else(|| ReadError::not_found(&r.api_version, &r.kind, &r.name))
+    }
+
+    fn list_resources_all(&self, r: &ListResourcesAll<'_>) -> Result<Vec<u8>, ReadError> {
+        let (labels, fields) = (r.label_selector.as_deref(), r.field_selector.as_deref());
+        self.reads.borrow_mut().push(format!("list {} {labels:?} {fields:?}", r.kind));
+        self.check(&r.kind)?;
+        let items: Vec<&Value> = self
+            .objects
+            .iter()
+            .filter(|o| o["kind"] == r.kind.as_str() && selected(o, labels, fields))
+            .collect();
+        Ok(serde_json::to_vec(&json!({"apiVersion": "v1", "kind": "List", "items": items})).unwrap())
+    }
+}
+
+/// Decides `node` at `now`; the verdict must be Allow.
+pub fn decide_with(cluster: &TestCluster, node: &Value, settings: &Settings, now: f64) -> Vec<Effect> {
+    let text = node.to_string();
+    let node: Node<'_> = serde_json::from_str(&text).unwrap();
+    let decision = decide(&node, settings, cluster, now).expect("the cluster reads");
+    assert_eq!(decision.verdict, Verdict::Allow);
+    decision.effects
+}
+
+/// Decides `node` with the default settings at [`NOW`].
+pub fn run(cluster: &TestCluster, node: &Value) -> Vec<Effect> {
+    decide_with(cluster, node, &Settings::default(), NOW)
+}
+
+// --- Nodes -----------------------------------------------------------------------------------
+
+/// A schedulable, untainted node.
+pub fn node() -> Value {
+    json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": NODE}, "spec": {},
+           "status": {"conditions": [{"type": "Ready", "status": "True"}]}})
+}
+
+/// `kubectl cordon`.
+pub fn cordoned() -> Value {
+    set(node(), "/spec/unschedulable", json!(true))
+}
+
+pub fn tainted(node: Value, key: &str, effect: &str) -> Value {
+    let mut taints = node["spec"]["taints"].as_array().cloned().unwrap_or_default();
+    taints.push(json!({"key": key, "effect": effect}));
+    set(node, "/spec/taints", json!(taints))
+}
+
+/// Being drained: cordoned, and virt-handler's drain taint.
+pub fn drained() -> Value {
+    tainted(cordoned(), "kubevirt.io/drain", "NoSchedule")
+}
+
+/// Under memory pressure, with `available` published when given.
+pub fn pressured(pressure: bool, available: Option<&str>) -> Value {
+    let mut node = set(
+        node(),
+        "/status/conditions",
+        json!([{"type": "MemoryPressure", "status": if pressure { "True" } else { "False" }}]),
+    );
+    if let Some(available) = available {
+        node = set(node, "/metadata/annotations", json!({"evac.kubevirt.io/memory-available": available}));
+    }
+    node
+}
+
+// --- KubeVirt objects ------------------------------------------------------------------------
+
+/// A VMI on [`NODE`], running, live-migratable, `LiveMigrate`, not marked.
+#[derive(Debug, Clone)]
+pub struct Vm {
+    pub name: &'static str,
+    pub node: &'static str,
+    pub strategy: Option<&'static str>,
+    pub migratable: bool,
+    pub marked: Option<&'static str>,
+    pub source: Option<&'static str>,
+    pub phase: &'static str,
+    pub deleting: bool,
+}
+
+impl Vm {
+    pub fn new(name: &'static str) -> Self {
+        Self {
+            name,
+            node: NODE,
+            strategy: Some("LiveMigrate"),
+            migratable: true,
+            marked: None,
+            source: None,
+            phase: "Running",
+            deleting: false,
+        }
+    }
+
+    /// Marked for evacuation from the node it runs on.
+    pub fn marked(mut self) -> Self {
+        self.marked = Some(self.node);
+        self
+    }
+
+    pub fn source(mut self, source: &'static str) -> Self {
+        self.source = Some(source);
+        self
+    }
+
+    pub fn strategy(mut self, strategy: Option<&'static str>) -> Self {
+        self.strategy = strategy;
+        self
+    }
+
+    pub fn migratable(mut self, migratable: bool) -> Self {
+        self.migratable = migratable;
+        self
+    }
+
+    pub fn on(mut self, node: &'static str) -> Self {
+        self.node = node;
+        self
+    }
+
+    pub fn json(&self) -> Value {
+        let mut vmi = json!({
+            "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+            "metadata": {"name": self.name, "namespace": NS, "labels": {"kubevirt.io/nodeName": self.node},
+                         "annotations": {}},
+            "spec": {"domain": {"devices": {}}},
+            "status": {"nodeName": self.node, "phase": self.phase, "conditions": [
+                {"type": "LiveMigratable", "status": if self.migratable { "True" } else { "False" }},
+            ]}
+        });
+        if let Some(strategy) = self.strategy {
+            vmi["spec"]["evictionStrategy"] = json!(strategy);
+        }
+        if let Some(node) = self.marked {
+            vmi["status"]["evacuationNodeName"] = json!(node);
+        }
+        if let Some(source) = self.source {
+            vmi["metadata"]["annotations"][EVICTION_SOURCE_ANNOTATION] = json!(source);
+        }
+        if self.deleting {
+            vmi["metadata"]["deletionTimestamp"] = json!(at(-1));
+        }
+        vmi
+    }
+
+    /// Its running launcher pod, annotated as the decision leaves it: `request-evict-only`, and
+    /// `eviction-in-progress` while marked for its node.
+    pub fn pod(&self) -> Value {
+        let mut annotations = json!({"kubevirt.io/domain": self.name, REQUEST_EVICT_ONLY_ANNOTATION: ""});
+        if self.marked == Some(self.node) {
+            annotations[EVICTION_IN_PROGRESS_ANNOTATION] = json!("true");
+        }
+        json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": pod_name(self.name), "namespace": NS,
+                         "labels": {"kubevirt.io": "virt-launcher", "vm.kubevirt.io/name": self.name},
+                         "annotations": annotations},
+            "spec": {"nodeName": self.node, "terminationGracePeriodSeconds": 30},
+            "status": {"phase": "Running"}
+        })
+    }
+
+    /// The VMI and its pod.
+    pub fn objects(&self) -> [Value; 2] {
+        [self.json(), self.pod()]
+    }
+}
+
+pub fn pod_name(vmi: &str) -> String {
+    format!("virt-launcher-{vmi}-x2kfq")
+}
+
+/// Being deleted: the API server set `deletionTimestamp` to `NOW + in_seconds`.
+pub fn terminating(pod: Value, in_seconds: i64) -> Value {
+    set(pod, "/metadata/deletionTimestamp", json!(at(in_seconds)))
+}
+
+/// A migration of `vmi` that nobody marked as an evacuation.
+pub fn migration(name: &str, vmi: &str, phase: &str) -> Value {
+    json!({
+        "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstanceMigration",
+        "metadata": {"name": name, "namespace": NS, "creationTimestamp": at(-3600)},
+        "spec": {"vmiName": vmi},
+        "status": {"phase": phase}
+    })
+}
+
+/// An evacuation migration of `vmi` from `node`, ended `ended` seconds from NOW when given.
+pub fn evacuation(name: &str, vmi: &str, phase: &str, node: &str, ended: Option<i64>) -> Value {
+    let mut migration = migration(name, vmi, phase);
+    migration["metadata"]["annotations"] = json!({EVACUATION_MIGRATION_ANNOTATION: node});
+    if let Some(ended) = ended {
+        migration["status"]["migrationState"] = json!({"sourceNode": node, "endTimestamp": at(ended)});
+    }
+    migration
+}
+
+/// The KubeVirt CR with these parallel limits (per cluster, outbound per node).
+pub fn kubevirt(strategy: Option<&str>, limits: Option<(u32, u32)>) -> Value {
+    let mut cr = json!({
+        "apiVersion": "kubevirt.io/v1", "kind": "KubeVirt",
+        "metadata": {"name": "kubevirt", "namespace": "kubevirt"},
+        "spec": {"configuration": {}}
+    });
+    if let Some(strategy) = strategy {
+        cr["spec"]["configuration"]["evictionStrategy"] = json!(strategy);
+    }
+    if let Some((cluster, node)) = limits {
+        cr["spec"]["configuration"]["migrations"] =
+            json!({"parallelMigrationsPerCluster": cluster, "parallelOutboundMigrationsPerNode": node});
+    }
+    cr
+}
+
+// --- Expected effects ------------------------------------------------------------------------
+
+pub fn migrate(vmi: &str, cause: MigrationCause, priority: MigrationPriority) -> Effect {
+    Effect::CreateMigration { vmi: ObjectRef::new(NS, vmi), node: NODE.into(), cause, priority }
+}
+
+/// The migration of a drain: cause `drain`, `system-critical`.
+pub fn drain(vmi: &str) -> Effect {
+    migrate(vmi, MigrationCause::Drain, MigrationPriority::SystemCritical)
+}
+
+pub fn clear(vmi: &str) -> Effect {
+    Effect::ClearEvacuation { vmi: ObjectRef::new(NS, vmi), node: NODE.into() }
+}
+
+/// An AnnotatePod of `vmi`'s launcher pod.
+pub fn annotate(vmi: &str, changes: &[(&str, Option<&str>)]) -> Effect {
+    Effect::AnnotatePod {
+        pod: ObjectRef::new(NS, pod_name(vmi)),
+        annotations: changes.iter().map(|(k, v)| (k.to_string(), v.map(str::to_owned))).collect(),
+    }
+}
+
+/// The removal of `eviction-in-progress` from `vmi`'s pod.
+pub fn not_in_progress(vmi: &str) -> Effect {
+    annotate(vmi, &[(EVICTION_IN_PROGRESS_ANNOTATION, None)])
+}

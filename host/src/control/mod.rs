@@ -1,0 +1,178 @@
+//! `evac control`: the controller that runs evac's modules on cluster changes and carries out
+//! their effects.
+//!
+//! It watches pods, nodes, VMIs and migrations through a [`ChangeFeed`] (the simulator's store,
+//! or kube-rs watch caches), and evaluates:
+//!
+//! - **disruption-cause** on every launcher pod that starts terminating or gets a
+//!   `DisruptionTarget` condition (as the pod UPDATE it is), and on every node change (node
+//!   pressure, ahead of the kubelet);
+//! - **evacuation** on every node where something relevant changed: its VMIs, its pods, its
+//!   migrations, the node itself; and again on every node with evacuations pending when a
+//!   migration ends (the parallel limits freed a slot) and at each resync (back-offs).
+//!
+//! The controller decides nothing itself: it routes changes to modules and applies what they
+//! return. Every effect is idempotent against the state it was decided on, and every decision is
+//! made from the cluster's current state, so a restarted controller picks up where the cluster
+//! is: no duplicate migration, no lost mark.
+
+mod routing;
+pub mod sim;
+pub mod webhook;
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Result};
+use serde_json::value::RawValue;
+
+use self::routing::{Routing, Work};
+use crate::cluster::{ChangeFeed, ClusterWriter};
+use crate::kubewarden;
+use crate::server::metrics::{EffectLabels, Metrics};
+use crate::server::registry::{PolicySet, Registry, ServedPolicy};
+
+/// The policy ids `policies.yml` must give the controller's modules.
+pub const DISRUPTION_CAUSE: &str = "disruption-cause";
+pub const EVACUATION: &str = "evacuation";
+
+/// The kinds the controller watches.
+pub(crate) const WATCHED: [(&str, &str); 4] = [
+    ("v1", "Pod"),
+    ("v1", "Node"),
+    ("kubevirt.io/v1", "VirtualMachineInstance"),
+    ("kubevirt.io/v1", "VirtualMachineInstanceMigration"),
+];
+
+/// What one reconcile did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Pass {
+    pub changes: usize,
+    pub evaluations: usize,
+    pub effects_applied: usize,
+    pub effects_failed: usize,
+    /// Nodes with evacuations still to finish: the controller must look again (back-offs).
+    pub pending_nodes: usize,
+}
+
+pub struct Controller {
+    registry: Arc<Registry>,
+    writer: Arc<dyn ClusterWriter>,
+    metrics: Arc<Metrics>,
+    state: Mutex<State>,
+}
+
+struct State {
+    cursors: [Option<u64>; 4],
+    routing: Routing,
+}
+
+impl Controller {
+    /// A controller over the registry's `disruption-cause` and `evacuation` policies.
+    pub fn new(registry: Arc<Registry>, writer: Arc<dyn ClusterWriter>, metrics: Arc<Metrics>) -> Result<Self> {
+        let set = registry.current();
+        for id in [DISRUPTION_CAUSE, EVACUATION] {
+            if !set.contains_key(id) {
+                bail!("policies.yml has no policy `{id}`: evac control needs `{DISRUPTION_CAUSE}` and `{EVACUATION}`");
+            }
+        }
+        let state = State { cursors: [None; 4], routing: Routing::default() };
+        Ok(Self { registry, writer, metrics, state: Mutex::new(state) })
+    }
+
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    /// Forgets everything but the cluster: what a restarted controller knows.
+    pub fn restart(&self) {
+        let mut state = self.lock();
+        state.cursors = [None; 4];
+        state.routing = Routing::default();
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Reads what changed, evaluates the modules on it and carries out their effects. With
+    /// `resync`, every node with evacuations pending is evaluated again too.
+    pub async fn reconcile(&self, feed: &dyn ChangeFeed, resync: bool) -> Result<Pass> {
+        let started = Instant::now();
+        let mut pass = Pass::default();
+        let work = {
+            let mut state = self.lock();
+            let State { cursors, routing } = &mut *state;
+            for (i, (api_version, kind)) in WATCHED.iter().enumerate() {
+                let (changes, cursor) = feed.changes(api_version, kind, cursors[i])?;
+                pass.changes += changes.len();
+                for change in &changes {
+                    routing.observe(kind, change);
+                }
+                cursors[i] = Some(cursor);
+            }
+            routing.take_work(resync)
+        };
+        let set = self.registry.current();
+        self.carry_out(&set, work, &mut pass).await;
+        pass.pending_nodes = self.lock().routing.pending_nodes();
+        self.metrics.controller_reconcile.observe(started.elapsed().as_secs_f64());
+        Ok(pass)
+    }
+
+    async fn carry_out(&self, set: &PolicySet, work: Work, pass: &mut Pass) {
+        let disruption = &set[DISRUPTION_CAUSE];
+        let evacuation = &set[EVACUATION];
+        for request in &work.disruptions {
+            self.evaluate(disruption, request, pass).await;
+        }
+        let evacuated: BTreeSet<&String> = work.nodes.iter().collect();
+        for node in evacuated {
+            let Some(request) = work.node_requests.get(node) else { continue };
+            self.evaluate(evacuation, request, pass).await;
+        }
+    }
+
+    /// Evaluates one request with a policy's active version and applies the effects in order.
+    async fn evaluate(&self, served: &Arc<ServedPolicy>, request: &RawValue, pass: &mut Pass) {
+        pass.evaluations += 1;
+        let version = &served.active;
+        let started = Instant::now();
+        let outcome = kubewarden::validate(&version.policy, request, &version.settings);
+        served.latency.observe(started.elapsed().as_secs_f64());
+        let response = match outcome {
+            Ok(response) => response,
+            Err(error) => {
+                served.outcomes.error.inc();
+                tracing::warn!(policy = %served.id, version = %version.name, %error, "evaluation failed");
+                return;
+            }
+        };
+        if response.accepted {
+            served.outcomes.accepted.inc();
+        } else {
+            served.outcomes.rejected.inc();
+            tracing::warn!(policy = %served.id, message = response.message.as_deref().unwrap_or_default(), "the policy refused the request");
+        }
+        for effect in &response.effects {
+            let result = self.writer.apply(effect).await;
+            let outcome = if result.is_ok() { "applied" } else { "failed" };
+            let labels = EffectLabels { policy: served.id.clone(), effect: effect.type_name(), result: outcome };
+            self.metrics.effects.get_or_create(&labels).inc();
+            match result {
+                Ok(()) => {
+                    pass.effects_applied += 1;
+                    tracing::info!(policy = %served.id, ?effect, "applied");
+                }
+                Err(error) => {
+                    pass.effects_failed += 1;
+                    tracing::warn!(policy = %served.id, ?effect, %error, "effect failed; the next pass decides again");
+                }
+            }
+        }
+    }
+}
+
+/// How often a running controller looks again at nodes with evacuations pending.
+pub const RESYNC: Duration = Duration::from_secs(10);

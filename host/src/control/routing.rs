@@ -1,0 +1,191 @@
+//! Which changes call for which evaluation: the controller's bookkeeping, rebuilt from the
+//! cluster after a restart. Routing reads a few fields of each changed object (through the core's
+//! models) to know where to look; what to do there is the modules' decision.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use evac_core::model::{Migration, Node, Pod, VirtualMachineInstance};
+use serde_json::value::RawValue;
+
+use crate::cluster::Change;
+
+/// What a pass must evaluate.
+#[derive(Default)]
+pub(super) struct Work {
+    /// disruption-cause requests: launcher pods newly disrupted, and changed nodes.
+    pub disruptions: Vec<Box<RawValue>>,
+    /// Nodes to evaluate evacuation on.
+    pub nodes: Vec<String>,
+    /// The evacuation request of each of those nodes.
+    pub node_requests: BTreeMap<String, Box<RawValue>>,
+}
+
+#[derive(Default)]
+pub(super) struct Routing {
+    /// Disrupted launcher pods already evaluated (by uid), with what was seen: a pod is evaluated
+    /// again only when its disruption changes (it gets a condition, then a deletionTimestamp).
+    evaluated: HashMap<String, String>,
+    /// Marked VMIs (`namespace/name`) and the node they are marked for.
+    marked: HashMap<String, String>,
+    /// Nodes being drained, tainted or under memory pressure.
+    draining: HashSet<String>,
+    /// Active evacuation migrations (`namespace/name`) and their source node.
+    migrating: HashMap<String, String>,
+    /// The latest state of every node.
+    nodes: HashMap<String, Arc<[u8]>>,
+    dirty: BTreeSet<String>,
+    disruptions: Vec<Box<RawValue>>,
+    /// A migration ended since the last pass: a parallel slot is free.
+    slot_freed: bool,
+}
+
+/// Admission request uids, unique within the process.
+static NEXT_UID: AtomicU64 = AtomicU64::new(1);
+
+impl Routing {
+    pub(super) fn observe(&mut self, kind: &str, change: &Change) {
+        let Ok(text) = std::str::from_utf8(&change.object) else { return };
+        match kind {
+            "Pod" => self.observe_pod(text, change),
+            "Node" => self.observe_node(text, change),
+            "VirtualMachineInstance" => self.observe_vmi(text, change),
+            "VirtualMachineInstanceMigration" => self.observe_migration(text, change),
+            _ => {}
+        }
+    }
+
+    fn observe_pod(&mut self, text: &str, change: &Change) {
+        let Ok(pod) = serde_json::from_str::<Pod<'_>>(text) else { return };
+        if !pod.is_virt_launcher() {
+            return;
+        }
+        if !pod.spec.node_name.is_empty() {
+            self.dirty.insert(pod.spec.node_name.to_string());
+        }
+        let uid = pod.metadata.uid.to_string();
+        if change.deleted {
+            self.evaluated.remove(&uid);
+            return;
+        }
+        let reason = pod.disruption_reason();
+        if !pod.is_terminating() && reason.is_none() {
+            return;
+        }
+        let seen = format!("{}|{}", pod.is_terminating(), reason.unwrap_or_default());
+        if self.evaluated.get(&uid) != Some(&seen) {
+            self.evaluated.insert(uid, seen);
+            let (namespace, name) = (pod.metadata.namespace.as_str(), pod.metadata.name.as_str());
+            self.disruptions.push(request(("", "v1", "Pod", "pods"), namespace, name, text));
+        }
+    }
+
+    fn observe_node(&mut self, text: &str, change: &Change) {
+        let Ok(node) = serde_json::from_str::<Node<'_>>(text) else { return };
+        let name = node.metadata.name.to_string();
+        if change.deleted {
+            self.nodes.remove(&name);
+            self.draining.remove(&name);
+            return;
+        }
+        let disrupted = node.spec.unschedulable
+            || node.has_memory_pressure()
+            || node.spec.taints.iter().any(|t| matches!(t.effect.as_str(), "NoSchedule" | "NoExecute"));
+        if disrupted {
+            self.draining.insert(name.clone());
+        } else {
+            self.draining.remove(&name);
+        }
+        // Node pressure is decided on every node change: the module knows the thresholds.
+        self.disruptions.push(request(("", "v1", "Node", "nodes"), "", &name, text));
+        self.nodes.insert(name.clone(), Arc::clone(&change.object));
+        self.dirty.insert(name);
+    }
+
+    fn observe_vmi(&mut self, text: &str, change: &Change) {
+        let Ok(vmi) = serde_json::from_str::<VirtualMachineInstance<'_>>(text) else { return };
+        let key = format!("{}/{}", vmi.metadata.namespace, vmi.metadata.name);
+        let marked_for = vmi.status.evacuation_node_name.as_str();
+        if !change.deleted && !marked_for.is_empty() {
+            self.dirty.insert(marked_for.to_owned());
+            self.marked.insert(key, marked_for.to_owned());
+        } else if let Some(was) = self.marked.remove(&key) {
+            self.dirty.insert(was);
+        }
+        if !vmi.status.node_name.is_empty() {
+            self.dirty.insert(vmi.status.node_name.to_string());
+        }
+    }
+
+    fn observe_migration(&mut self, text: &str, change: &Change) {
+        let Ok(migration) = serde_json::from_str::<Migration<'_>>(text) else { return };
+        let key = format!("{}/{}", migration.metadata.namespace, migration.metadata.name);
+        let source = migration
+            .evacuation_node()
+            .map(|n| n.to_string())
+            .unwrap_or_else(|| migration.status.migration_state.source_node.to_string());
+        if !change.deleted && migration.is_active() {
+            self.migrating.insert(key, source.clone());
+        } else if self.migrating.remove(&key).is_some() || !change.deleted {
+            self.slot_freed = true;
+        }
+        if !source.is_empty() {
+            self.dirty.insert(source);
+        }
+    }
+
+    /// Nodes where evacuations are under way or due.
+    fn pending(&self) -> BTreeSet<&String> {
+        self.marked.values().chain(&self.draining).chain(self.migrating.values()).collect()
+    }
+
+    pub(super) fn pending_nodes(&self) -> usize {
+        self.pending().len()
+    }
+
+    /// The work gathered since the last pass. With `resync`, or when a migration ended, every
+    /// node with evacuations pending is evaluated again.
+    pub(super) fn take_work(&mut self, resync: bool) -> Work {
+        let mut nodes = std::mem::take(&mut self.dirty);
+        if resync || std::mem::take(&mut self.slot_freed) {
+            nodes.extend(self.pending().into_iter().cloned());
+        }
+        let node_requests = nodes
+            .iter()
+            .filter_map(|name| {
+                let json = self.nodes.get(name)?;
+                let text = std::str::from_utf8(json).ok()?;
+                Some((name.clone(), request(("", "v1", "Node", "nodes"), "", name, text)))
+            })
+            .collect();
+        Work { disruptions: std::mem::take(&mut self.disruptions), nodes: nodes.into_iter().collect(), node_requests }
+    }
+}
+
+/// An `UPDATE` AdmissionRequest for an object, as the API server would send for its change.
+fn request(
+    (group, version, kind, resource): (&str, &str, &str, &str),
+    namespace: &str,
+    name: &str,
+    object: &str,
+) -> Box<RawValue> {
+    let uid = format!("evac-control-{}", NEXT_UID.fetch_add(1, Ordering::Relaxed));
+    let head = serde_json::json!({
+        "uid": uid,
+        "kind": {"group": group, "version": version, "kind": kind},
+        "resource": {"group": group, "version": version, "resource": resource},
+        "name": name,
+        "namespace": namespace,
+        "operation": "UPDATE",
+        "userInfo": {"username": "system:serviceaccount:evac:evac-control"},
+        "dryRun": false,
+    });
+    // The object is spliced in as it came, not re-encoded.
+    let mut text = head.to_string();
+    text.pop();
+    text.push_str(r#","object":"#);
+    text.push_str(object);
+    text.push('}');
+    RawValue::from_string(text).expect("an object spliced into a JSON object is JSON")
+}
