@@ -1,6 +1,8 @@
 //! The `evac` command line.
 
 mod annotate;
+mod control;
+mod demo;
 mod eval;
 mod inspect;
 mod serve;
@@ -28,6 +30,10 @@ pub enum Command {
     Serve(serve::ServeArgs),
     /// The embedded cluster simulator.
     Sim(sim::SimArgs),
+    /// The main job: every example scenario with KubeVirt alone and with evac, side by side.
+    Demo(demo::DemoArgs),
+    /// Run the controller: disruption causes and evacuations, from cluster changes.
+    Control(control::ControlArgs),
     /// Run a scenario on the simulator: a timeline, then a report of what became of each VM.
     Simulate(simulate::SimulateArgs),
 }
@@ -41,6 +47,8 @@ impl Cli {
             Command::Serve(args) => serve::run(args),
             Command::Sim(args) => sim::run(args),
             Command::Simulate(args) => simulate::run(args),
+            Command::Control(args) => control::run(args),
+            Command::Demo(args) => demo::run(args),
         }
     }
 }

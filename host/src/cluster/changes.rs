@@ -21,5 +21,6 @@ pub trait ChangeFeed: Send + Sync {
     /// A `None` cursor, or one the feed no longer reaches back to, gets every current object as a
     /// change (a resync): a consumer must treat changes as "look at this object again", never
     /// as a complete diff.
-    fn changes(&self, api_version: &str, kind: &str, cursor: Cursor) -> Result<(Vec<Change>, u64), ReadError>;
+    fn changes(&self, api_version: &str, kind: &str, cursor: Cursor)
+        -> Result<(Vec<Change>, u64), ReadError>;
 }

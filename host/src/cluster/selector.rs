@@ -19,6 +19,15 @@ enum LabelRequirement {
 pub struct LabelSelector(Vec<LabelRequirement>);
 
 impl LabelSelector {
+    /// The value the selector requires of a label (`key=value`), if it requires one: what an
+    /// index on that label can answer.
+    pub fn required_value(&self, key: &str) -> Option<&str> {
+        self.0.iter().find_map(|requirement| match requirement {
+            LabelRequirement::Equals(k, value) if k == key => Some(value.as_str()),
+            _ => None,
+        })
+    }
+
     pub fn parse(text: &str) -> Result<Self, String> {
         let mut requirements = Vec::new();
         for part in split_top_level(text) {

@@ -70,7 +70,11 @@ struct State {
 
 impl Controller {
     /// A controller over the registry's `disruption-cause` and `evacuation` policies.
-    pub fn new(registry: Arc<Registry>, writer: Arc<dyn ClusterWriter>, metrics: Arc<Metrics>) -> Result<Self> {
+    pub fn new(
+        registry: Arc<Registry>,
+        writer: Arc<dyn ClusterWriter>,
+        metrics: Arc<Metrics>,
+    ) -> Result<Self> {
         let set = registry.current();
         for id in [DISRUPTION_CAUSE, EVACUATION] {
             if !set.contains_key(id) {
@@ -158,7 +162,8 @@ impl Controller {
         for effect in &response.effects {
             let result = self.writer.apply(effect).await;
             let outcome = if result.is_ok() { "applied" } else { "failed" };
-            let labels = EffectLabels { policy: served.id.clone(), effect: effect.type_name(), result: outcome };
+            let labels =
+                EffectLabels { policy: served.id.clone(), effect: effect.type_name(), result: outcome };
             self.metrics.effects.get_or_create(&labels).inc();
             match result {
                 Ok(()) => {

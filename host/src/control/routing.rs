@@ -29,8 +29,10 @@ pub(super) struct Routing {
     evaluated: HashMap<String, String>,
     /// Marked VMIs (`namespace/name`) and the node they are marked for.
     marked: HashMap<String, String>,
-    /// Nodes being drained, tainted or under memory pressure.
-    draining: HashSet<String>,
+    /// Nodes with KubeVirt's drain taint: their VMIs are evacuated without being marked.
+    drain_tainted: HashSet<String>,
+    /// Where each VMI (`namespace/name`) runs.
+    vmi_nodes: HashMap<String, String>,
     /// Active evacuation migrations (`namespace/name`) and their source node.
     migrating: HashMap<String, String>,
     /// The latest state of every node.
@@ -86,16 +88,13 @@ impl Routing {
         let name = node.metadata.name.to_string();
         if change.deleted {
             self.nodes.remove(&name);
-            self.draining.remove(&name);
+            self.drain_tainted.remove(&name);
             return;
         }
-        let disrupted = node.spec.unschedulable
-            || node.has_memory_pressure()
-            || node.spec.taints.iter().any(|t| matches!(t.effect.as_str(), "NoSchedule" | "NoExecute"));
-        if disrupted {
-            self.draining.insert(name.clone());
+        if node.is_drain_tainted() {
+            self.drain_tainted.insert(name.clone());
         } else {
-            self.draining.remove(&name);
+            self.drain_tainted.remove(&name);
         }
         // Node pressure is decided on every node change: the module knows the thresholds.
         self.disruptions.push(request(("", "v1", "Node", "nodes"), "", &name, text));
@@ -109,12 +108,17 @@ impl Routing {
         let marked_for = vmi.status.evacuation_node_name.as_str();
         if !change.deleted && !marked_for.is_empty() {
             self.dirty.insert(marked_for.to_owned());
-            self.marked.insert(key, marked_for.to_owned());
+            self.marked.insert(key.clone(), marked_for.to_owned());
         } else if let Some(was) = self.marked.remove(&key) {
             self.dirty.insert(was);
         }
         if !vmi.status.node_name.is_empty() {
             self.dirty.insert(vmi.status.node_name.to_string());
+        }
+        if change.deleted || vmi.status.node_name.is_empty() {
+            self.vmi_nodes.remove(&key);
+        } else {
+            self.vmi_nodes.insert(key, vmi.status.node_name.to_string());
         }
     }
 
@@ -135,9 +139,11 @@ impl Routing {
         }
     }
 
-    /// Nodes where evacuations are under way or due.
+    /// Nodes where evacuations are under way or due: marked VMIs, running migrations, and
+    /// drain-tainted nodes that still run VMIs. When there are none, the controller can rest.
     fn pending(&self) -> BTreeSet<&String> {
-        self.marked.values().chain(&self.draining).chain(self.migrating.values()).collect()
+        let drained = self.vmi_nodes.values().filter(|node| self.drain_tainted.contains(*node));
+        self.marked.values().chain(self.migrating.values()).chain(drained).collect()
     }
 
     pub(super) fn pending_nodes(&self) -> usize {
@@ -159,7 +165,11 @@ impl Routing {
                 Some((name.clone(), request(("", "v1", "Node", "nodes"), "", name, text)))
             })
             .collect();
-        Work { disruptions: std::mem::take(&mut self.disruptions), nodes: nodes.into_iter().collect(), node_requests }
+        Work {
+            disruptions: std::mem::take(&mut self.disruptions),
+            nodes: nodes.into_iter().collect(),
+            node_requests,
+        }
     }
 }
 

@@ -46,8 +46,9 @@ impl crate::sim::Actor for ControllerActor {
             due
         };
         // The store answers every effect at once: the future is ready when polled.
-        let pass = futures::executor::block_on(self.controller.reconcile(store, resync))
-            .map_err(|e| ApiError { code: 500, reason: "InternalError", message: format!("evac control: {e:#}") })?;
+        let pass = futures::executor::block_on(self.controller.reconcile(store, resync)).map_err(|e| {
+            ApiError { code: 500, reason: "InternalError", message: format!("evac control: {e:#}") }
+        })?;
         let next = (pass.pending_nodes > 0).then(|| {
             let last = self.last_resync.lock().unwrap_or_else(PoisonError::into_inner).unwrap_or(now);
             last + RESYNC

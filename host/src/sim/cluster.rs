@@ -8,8 +8,9 @@ use futures::future::BoxFuture;
 
 use super::store::{EventType, Kind, Patch, Store};
 use crate::cluster::{
-    annotations_patch, clear_evacuation_patch, Change, ChangeFeed, Cursor, evacuation_migration, evacuation_patch, list_json,
-    ClusterWriter, Effect, FieldSelector, LabelSelector, ListQuery, ObjectSource, ReadError,
+    annotations_patch, clear_evacuation_patch, evacuation_migration, evacuation_patch, list_json, Change,
+    ChangeFeed, ClusterWriter, Cursor, Effect, FieldSelector, LabelSelector, ListQuery, ObjectSource,
+    ReadError,
 };
 
 impl ObjectSource for Store {
@@ -46,7 +47,12 @@ impl ObjectSource for Store {
 }
 
 impl ChangeFeed for Store {
-    fn changes(&self, api_version: &str, kind: &str, cursor: Cursor) -> Result<(Vec<Change>, u64), ReadError> {
+    fn changes(
+        &self,
+        api_version: &str,
+        kind: &str,
+        cursor: Cursor,
+    ) -> Result<(Vec<Change>, u64), ReadError> {
         let kind = Kind::new(api_version, kind);
         let encode = |object: &serde_json::Value, deleted: bool| {
             serde_json::to_vec(object)

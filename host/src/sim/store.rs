@@ -88,6 +88,24 @@ struct Inner {
     kind_revisions: BTreeMap<Kind, u64>,
     /// Pods by `spec.nodeName`, as the API server indexes them.
     pods_by_node: std::collections::HashMap<String, std::collections::BTreeSet<Key>>,
+    /// VMIs by their `kubevirt.io/nodeName` label, as an informer's index would keep them:
+    /// KubeVirt's controllers (and evac's) list a node's VMIs by it.
+    vmis_by_node: std::collections::HashMap<String, std::collections::BTreeSet<Key>>,
+}
+
+fn is_vmi(kind: &Kind) -> bool {
+    kind.api_version == "kubevirt.io/v1" && kind.kind == "VirtualMachineInstance"
+}
+
+/// The label KubeVirt puts on a VMI with its node.
+const VMI_NODE_LABEL: &str = "kubevirt.io/nodeName";
+
+fn vmi_node_of(object: &Value) -> &str {
+    object
+        .pointer("/metadata/labels")
+        .and_then(|labels| labels.get(VMI_NODE_LABEL))
+        .and_then(Value::as_str)
+        .unwrap_or_default()
 }
 
 fn is_pod(kind: &Kind) -> bool {
@@ -99,6 +117,24 @@ fn node_of(object: &Value) -> &str {
 }
 
 impl Inner {
+    /// Keeps the node indexes in step with an object being stored (`new`) in place of `old`.
+    fn index(&mut self, kind: &Kind, key: &Key, old: Option<&Value>, new: Option<&Value>) {
+        if is_pod(kind) {
+            self.index_pod(key, old, new);
+        } else if is_vmi(kind) {
+            let (before, after) = (old.map(vmi_node_of), new.map(vmi_node_of));
+            if before == after {
+                return;
+            }
+            if let Some(keys) = before.and_then(|node| self.vmis_by_node.get_mut(node)) {
+                keys.remove(key);
+            }
+            if let Some(node) = after {
+                self.vmis_by_node.entry(node.to_owned()).or_default().insert(key.clone());
+            }
+        }
+    }
+
     /// Keeps the pod index in step with a pod being stored (`new`) in place of `old`.
     fn index_pod(&mut self, key: &Key, old: Option<&Value>, new: Option<&Value>) {
         let (before, after) = (old.map(node_of), new.map(node_of));
@@ -138,6 +174,7 @@ impl Store {
             generated: 0,
             kind_revisions: BTreeMap::new(),
             pods_by_node: Default::default(),
+            vmis_by_node: Default::default(),
         };
         Self {
             inner: RwLock::new(inner),
@@ -160,7 +197,11 @@ impl Store {
     }
 
     /// The in-process service of that namespace and name, if one is registered.
-    pub fn service(&self, namespace: &str, name: &str) -> Option<Arc<dyn crate::sim::api::eviction::WebhookService>> {
+    pub fn service(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Option<Arc<dyn crate::sim::api::eviction::WebhookService>> {
         let services = self.services.read().unwrap_or_else(std::sync::PoisonError::into_inner);
         services.get(&(namespace.to_owned(), name.to_owned())).cloned()
     }
@@ -223,6 +264,22 @@ impl Store {
                 .filter(|(ns, _)| namespace.is_none_or(|wanted| wanted == ns))
                 .filter_map(|key| objects.and_then(|o| o.get(key)))
                 .filter(|object| labels.is_none_or(|s| s.matches_object(object)))
+                .cloned()
+                .collect();
+            return (items, inner.revision);
+        }
+        // The VMIs of one node come from theirs.
+        if let (true, Some(node)) = (is_vmi(kind), labels.and_then(|s| s.required_value(VMI_NODE_LABEL))) {
+            let objects = inner.objects.get(kind);
+            let items = inner
+                .vmis_by_node
+                .get(node)
+                .into_iter()
+                .flatten()
+                .filter(|(ns, _)| namespace.is_none_or(|wanted| wanted == ns))
+                .filter_map(|key| objects.and_then(|o| o.get(key)))
+                .filter(|object| labels.is_none_or(|s| s.matches_object(object)))
+                .filter(|object| fields.is_none_or(|s| s.matches_object(object)))
                 .cloned()
                 .collect();
             return (items, inner.revision);
@@ -389,9 +446,7 @@ impl Store {
         let object = Arc::new(object);
         if !dry_run {
             let old = inner.objects.entry(kind.clone()).or_default().insert(key.clone(), Arc::clone(&object));
-            if is_pod(kind) {
-                inner.index_pod(&key, old.as_deref(), Some(&object));
-            }
+            inner.index(kind, &key, old.as_deref(), Some(&object));
             self.record(inner, kind, type_, &object);
         }
         Ok(object)
@@ -419,9 +474,7 @@ impl Store {
         if let Some(objects) = objects {
             objects.remove(&key);
         }
-        if is_pod(kind) {
-            inner.index_pod(&key, Some(&object), None);
-        }
+        inner.index(kind, &key, Some(&object), None);
         // The deletion event carries the object at the revision of its deletion.
         let mut deleted = (*object).clone();
         metadata(&mut deleted).insert("resourceVersion".into(), json!((inner.revision + 1).to_string()));

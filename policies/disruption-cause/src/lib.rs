@@ -1,1 +1,65 @@
-//! disruption-cause: placeholder until the decision lands.
+//! disruption-cause: what is about to disrupt a KubeVirt `virt-launcher` pod (scheduler
+//! preemption, a `NoExecute` taint, the kubelet's node-pressure eviction), as a Kubewarden policy
+//! that marks the VM for evacuation instead of letting it shut down, and marks VMs ahead of the
+//! kubelet on nodes short of memory.
+//!
+//! The decision lives in `evac-core`; this crate reads the objects it asks for through Kubewarden's
+//! `kubernetes` host capabilities and returns Kubewarden's ValidationResponse plus the effects
+//! (`MarkForEvacuation`) that the host carries out. It always allows the request: it runs on pod
+//! deletions, which it must never block.
+
+use evac_core::disruption;
+use evac_core::model::ValidationRequest;
+use evac_core::{ClusterReader, PolicyResponse};
+use kubewarden_policy_sdk::wapc_guest::{self as guest, CallResult};
+
+mod settings;
+
+#[cfg(target_arch = "wasm32")]
+#[global_allocator]
+static ALLOCATOR: evac_policy_guest::allocator::Arena = evac_policy_guest::allocator::Arena::new();
+
+pub use settings::Settings;
+
+#[no_mangle]
+pub extern "C" fn wapc_init() {
+    guest::register_function("validate", validate);
+    guest::register_function("validate_settings", validate_settings);
+    guest::register_function("protocol_version", kubewarden_policy_sdk::protocol_version_guest);
+}
+
+fn validate(payload: &[u8]) -> CallResult {
+    Ok(evaluate(payload, &evac_policy_guest::HostCapabilities)?)
+}
+
+fn validate_settings(payload: &[u8]) -> CallResult {
+    Ok(serde_json::to_vec(&settings::validate(payload))?)
+}
+
+/// Decodes a ValidationRequest, decides it and encodes the response.
+///
+/// A request the decision cannot answer (one it does not evaluate, a failed read) is rejected
+/// with the reason, as a response: the server reports it to the API server like any verdict.
+/// Only a payload that does not decode is a waPC error.
+pub fn evaluate<C: ClusterReader>(payload: &[u8], cluster: &C) -> Result<Vec<u8>, String> {
+    let validation: ValidationRequest<Settings> = evac_policy_guest::decode_request(payload)?;
+    match disruption::decide(&validation.request, validation.settings.inner(), cluster) {
+        Ok(decision) => evac_policy_guest::encode_decision(decision),
+        Err(e) => serde_json::to_vec(&rejection(&e)).map_err(|e| e.to_string()),
+    }
+}
+
+fn rejection(error: &disruption::DecideError) -> PolicyResponse {
+    PolicyResponse {
+        accepted: false,
+        message: Some(error.to_string()),
+        code: Some(error.code()),
+        warnings: None,
+        audit_annotations: None,
+        mutated_object: None,
+        effects: Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests;

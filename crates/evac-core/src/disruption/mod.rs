@@ -1,1 +1,276 @@
-//! Disruption causes: placeholder until the decision lands.
+//! The disruption-cause decision: what is about to disrupt a `virt-launcher` pod, and whether its
+//! VM should live-migrate away instead of shutting down.
+//!
+//! Only API eviction honours a VM's `EvictionStrategy` (the eviction decision answers those).
+//! Scheduler preemption and the taint manager delete the pod directly, after setting its
+//! `DisruptionTarget` condition (VEP 55); the kubelet kills it under node pressure (design 000).
+//! For each of these causes, behind its KubeVirt feature gate, the VMI is marked for evacuation
+//! and KubeVirt's evacuation controller migrates it. A plain pod deletion is not a migration
+//! request (VEP 55 non-goals), and a VM its user deletes is never kept alive.
+//!
+//! The verdict is always Allow: the decision may run as an admission policy on pod deletions,
+//! and must never block one. Node requests act on memory pressure before the kubelet does
+//! ([`pressure`]).
+
+mod pressure;
+mod settings;
+#[cfg(test)]
+mod tests;
+
+pub use pressure::{select_covering, Candidate};
+pub use settings::{NodePressure, Settings};
+
+use crate::cluster::{self, ClusterReader, ReadError};
+use crate::effect::{Effect, EvacuationSource, ObjectRef};
+use crate::eviction::VMI_API_VERSION;
+use crate::kubevirt_config::KubeVirtConfig;
+use crate::model::{AdmissionRequest, EvictionStrategy, Node, Pod, VirtualMachineInstance};
+use crate::Decision;
+
+/// The audit annotation that records the classified [`Cause`] of a launcher pod's disruption.
+pub const CAUSE_AUDIT_ANNOTATION: &str = "evac.kubevirt.io/disruption-cause";
+/// KubeVirt's feature gates, one per cause (VEP 55 and design 000).
+pub const PREEMPTION_GATE: &str = "PreemptionEvictionLiveMigration";
+pub const NOEXECUTE_TAINT_GATE: &str = "NoExecuteTaintEvictionLiveMigration";
+pub const NODE_PRESSURE_GATE: &str = "NodePressureEvictionLiveMigration";
+
+/// What disrupts a pod.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Cause {
+    /// `EvictionByEvictionAPI`: the eviction decision has answered it already.
+    ApiEviction,
+    /// `PreemptionByScheduler`.
+    Preemption,
+    /// `DeletionByTaintManager`: a `NoExecute` taint the pod does not tolerate.
+    TaintManager,
+    /// `TerminationByKubelet`: the kubelet's node-pressure eviction.
+    KubeletEviction,
+    /// No `DisruptionTarget`, but the node reports `MemoryPressure`: the kubelet is at work.
+    NodePressure,
+    /// `DeletionByPodGC`: the pod's node is gone, or the pod is an orphan.
+    PodGc,
+    /// The VMI is being deleted: its user wants the VM stopped.
+    UserDeletion,
+    /// Anything else, such as a plain `kubectl delete pod`.
+    Unknown,
+}
+
+impl Cause {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ApiEviction => "api-eviction",
+            Self::Preemption => "preemption",
+            Self::TaintManager => "taint-manager",
+            Self::KubeletEviction => "kubelet-eviction",
+            Self::NodePressure => "node-pressure",
+            Self::PodGc => "pod-gc",
+            Self::UserDeletion => "user-deletion",
+            Self::Unknown => "unknown",
+        }
+    }
+
+    /// The feature gate that turns this cause into an evacuation, and the mark's source.
+    pub fn evacuation(self) -> Option<(&'static str, EvacuationSource)> {
+        match self {
+            Self::Preemption => Some((PREEMPTION_GATE, EvacuationSource::Preemption)),
+            Self::TaintManager => Some((NOEXECUTE_TAINT_GATE, EvacuationSource::NoexecuteTaint)),
+            Self::KubeletEviction | Self::NodePressure => {
+                Some((NODE_PRESSURE_GATE, EvacuationSource::NodePressure))
+            }
+            Self::ApiEviction | Self::PodGc | Self::UserDeletion | Self::Unknown => None,
+        }
+    }
+}
+
+/// Classifies a launcher pod's disruption from the pod's `DisruptionTarget` reason (when the
+/// condition is `True`), whether its VMI is being deleted, and whether its node reports
+/// `MemoryPressure`. A VMI being deleted wins over everything: its user asked for the shutdown.
+pub fn classify(
+    disruption_reason: Option<&str>,
+    vmi_being_deleted: bool,
+    node_memory_pressure: bool,
+) -> Cause {
+    if vmi_being_deleted {
+        return Cause::UserDeletion;
+    }
+    match disruption_reason {
+        Some("PreemptionByScheduler") => Cause::Preemption,
+        Some("DeletionByTaintManager") => Cause::TaintManager,
+        Some("TerminationByKubelet") => Cause::KubeletEviction,
+        Some("EvictionByEvictionAPI") => Cause::ApiEviction,
+        Some("DeletionByPodGC") => Cause::PodGc,
+        Some(_) => Cause::Unknown,
+        None if node_memory_pressure => Cause::NodePressure,
+        None => Cause::Unknown,
+    }
+}
+
+/// Why a request could not be decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DecideError {
+    /// Not a request this decision evaluates: the policy is registered for the wrong resources.
+    UnsupportedRequest(String),
+    /// Settings that do not validate (Kubewarden validates them before any request).
+    InvalidSettings(String),
+    /// A cluster object could not be read.
+    Read(ReadError),
+}
+
+impl DecideError {
+    /// The HTTP status of the rejection a policy answers with: 400 for a request it does not
+    /// evaluate, 500 for its own failures.
+    pub fn code(&self) -> u16 {
+        match self {
+            Self::UnsupportedRequest(_) => 400,
+            Self::InvalidSettings(_) | Self::Read(_) => 500,
+        }
+    }
+}
+
+impl core::fmt::Display for DecideError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Self::UnsupportedRequest(got) => write!(
+                f,
+                "disruption-cause evaluates Pod UPDATE/DELETE and Node CREATE/UPDATE requests, not {got}"
+            ),
+            Self::InvalidSettings(message) => write!(f, "invalid settings: {message}"),
+            Self::Read(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for DecideError {}
+
+impl From<ReadError> for DecideError {
+    fn from(e: ReadError) -> Self {
+        Self::Read(e)
+    }
+}
+
+/// Decides a Pod UPDATE/DELETE (a launcher pod's disruption) or a Node CREATE/UPDATE (memory
+/// pressure ahead of the kubelet). The verdict is always Allow; the effects mark VMIs.
+pub fn decide<C>(
+    request: &AdmissionRequest<'_>,
+    settings: &Settings,
+    cluster: &C,
+) -> Result<Decision, DecideError>
+where
+    C: ClusterReader + ?Sized,
+{
+    let kind = &request.kind;
+    match (kind.group.as_str(), kind.kind.as_str(), request.operation.as_str()) {
+        ("", "Pod", "UPDATE" | "DELETE") => decide_pod(request, settings, cluster),
+        ("", "Node", "UPDATE" | "CREATE") => pressure::decide_node(request, settings, cluster),
+        _ => Err(DecideError::UnsupportedRequest(describe(request))),
+    }
+}
+
+/// `apps/v1 Deployment CREATE`, for the error of an unsupported request.
+fn describe(request: &AdmissionRequest<'_>) -> String {
+    let kind = &request.kind;
+    let version = match (kind.group.is_empty(), kind.version.is_empty()) {
+        (true, _) => kind.version.to_string(),
+        (false, true) => kind.group.to_string(),
+        (false, false) => format!("{}/{}", kind.group, kind.version),
+    };
+    let name = if kind.kind.is_empty() { "<no kind>" } else { kind.kind.as_str() };
+    let operation = if request.operation.is_empty() { "<no operation>" } else { request.operation.as_str() };
+    [version.as_str(), name, operation].into_iter().filter(|s| !s.is_empty()).collect::<Vec<_>>().join(" ")
+}
+
+fn decide_pod<C: ClusterReader + ?Sized>(
+    request: &AdmissionRequest<'_>,
+    settings: &Settings,
+    cluster: &C,
+) -> Result<Decision, DecideError> {
+    // A DELETE carries the pod as it was; an UPDATE as it will be.
+    let deleting = request.operation == "DELETE";
+    let object = if deleting { request.old_object } else { request.object };
+    // Nothing to decide from: allowing is the only answer that cannot block a deletion.
+    let Some(pod) = object.and_then(|raw| serde_json::from_str::<Pod<'_>>(raw.get()).ok()) else {
+        return Ok(Decision::allow());
+    };
+    if !pod.is_virt_launcher() {
+        return Ok(Decision::allow());
+    }
+    let reason = pod.disruption_reason();
+    if !deleting && !pod.is_terminating() && reason.is_none() {
+        return Ok(Decision::allow());
+    }
+
+    let namespace =
+        if pod.metadata.namespace.is_empty() { &request.namespace } else { &pod.metadata.namespace };
+    let node = pod.spec.node_name.as_str();
+    let raw_vmi = match pod.domain() {
+        Some(name) => read_vmi(cluster, namespace, &name)?,
+        None => None,
+    };
+    let vmi = match &raw_vmi {
+        Some(raw) => Some(cluster::decode::<VirtualMachineInstance<'_>>(raw, "VirtualMachineInstance")?),
+        None => None,
+    };
+    let vmi_being_deleted = vmi.as_ref().is_some_and(VirtualMachineInstance::is_being_deleted);
+    // The node is read only when nothing else names the cause.
+    let node_pressure = reason.is_none() && !vmi_being_deleted && node_has_memory_pressure(cluster, node)?;
+    let cause = classify(reason, vmi_being_deleted, node_pressure);
+
+    let decision = Decision::allow().with_audit_annotation(CAUSE_AUDIT_ANNOTATION, cause.as_str());
+    let (Some(vmi), Some((gate, source))) = (vmi, cause.evacuation()) else {
+        return Ok(decision);
+    };
+    // Not from the pod the VM runs in (a migration target's), not a VM that has stopped or is
+    // not running yet, and not twice.
+    if vmi.status.node_name != node
+        || vmi.status.phase != "Running"
+        || vmi.status.evacuation_node_name == node
+    {
+        return Ok(decision);
+    }
+    let config = KubeVirtConfig::read(settings.kubevirt.as_ref(), cluster)?;
+    if !config.feature_gate_enabled(gate) || !strategy_marks(&vmi, config.eviction_strategy.as_ref()) {
+        return Ok(decision);
+    }
+    Ok(decision.with_effect(Effect::MarkForEvacuation {
+        vmi: ObjectRef::new(namespace.as_str(), vmi.metadata.name.as_str()),
+        node: node.to_owned(),
+        dry_run: request.is_dry_run(),
+        source: Some(source),
+    }))
+}
+
+/// Whether the VMI's eviction strategy asks for a migration, as KubeVirt's node-pressure design
+/// reads it: LiveMigrate and LiveMigrateIfPossible when the VMI can migrate, External always
+/// (the external controller decides), None and unknown strategies never.
+fn strategy_marks(vmi: &VirtualMachineInstance<'_>, cluster_wide: Option<&EvictionStrategy>) -> bool {
+    match vmi.eviction_strategy(cluster_wide) {
+        Some(EvictionStrategy::LiveMigrate | EvictionStrategy::LiveMigrateIfPossible) => vmi.is_migratable(),
+        Some(EvictionStrategy::External) => true,
+        Some(EvictionStrategy::None | EvictionStrategy::Unknown(_)) | None => false,
+    }
+}
+
+/// Reads a VMI: `Ok(None)` when it does not exist.
+fn read_vmi<C: ClusterReader + ?Sized>(
+    cluster: &C,
+    namespace: &str,
+    name: &str,
+) -> Result<Option<Vec<u8>>, ReadError> {
+    match cluster::fetch(cluster, VMI_API_VERSION, "VirtualMachineInstance", namespace, name) {
+        Ok(raw) => Ok(Some(raw)),
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Whether the node reports `MemoryPressure`; a node that is gone (or unnamed) does not.
+fn node_has_memory_pressure<C: ClusterReader + ?Sized>(cluster: &C, node: &str) -> Result<bool, ReadError> {
+    if node.is_empty() {
+        return Ok(false);
+    }
+    match cluster::fetch(cluster, "v1", "Node", "", node) {
+        Ok(raw) => Ok(cluster::decode::<Node<'_>>(&raw, "Node")?.has_memory_pressure()),
+        Err(e) if e.is_not_found() => Ok(false),
+        Err(e) => Err(e),
+    }
+}

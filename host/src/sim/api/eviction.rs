@@ -129,7 +129,11 @@ fn match_conditions_hold(webhook: &Value, name: &str) -> bool {
 /// server in `evac demo`), registered with [`Store::register_service`].
 pub trait WebhookService: Send + Sync {
     /// Answers an AdmissionReview with an AdmissionReview.
-    fn review<'a>(&'a self, store: &'a Store, review: &'a Value) -> futures::future::BoxFuture<'a, Result<Value, String>>;
+    fn review<'a>(
+        &'a self,
+        store: &'a Store,
+        review: &'a Value,
+    ) -> futures::future::BoxFuture<'a, Result<Value, String>>;
 }
 
 /// Calls one webhook; a denial or (unless its failure policy is Ignore) a failed call refuses

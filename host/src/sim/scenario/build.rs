@@ -25,7 +25,12 @@ pub fn populate(store: &Store, scenario: &Scenario, with_evac: bool) -> Result<u
     for (name, memory) in nodes.iter().zip(&memory_of_node) {
         store.create(&Kind::new("v1", "Node"), "", node(name, memory), false)?;
     }
-    store.create(&Kind::new("kubevirt.io/v1", "KubeVirt"), "kubevirt", kubevirt(scenario, with_evac), false)?;
+    store.create(
+        &Kind::new("kubevirt.io/v1", "KubeVirt"),
+        "kubevirt",
+        kubevirt(scenario, with_evac),
+        false,
+    )?;
     store.create(
         &Kind::new("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration"),
         "",
@@ -121,8 +126,11 @@ fn migratable(yes: bool) -> Value {
 }
 
 /// The feature gates that turn preemption, NoExecute taints and node pressure into evacuations.
-pub const EVAC_FEATURE_GATES: [&str; 3] =
-    ["PreemptionEvictionLiveMigration", "NoExecuteTaintEvictionLiveMigration", "NodePressureEvictionLiveMigration"];
+pub const EVAC_FEATURE_GATES: [&str; 3] = [
+    "PreemptionEvictionLiveMigration",
+    "NoExecuteTaintEvictionLiveMigration",
+    "NodePressureEvictionLiveMigration",
+];
 
 fn kubevirt(scenario: &Scenario, with_evac: bool) -> Value {
     let settings = &scenario.cluster.kubevirt;

@@ -32,21 +32,34 @@ pub const POD_EVICTION: &str = "pod-eviction";
 /// Starts evac in the simulated cluster: registers its policy server as the webhook's service
 /// and returns the controller, to run as an actor. `evictionSoft` is the kubelet's soft threshold
 /// (the disruption-cause policy relieves nodes before they reach it).
-pub fn start(store: &Arc<Store>, policies: &Path, eviction_soft: &str) -> Result<Arc<ControllerActor>, String> {
+pub fn start(
+    store: &Arc<Store>,
+    policies: &Path,
+    eviction_soft: &str,
+) -> Result<Arc<ControllerActor>, String> {
     let mut file = PoliciesFile::load(policies).map_err(|e| format!("{e:#}"))?;
     if let Some(entry) = file.policies.get_mut(DISRUPTION_CAUSE) {
+        // The threshold is the simulated kubelets' `evictionSoft`: the settings describe the
+        // cluster's kubelets, and these are the scenario's.
         let settings = entry.settings.get_or_insert_with(|| serde_json::json!({}));
-        if settings.get("nodePressure").is_none() {
-            settings["nodePressure"] = serde_json::json!({"threshold": eviction_soft});
+        if !settings.get("nodePressure").is_some_and(serde_json::Value::is_object) {
+            settings["nodePressure"] = serde_json::json!({});
         }
+        settings["nodePressure"]["threshold"] = serde_json::json!(eviction_soft);
     }
     // Policies read the simulated clock (back-offs are in simulated time).
     let clock = Arc::clone(store.clock());
     let wall_clock = WallClock(Arc::new(move || {
         (clock.now() - chrono::DateTime::UNIX_EPOCH).to_std().unwrap_or(Duration::ZERO)
     }));
-    let engine = PolicyEngine::new(EngineOptions { wall_clock: Some(wall_clock), ..EngineOptions::default() })
-        .map_err(|e| format!("cannot start the policy engine: {e:#}"))?;
+    // Compiled modules are cached where `evac serve` keeps them: runs after the first start fast.
+    let cache_dir = Some(std::env::temp_dir().join("evac-cache"));
+    let engine = PolicyEngine::new(EngineOptions {
+        wall_clock: Some(wall_clock),
+        cache_dir,
+        ..EngineOptions::default()
+    })
+    .map_err(|e| format!("cannot start the policy engine: {e:#}"))?;
     let metrics = Arc::new(Metrics::default());
     let loader = Loader { engine, source: Arc::clone(store) as _ };
     let registry = Arc::new(
@@ -59,6 +72,7 @@ pub fn start(store: &Arc<Store>, policies: &Path, eviction_soft: &str) -> Result
     let context = Context { writer: Arc::clone(store) as _, metrics: Arc::clone(&metrics) };
     let webhook = PolicyWebhook { registry: Arc::clone(&registry), policy: POD_EVICTION.into(), context };
     store.register_service(SERVICE.0, SERVICE.1, Arc::new(webhook));
-    let controller = Controller::new(registry, Arc::clone(store) as _, metrics).map_err(|e| format!("{e:#}"))?;
+    let controller =
+        Controller::new(registry, Arc::clone(store) as _, metrics).map_err(|e| format!("{e:#}"))?;
     Ok(Arc::new(ControllerActor::new(Arc::new(controller))))
 }

@@ -2,6 +2,7 @@
 //! file (`examples/scenarios/`); `evac simulate` runs one on the simulator.
 
 mod build;
+mod compare;
 mod evac;
 mod observer;
 mod report;
@@ -10,6 +11,7 @@ mod spec;
 mod steps;
 
 pub use build::{EVAC_FEATURE_GATES, KUBEVIRT_WEBHOOK};
+pub use compare::{line as comparison_line, Tally};
 pub use evac::Mode;
 pub use observer::Entry;
 pub use report::{Outcome, Report};

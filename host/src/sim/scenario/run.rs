@@ -10,7 +10,9 @@ use serde_json::Value;
 use super::build;
 use super::evac::Mode;
 use super::observer::{cause_name, Entry, Observer};
-use super::report::{ControllerStats, DrainReport, EvictionCounts, MigrationCounts, Outcome, Report, VmCounts, VmOutcome};
+use super::report::{
+    ControllerStats, DrainReport, EvictionCounts, MigrationCounts, Outcome, Report, VmCounts, VmOutcome,
+};
 use super::spec::{Action, Scenario};
 use super::steps::Steps;
 use crate::sim::actors::descheduler::DeschedulerSettings;
@@ -169,7 +171,11 @@ type Actors = (Vec<Box<dyn Actor>>, Vec<Arc<Drain>>, Option<Arc<Descheduler>>);
 
 /// The cluster's components with the scenario's settings, and its disruptions.
 /// `kubevirt_evacuation`: whether KubeVirt's own evacuation controller runs (not with evac).
-fn actors(scenario: &Scenario, evictor: &Arc<ApiEvictor>, kubevirt_evacuation: bool) -> Result<Actors, String> {
+fn actors(
+    scenario: &Scenario,
+    evictor: &Arc<ApiEvictor>,
+    kubevirt_evacuation: bool,
+) -> Result<Actors, String> {
     let kubevirt = &scenario.cluster.kubevirt;
     let kubelet = &scenario.cluster.kubelet;
     let mut actors: Vec<Box<dyn Actor>> = Vec::new();

@@ -1,0 +1,131 @@
+//! Node pressure ahead of the kubelet: when a node's `memory.available` nears the kubelet's soft
+//! eviction threshold, mark the fewest VMs whose migration frees enough memory, so they leave
+//! before the kubelet picks pods to kill (design 000 lets a migration race the kill; this starts
+//! it earlier).
+
+use std::cmp::Ordering;
+
+use super::{strategy_marks, Cause, DecideError, Settings, CAUSE_AUDIT_ANNOTATION, NODE_PRESSURE_GATE};
+use crate::cluster::{self, ClusterReader, ListResourcesAll};
+use crate::effect::{Effect, EvacuationSource, ObjectRef};
+use crate::eviction::VMI_API_VERSION;
+use crate::kubevirt_config::KubeVirtConfig;
+use crate::model::{AdmissionRequest, Node, VirtualMachineInstance};
+use crate::Decision;
+
+/// The label KubeVirt keeps on a VMI with the node it runs on.
+const VMI_NODE_LABEL: &str = "kubevirt.io/nodeName";
+
+/// A VMI that may be marked, with its memory in bytes (unknown counts as none).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Candidate {
+    pub vmi: ObjectRef,
+    pub memory: f64,
+}
+
+pub(super) fn decide_node<C: ClusterReader + ?Sized>(
+    request: &AdmissionRequest<'_>,
+    settings: &Settings,
+    cluster: &C,
+) -> Result<Decision, DecideError> {
+    let (threshold, headroom) = settings.node_pressure.bytes().map_err(DecideError::InvalidSettings)?;
+    let Some(node) = request.object.and_then(|raw| serde_json::from_str::<Node<'_>>(raw.get()).ok()) else {
+        return Ok(Decision::allow());
+    };
+    let name =
+        if node.metadata.name.is_empty() { request.name.as_str() } else { node.metadata.name.as_str() };
+    let wanted = threshold + headroom;
+    let available = node.memory_available();
+    let pressure = node.has_memory_pressure();
+    // The common case, every status update of a healthy node, reads nothing.
+    if !pressure && available.is_none_or(|available| available >= wanted) {
+        return Ok(Decision::allow());
+    }
+    let decision =
+        Decision::allow().with_audit_annotation(CAUSE_AUDIT_ANNOTATION, Cause::NodePressure.as_str());
+    let config = KubeVirtConfig::read(settings.kubevirt.as_ref(), cluster)?;
+    if !config.feature_gate_enabled(NODE_PRESSURE_GATE) {
+        return Ok(decision);
+    }
+
+    let raw = cluster.list_resources_all(&ListResourcesAll {
+        api_version: VMI_API_VERSION.into(),
+        kind: "VirtualMachineInstance".into(),
+        label_selector: Some(format!("{VMI_NODE_LABEL}={name}").into()),
+        field_selector: None,
+    })?;
+    let vmis = cluster::decode_list::<VirtualMachineInstance<'_>>(&raw, "VirtualMachineInstance")?;
+    // The label may lag behind a migration: the status says where the VM runs.
+    let on_node: Vec<&VirtualMachineInstance<'_>> =
+        vmis.iter().filter(|v| v.status.node_name == name).collect();
+    let marked: Vec<&VirtualMachineInstance<'_>> =
+        on_node.iter().copied().filter(|v| v.status.evacuation_node_name == name).collect();
+    let mut eligible: Vec<Candidate> = on_node
+        .iter()
+        .filter(|v| {
+            v.status.phase == "Running"
+                && !v.is_being_deleted()
+                && !v.is_marked_for_evacuation()
+                && strategy_marks(v, config.eviction_strategy.as_ref())
+        })
+        .map(|v| Candidate {
+            vmi: ObjectRef::new(v.metadata.namespace.as_str(), v.metadata.name.as_str()),
+            memory: v.memory().unwrap_or(0.0),
+        })
+        .collect();
+    eligible.sort_by(largest_first);
+
+    let chosen = match available {
+        Some(available) => {
+            // Marked VMs are leaving already: the memory they free is not to be found again.
+            let leaving: f64 = marked.iter().map(|v| v.memory().unwrap_or(0.0)).sum();
+            select_covering(eligible, wanted - available - leaving)
+        }
+        // The kubelet says pressure but nobody says how much: one VM at a time, the largest.
+        None if marked.is_empty() => eligible.into_iter().take(1).collect(),
+        None => Vec::new(),
+    };
+    let dry_run = request.is_dry_run();
+    Ok(chosen.into_iter().fold(decision, |decision, candidate| {
+        decision.with_effect(Effect::MarkForEvacuation {
+            vmi: candidate.vmi,
+            node: name.to_owned(),
+            dry_run,
+            source: Some(EvacuationSource::NodePressure),
+        })
+    }))
+}
+
+/// Largest memory first; ties by namespace, then name, for a stable choice.
+fn largest_first(a: &Candidate, b: &Candidate) -> Ordering {
+    b.memory
+        .total_cmp(&a.memory)
+        .then_with(|| a.vmi.namespace.cmp(&b.vmi.namespace))
+        .then_with(|| a.vmi.name.cmp(&b.vmi.name))
+}
+
+/// The fewest candidates whose memory covers `deficit` bytes, in the order they were taken; all
+/// of them when even all do not cover it (best effort), none when there is no deficit.
+///
+/// Taking the largest first gives the fewest; the last one taken is instead the smallest that
+/// covers what is left alone, which keeps the count and moves less memory (a smaller VM also
+/// migrates sooner, and time is what the kubelet does not give).
+pub fn select_covering(mut candidates: Vec<Candidate>, deficit: f64) -> Vec<Candidate> {
+    candidates.sort_by(largest_first);
+    let mut chosen = Vec::new();
+    let mut remaining = deficit;
+    while remaining > 0.0 && !candidates.is_empty() {
+        let last_fitting = candidates.iter().rposition(|c| c.memory >= remaining);
+        if let Some(last) = last_fitting {
+            // The first of the smallest fitting size, for the namespace/name tie-break.
+            let size = candidates[last].memory;
+            let first = candidates.iter().position(|c| c.memory == size).unwrap_or(last);
+            chosen.push(candidates.remove(first));
+            break;
+        }
+        let largest = candidates.remove(0);
+        remaining -= largest.memory;
+        chosen.push(largest);
+    }
+    chosen
+}

@@ -1,0 +1,139 @@
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use anyhow::{Context, Result};
+use clap::Args;
+
+use crate::capabilities::ResourceGrant;
+use crate::cluster::KubeCluster;
+use crate::control::{Controller, RESYNC, WATCHED};
+use crate::server::config::PoliciesFile;
+use crate::server::metrics::Metrics;
+use crate::server::registry::{Loader, Registry};
+use crate::wapc::{EngineOptions, PolicyEngine};
+
+#[derive(Debug, Args)]
+pub struct ControlArgs {
+    /// The policies file (Kubewarden's policies.yml format), with the policies `disruption-cause`
+    /// and `evacuation` (see examples/control/policies.yml). It and its modules are reloaded when
+    /// they change.
+    #[arg(long, visible_alias = "config")]
+    policies: PathBuf,
+    /// The cluster's kubeconfig; without it, the in-cluster config or ~/.kube/config.
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
+    /// Address of /metrics.
+    #[arg(long, default_value = "0.0.0.0:8082")]
+    metrics_addr: SocketAddr,
+    /// Time between passes, in milliseconds.
+    #[arg(long, default_value_t = 250)]
+    interval_ms: u64,
+    /// How long to wait for the watch caches' initial lists, in seconds.
+    #[arg(long, default_value_t = 60)]
+    sync_timeout: u64,
+    /// Where compiled modules are cached.
+    #[arg(long, default_value = "/tmp/evac-cache")]
+    cache_dir: PathBuf,
+}
+
+pub fn run(args: ControlArgs) -> Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    runtime.block_on(control(args))
+}
+
+async fn control(args: ControlArgs) -> Result<()> {
+    let file = PoliciesFile::load(&args.policies)?;
+    // Watch what the policies read, and what the controller routes on.
+    let mut resources: Vec<ResourceGrant> =
+        file.policies.values().flat_map(|p| p.context_aware_resources.iter().cloned()).collect();
+    resources.extend(
+        WATCHED.iter().map(|(v, k)| ResourceGrant { api_version: (*v).to_owned(), kind: (*k).to_owned() }),
+    );
+    let cluster = Arc::new(KubeCluster::connect(args.kubeconfig.as_deref(), &resources).await?);
+    cluster.wait_synced(Duration::from_secs(args.sync_timeout)).await?;
+
+    let engine = PolicyEngine::new(EngineOptions {
+        cache_dir: Some(args.cache_dir.clone()),
+        ..EngineOptions::default()
+    })?;
+    let metrics = Arc::new(Metrics::default());
+    let loader = Loader { engine, source: Arc::clone(&cluster) as _ };
+    let registry = Arc::new(
+        tokio::task::block_in_place(|| Registry::start(&file, loader, Arc::clone(&metrics)))
+            .with_context(|| format!("cannot load {}", args.policies.display()))?,
+    );
+    let controller = Controller::new(Arc::clone(&registry), Arc::clone(&cluster) as _, Arc::clone(&metrics))?;
+    tokio::spawn(serve_metrics(args.metrics_addr, Arc::clone(&metrics)));
+    tracing::info!(policies = %args.policies.display(), "evac control started");
+
+    let mut files = FileStamps::read(&args.policies);
+    let mut last_resync = Instant::now();
+    let interval = Duration::from_millis(args.interval_ms);
+    loop {
+        let resync = last_resync.elapsed() >= RESYNC;
+        if resync {
+            last_resync = Instant::now();
+        }
+        match controller.reconcile(&*cluster, resync).await {
+            Ok(pass) if pass.evaluations > 0 => tracing::debug!(?pass, "pass"),
+            Ok(_) => {}
+            Err(e) => tracing::warn!("pass failed: {e:#}"),
+        }
+        // Hot swap: the same reload as `evac serve`, when the file or a module changed.
+        let now = FileStamps::read(&args.policies);
+        if now != files {
+            files = now;
+            match PoliciesFile::load(&args.policies) {
+                Ok(file) => {
+                    let refused = tokio::task::block_in_place(|| registry.reload(&file));
+                    for refusal in refused {
+                        tracing::warn!("{refusal}");
+                    }
+                }
+                Err(e) => tracing::warn!("cannot reload {}: {e:#}", args.policies.display()),
+            }
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(interval) => {}
+            _ = tokio::signal::ctrl_c() => {
+                tracing::info!("evac control stopping");
+                return Ok(());
+            }
+        }
+    }
+}
+
+/// The modification times of the policies file and its modules: a change means a reload.
+#[derive(PartialEq)]
+struct FileStamps(Vec<Option<SystemTime>>);
+
+impl FileStamps {
+    fn read(policies: &std::path::Path) -> Self {
+        let stamp = |path: &std::path::Path| std::fs::metadata(path).and_then(|m| m.modified()).ok();
+        let mut stamps = vec![stamp(policies)];
+        if let Ok(file) = PoliciesFile::load(policies) {
+            stamps.extend(Registry::module_paths(&file).iter().map(|p| stamp(p)));
+        }
+        Self(stamps)
+    }
+}
+
+async fn serve_metrics(addr: SocketAddr, metrics: Arc<Metrics>) {
+    let router = axum::Router::new().route(
+        "/metrics",
+        axum::routing::get(move || {
+            let metrics = Arc::clone(&metrics);
+            async move { metrics.encode() }
+        }),
+    );
+    match tokio::net::TcpListener::bind(addr).await {
+        Ok(listener) => {
+            if let Err(e) = axum::serve(listener, router).await {
+                tracing::warn!("the metrics server stopped: {e}");
+            }
+        }
+        Err(e) => tracing::warn!("cannot serve metrics on {addr}: {e}"),
+    }
+}
