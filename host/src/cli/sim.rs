@@ -42,6 +42,11 @@ struct ServeArgs {
     /// controllers, taint manager) act: grace periods and migrations take 1/speed of their time.
     #[arg(long, default_value_t = 1.0)]
     speed: f64,
+    /// Run the cluster for `evac control`: KubeVirt's evacuation controller is off, since evac
+    /// migrates the VMIs marked for evacuation (with its own limits, back-offs and causes).
+    /// Without it, both would create a migration for each marked VMI.
+    #[arg(long)]
+    evac: bool,
 }
 
 pub fn run(args: SimArgs) -> Result<()> {
@@ -64,7 +69,7 @@ fn serve(args: ServeArgs) -> Result<()> {
         Arc::clone(&store),
         vec![
             Box::new(Scheduler),
-            Box::new(VirtController::default()),
+            Box::new(VirtController { evacuation: !args.evac, ..VirtController::default() }),
             Box::new(MigrationController::default()),
             Box::new(Kubelet::default()),
             Box::new(TaintManager),

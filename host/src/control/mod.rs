@@ -54,6 +54,8 @@ pub struct Pass {
     pub effects_failed: usize,
     /// Nodes with evacuations still to finish: the controller must look again (back-offs).
     pub pending_nodes: usize,
+    /// Wall time of the pass.
+    pub elapsed: Duration,
 }
 
 pub struct Controller {
@@ -121,7 +123,8 @@ impl Controller {
         let set = self.registry.current();
         self.carry_out(&set, work, &mut pass).await;
         pass.pending_nodes = self.lock().routing.pending_nodes();
-        self.metrics.controller_reconcile.observe(started.elapsed().as_secs_f64());
+        pass.elapsed = started.elapsed();
+        self.metrics.controller_reconcile.observe(pass.elapsed.as_secs_f64());
         Ok(pass)
     }
 

@@ -14,11 +14,30 @@ pub struct ControllerActor {
     last_resync: Mutex<Option<Duration>>,
     /// Every pass, for reports and tests.
     passes: Mutex<Vec<Pass>>,
+    /// When to restart, in simulated time, soonest last.
+    restarts: Mutex<Vec<Duration>>,
 }
 
 impl ControllerActor {
     pub fn new(controller: Arc<Controller>) -> Self {
-        Self { controller, last_resync: Mutex::default(), passes: Mutex::default() }
+        Self {
+            controller,
+            last_resync: Mutex::default(),
+            passes: Mutex::default(),
+            restarts: Mutex::default(),
+        }
+    }
+
+    /// Restarts the controller at these times (as a crash and a new pod would).
+    pub fn restarting_at(self, mut at: Vec<Duration>) -> Self {
+        at.sort_by(|a, b| b.cmp(a));
+        *self.restarts.lock().unwrap_or_else(PoisonError::into_inner) = at;
+        self
+    }
+
+    /// The next restart still to come.
+    fn next_restart(&self) -> Option<Duration> {
+        self.restarts.lock().unwrap_or_else(PoisonError::into_inner).last().copied()
     }
 
     pub fn passes(&self) -> Vec<Pass> {
@@ -37,6 +56,12 @@ impl crate::sim::Actor for ControllerActor {
 
     fn reconcile(&self, store: &Store) -> Result<Option<Duration>, ApiError> {
         let now = store.clock().elapsed();
+        if self.next_restart().is_some_and(|at| at <= now) {
+            self.restarts.lock().unwrap_or_else(PoisonError::into_inner).pop();
+            self.controller.restart();
+            *self.last_resync.lock().unwrap_or_else(PoisonError::into_inner) = None;
+            tracing::info!(at = ?now, "evac control restarted");
+        }
         let resync = {
             let mut last = self.last_resync.lock().unwrap_or_else(PoisonError::into_inner);
             let due = last.is_none_or(|at| now >= at + RESYNC);
@@ -53,6 +78,10 @@ impl crate::sim::Actor for ControllerActor {
             let last = self.last_resync.lock().unwrap_or_else(PoisonError::into_inner).unwrap_or(now);
             last + RESYNC
         });
+        let next = match (next, self.next_restart()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         self.passes.lock().unwrap_or_else(PoisonError::into_inner).push(pass);
         Ok(next)
     }

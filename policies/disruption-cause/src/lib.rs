@@ -38,14 +38,30 @@ fn validate_settings(payload: &[u8]) -> CallResult {
 
 /// Decodes a ValidationRequest, decides it and encodes the response.
 ///
-/// A request the decision cannot answer (one it does not evaluate, a failed read) is rejected
-/// with the reason, as a response: the server reports it to the API server like any verdict.
-/// Only a payload that does not decode is a waPC error.
+/// A request the decision does not evaluate is rejected with the reason (a misconfigured
+/// webhook rule). A failed read is not a reason to block a pod's deletion or a node's update: the
+/// request is allowed, with the failure as a warning and no effect. Only a payload that does not
+/// decode is a waPC error.
 pub fn evaluate<C: ClusterReader>(payload: &[u8], cluster: &C) -> Result<Vec<u8>, String> {
     let validation: ValidationRequest<Settings> = evac_policy_guest::decode_request(payload)?;
     match disruption::decide(&validation.request, validation.settings.inner(), cluster) {
         Ok(decision) => evac_policy_guest::encode_decision(decision),
+        Err(e @ disruption::DecideError::Read(_)) => {
+            serde_json::to_vec(&allowed_with_warning(&e)).map_err(|e| e.to_string())
+        }
         Err(e) => serde_json::to_vec(&rejection(&e)).map_err(|e| e.to_string()),
+    }
+}
+
+fn allowed_with_warning(error: &disruption::DecideError) -> PolicyResponse {
+    PolicyResponse {
+        accepted: true,
+        message: None,
+        code: None,
+        warnings: Some(vec![format!("disruption-cause could not decide: {error}")]),
+        audit_annotations: None,
+        mutated_object: None,
+        effects: Vec::new(),
     }
 }
 

@@ -17,8 +17,9 @@ use kube::Client;
 use serde_json::Value;
 use tokio::sync::watch;
 
+use super::change_log::ChangeLog;
 use super::errors::watch_error_text;
-use crate::cluster::{list_json, FieldSelector, LabelSelector, ListQuery, ReadError};
+use crate::cluster::{list_json, Change, FieldSelector, LabelSelector, ListQuery, ReadError};
 
 /// One watched resource.
 pub(super) struct WatchCache {
@@ -35,6 +36,8 @@ struct State {
     objects: Option<Namespaces>,
     /// The last error of the watch, for the messages of reads and `wait_synced`.
     last_error: Option<String>,
+    /// The changes since the latest list, for [`WatchCache::changes_since`].
+    log: ChangeLog,
 }
 
 /// namespace ("" when cluster-scoped) -> name -> object.
@@ -135,6 +138,45 @@ impl WatchCache {
         Ok(list_json(selected.iter().filter(|json| matches_fields(json)).map(|json| &**json)))
     }
 
+    /// The changes after `cursor` and the cursor to resume from. Without a cursor, or with one the
+    /// change log cannot resume from (see [`ChangeLog`]), every current object as a change.
+    pub(super) fn changes_since(&self, cursor: Option<u64>) -> Result<(Vec<Change>, u64), ReadError> {
+        let state = self.read();
+        let objects = self.synced_objects(&state)?;
+        let position = state.log.position();
+        if let Some(changes) = cursor.and_then(|cursor| state.log.since(cursor)) {
+            return Ok((changes, position));
+        }
+        let everything = objects
+            .values()
+            .flat_map(BTreeMap::values)
+            .map(|stored| Change { object: Arc::clone(&stored.json), deleted: false })
+            .collect();
+        Ok((everything, position))
+    }
+
+    /// Records an object the host itself just wrote, as the API server returned it, so that reads
+    /// see the write before the watch brings it: a controller deciding from this cache would
+    /// otherwise decide again on the state before its write (and create a second migration). A
+    /// copy the watch already brought that is newer is kept.
+    pub(super) fn observe_write(&self, object: DynamicObject) {
+        let Some((namespace, name, stored)) = self.encode(object) else { return };
+        let version = |json: &[u8]| {
+            let object: Value = serde_json::from_slice(json).ok()?;
+            object.pointer("/metadata/resourceVersion")?.as_str()?.parse::<u64>().ok()
+        };
+        self.edit(|state| {
+            let Some(objects) = state.objects.as_mut() else { return };
+            let names = objects.entry(namespace).or_default();
+            let known = names.get(&name).and_then(|known| version(&known.json));
+            if known.zip(version(&stored.json)).is_some_and(|(known, new)| known >= new) {
+                return;
+            }
+            state.log.record(Arc::clone(&stored.json), false);
+            names.insert(name, stored);
+        });
+    }
+
     fn read(&self) -> RwLockReadGuard<'_, State> {
         // The state is replaced or edited in single assignments: a panicking writer leaves it whole.
         self.state.read().unwrap_or_else(PoisonError::into_inner)
@@ -216,6 +258,7 @@ impl Loader {
                 self.cache.edit(|state| {
                     state.objects = Some(objects);
                     state.last_error = None;
+                    state.log.relisted();
                 });
                 self.cache.synced.send_replace(true);
                 tracing::debug!(resource = %self.cache.describe(), objects = count, "watch cache synced");
@@ -225,16 +268,18 @@ impl Loader {
                     self.cache.edit(|state| {
                         // Changes only follow an initial list, so the objects are always there.
                         if let Some(objects) = state.objects.as_mut() {
+                            state.log.record(Arc::clone(&stored.json), false);
                             objects.entry(namespace).or_default().insert(name, stored);
                         }
                     });
                 }
             }
             Event::Delete(object) => {
-                let Some(name) = object.metadata.name else { return };
-                let namespace = object.metadata.namespace.unwrap_or_default();
+                // Logged as the event gives it: the object's last state.
+                let Some((namespace, name, last)) = self.cache.encode(object) else { return };
                 self.cache.edit(|state| {
                     let Some(objects) = state.objects.as_mut() else { return };
+                    state.log.record(last.json, true);
                     if let Some(names) = objects.get_mut(&namespace) {
                         names.remove(&name);
                         if names.is_empty() {

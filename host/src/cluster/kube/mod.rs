@@ -2,9 +2,11 @@
 //!
 //! Each resource a policy may read (its `contextAwareResources`) gets a watch cache, started at
 //! connect time, so that reads during admission never wait on the network. A resource outside
-//! that set is refused rather than fetched: the host only holds what it was told to watch.
+//! that set is refused rather than fetched: the host only holds what it was told to watch. Each
+//! cache also logs the changes it sees, which `evac control` reads as a [`ChangeFeed`].
 
 mod cache;
+mod change_log;
 mod discovery;
 mod errors;
 mod writer;
@@ -22,7 +24,7 @@ use tokio::task::AbortHandle;
 
 use self::cache::WatchCache;
 use crate::capabilities::ResourceGrant;
-use crate::cluster::{ListQuery, ObjectSource, ReadError};
+use crate::cluster::{Change, ChangeFeed, Cursor, ListQuery, ObjectSource, ReadError};
 
 /// A Kubernetes API server, through watch caches of the resources policies read.
 pub struct KubeCluster {
@@ -124,5 +126,22 @@ impl ObjectSource for KubeCluster {
 
     fn list(&self, api_version: &str, kind: &str, query: &ListQuery<'_>) -> Result<Vec<u8>, ReadError> {
         self.cache(api_version, kind)?.list(query)
+    }
+}
+
+/// Each watched kind's changes come from its cache's change log: see [`WatchCache::changes_since`].
+impl ChangeFeed for KubeCluster {
+    fn changes(
+        &self,
+        api_version: &str,
+        kind: &str,
+        cursor: Cursor,
+    ) -> Result<(Vec<Change>, u64), ReadError> {
+        let cache = self.caches.iter().find(|cache| cache.is(api_version, kind)).ok_or_else(|| {
+            ReadError::other(format!(
+                "{api_version} {kind} is not watched: the change feed follows only the resources given at connect"
+            ))
+        })?;
+        cache.changes_since(cursor)
     }
 }

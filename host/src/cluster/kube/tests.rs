@@ -456,3 +456,157 @@ fn a_relist_replaces_the_contents_at_once() {
     loader.apply(Event::Delete(pod("b")));
     assert_eq!(names(&cache.list(&ListQuery::default()).unwrap()), ["c"]);
 }
+
+// --- Change feed -------------------------------------------------------------------------------
+
+use super::change_log::CAPACITY;
+use crate::cluster::{Change, ChangeFeed};
+
+fn pod_on(name: &str, node: &str) -> DynamicObject {
+    serde_json::from_value(
+        json!({"metadata": {"name": name, "namespace": "default"}, "spec": {"nodeName": node}}),
+    )
+    .unwrap()
+}
+
+/// `name[:deleted]@node` of each change, in order.
+fn described(changes: &[Change]) -> Vec<String> {
+    changes
+        .iter()
+        .map(|change| {
+            let object = parse(&change.object);
+            let deleted = if change.deleted { ":deleted" } else { "" };
+            format!(
+                "{}{deleted}@{}",
+                object["metadata"]["name"].as_str().unwrap(),
+                object["spec"]["nodeName"]
+            )
+            .replace('"', "")
+        })
+        .collect()
+}
+
+/// A synced cache of pods `a` and `b`, and the loader that feeds it.
+fn synced_pods() -> (Arc<WatchCache>, Loader) {
+    let cache = WatchCache::new(pods_resource(), true);
+    let mut loader = Loader::new(Arc::clone(&cache));
+    loader.apply(Event::Init);
+    loader.apply(Event::InitApply(pod_on("a", "node01")));
+    loader.apply(Event::InitApply(pod_on("b", "node01")));
+    loader.apply(Event::InitDone);
+    (cache, loader)
+}
+
+#[test]
+fn the_change_log_gives_the_changes_after_a_cursor() {
+    let cache = WatchCache::new(pods_resource(), true);
+    let not_yet = cache.changes_since(None).unwrap_err();
+    assert!(not_yet.message.contains("has not completed the initial list"), "{}", not_yet.message);
+
+    let (cache, mut loader) = synced_pods();
+    // No cursor: every object, as a change.
+    let (changes, start) = cache.changes_since(None).unwrap();
+    assert_eq!(described(&changes), ["a@node01", "b@node01"]);
+    let (changes, same) = cache.changes_since(Some(start)).unwrap();
+    assert!(changes.is_empty());
+    assert_eq!(same, start);
+
+    // Updates, an addition and a deletion (with the object's last state), in order.
+    loader.apply(Event::Apply(pod_on("a", "node02")));
+    loader.apply(Event::Apply(pod_on("c", "node03")));
+    loader.apply(Event::Delete(pod_on("b", "node01")));
+    let (changes, after) = cache.changes_since(Some(start)).unwrap();
+    assert_eq!(described(&changes), ["a@node02", "c@node03", "b:deleted@node01"]);
+    assert!(after > start);
+    // The changes are the stored objects, typed as policies read them.
+    let c = parse(&changes[1].object);
+    assert_eq!((c["apiVersion"].as_str(), c["kind"].as_str()), (Some("v1"), Some("Pod")));
+
+    // A consumer resumes where it left off, from any cursor the log still covers.
+    loader.apply(Event::Apply(pod_on("c", "node04")));
+    let (changes, latest) = cache.changes_since(Some(after)).unwrap();
+    assert_eq!(described(&changes), ["c@node04"]);
+    let (changes, again) = cache.changes_since(Some(start)).unwrap();
+    assert_eq!(described(&changes), ["a@node02", "c@node03", "b:deleted@node01", "c@node04"]);
+    assert_eq!(again, latest);
+    // A cursor the log never gave (from another cache, or a restarted process) resyncs.
+    let (changes, _) = cache.changes_since(Some(latest + 1)).unwrap();
+    assert_eq!(described(&changes), ["a@node02", "c@node04"]);
+}
+
+#[test]
+fn a_relist_makes_consumers_resync() {
+    let (cache, mut loader) = synced_pods();
+    let (_, cursor) = cache.changes_since(None).unwrap();
+    loader.apply(Event::Apply(pod_on("a", "node02")));
+
+    // The watch failed and relisted: `b` went while it was down, with no event to tell it.
+    loader.apply(Event::Init);
+    loader.apply(Event::InitApply(pod_on("a", "node02")));
+    loader.apply(Event::InitApply(pod_on("d", "node01")));
+    // Until the relist completes, the log still answers from the previous contents.
+    let (changes, _) = cache.changes_since(Some(cursor)).unwrap();
+    assert_eq!(described(&changes), ["a@node02"]);
+    loader.apply(Event::InitDone);
+
+    // Every cursor from before the relist resyncs: the current objects.
+    let (changes, relisted) = cache.changes_since(Some(cursor)).unwrap();
+    assert_eq!(described(&changes), ["a@node02", "d@node01"]);
+    assert!(relisted > cursor);
+    // After it, changes again.
+    loader.apply(Event::Delete(pod_on("d", "node01")));
+    let (changes, _) = cache.changes_since(Some(relisted)).unwrap();
+    assert_eq!(described(&changes), ["d:deleted@node01"]);
+}
+
+#[test]
+fn a_cursor_older_than_the_log_resyncs() {
+    let (cache, mut loader) = synced_pods();
+    let (_, start) = cache.changes_since(None).unwrap();
+    loader.apply(Event::Apply(pod_on("a", "node02")));
+    let (_, covered) = cache.changes_since(Some(start)).unwrap();
+    // Fill the log past its capacity: the change after `start` falls out, the one after `covered`
+    // is the oldest kept.
+    for i in 0..CAPACITY {
+        loader.apply(Event::Apply(pod_on("b", &format!("node{i}"))));
+    }
+    let (changes, latest) = cache.changes_since(Some(covered)).unwrap();
+    assert_eq!(changes.len(), CAPACITY);
+    assert_eq!(described(&changes[..1]), ["b@node0"]);
+    let (changes, resynced) = cache.changes_since(Some(start)).unwrap();
+    assert_eq!(described(&changes), ["a@node02".to_owned(), format!("b@node{}", CAPACITY - 1)]);
+    assert_eq!(resynced, latest);
+}
+
+/// Through the API: the cluster's change feed follows its watches, and refuses a kind it does
+/// not watch.
+#[tokio::test]
+async fn the_change_feed_follows_the_watches() {
+    let (fake, dir) = start_fake().await;
+    let cluster = connect(&dir, &pods_and_vmis()).await.unwrap();
+    cluster.wait_synced(Duration::from_secs(10)).await.unwrap();
+    let (changes, cursor) = cluster.changes("v1", "Pod", None).unwrap();
+    assert_eq!(changes.len(), 2);
+    let (vmis, _) = cluster.changes("kubevirt.io/v1", "VirtualMachineInstance", None).unwrap();
+    assert_eq!(vmis.len(), 1);
+
+    fake.push_pod_event(
+        "MODIFIED",
+        json!({"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"name": "nginx", "namespace": "other", "resourceVersion": "104"},
+               "spec": {"nodeName": "node05"}}),
+    );
+    eventually("the change reaches the feed", || {
+        cluster
+            .changes("v1", "Pod", Some(cursor))
+            .is_ok_and(|(changes, _)| described(&changes) == ["nginx@node05"])
+    })
+    .await;
+
+    let unwatched = cluster.changes("v1", "Node", None).unwrap_err();
+    assert_eq!(unwatched.kind, ReadErrorKind::Other);
+    assert_eq!(
+        unwatched.message,
+        "v1 Node is not watched: the change feed follows only the resources given at connect"
+    );
+}

@@ -60,9 +60,11 @@ impl ClusterWriter for KubeCluster {
                     }
                     let annotations =
                         serde_json::json!({"metadata": {"annotations": {EVICTION_SOURCE_ANNOTATION: null}}});
-                    api.patch(&vmi.name, &PatchParams::default(), &Patch::Merge(annotations))
+                    let cleared = api
+                        .patch(&vmi.name, &PatchParams::default(), &Patch::Merge(annotations))
                         .await
                         .map_err(|e| api_message(&e))?;
+                    self.observe_write("kubevirt.io/v1", "VirtualMachineInstance", cleared);
                     tracing::info!(%vmi, node, "cleared evacuation mark");
                     Ok(())
                 }
@@ -72,6 +74,13 @@ impl ClusterWriter for KubeCluster {
 }
 
 impl KubeCluster {
+    /// Shows a write in the watch cache of its kind at once (when that kind is watched).
+    fn observe_write(&self, api_version: &str, kind: &str, object: DynamicObject) {
+        if let Ok(cache) = self.cache(api_version, kind) {
+            cache.observe_write(object);
+        }
+    }
+
     /// One merge patch on the VMI, as KubeVirt's eviction admitter does; the watch cache sees the
     /// change through its watch, so nothing is written to the cache here.
     async fn mark_for_evacuation(
@@ -84,7 +93,10 @@ impl KubeCluster {
         let api = Api::<DynamicObject>::namespaced_with(self.client.clone(), &vmi.namespace, &vmi_resource());
         let params = PatchParams { dry_run, ..PatchParams::default() };
         match api.patch(&vmi.name, &params, &Patch::Merge(evacuation_patch(node, source))).await {
-            Ok(_) => {
+            Ok(marked) => {
+                if !dry_run {
+                    self.observe_write("kubevirt.io/v1", "VirtualMachineInstance", marked);
+                }
                 tracing::info!(%vmi, node, dry_run, "marked VMI for evacuation");
                 Ok(())
             }

@@ -32,10 +32,12 @@ pub const POD_EVICTION: &str = "pod-eviction";
 /// Starts evac in the simulated cluster: registers its policy server as the webhook's service
 /// and returns the controller, to run as an actor. `evictionSoft` is the kubelet's soft threshold
 /// (the disruption-cause policy relieves nodes before they reach it).
+/// `restarts`: when the controller restarts (forgets all it knew), in simulated time.
 pub fn start(
     store: &Arc<Store>,
     policies: &Path,
     eviction_soft: &str,
+    restarts: Vec<Duration>,
 ) -> Result<Arc<ControllerActor>, String> {
     let mut file = PoliciesFile::load(policies).map_err(|e| format!("{e:#}"))?;
     if let Some(entry) = file.policies.get_mut(DISRUPTION_CAUSE) {
@@ -74,5 +76,5 @@ pub fn start(
     store.register_service(SERVICE.0, SERVICE.1, Arc::new(webhook));
     let controller =
         Controller::new(registry, Arc::clone(store) as _, metrics).map_err(|e| format!("{e:#}"))?;
-    Ok(Arc::new(ControllerActor::new(Arc::new(controller))))
+    Ok(Arc::new(ControllerActor::new(Arc::new(controller)).restarting_at(restarts)))
 }

@@ -38,6 +38,10 @@ pub struct ControllerStats {
     pub evaluations: usize,
     pub effects_applied: usize,
     pub effects_failed: usize,
+    /// Wall time of one pass (reading changes, evaluating, carrying out effects), in ms.
+    pub reconcile_ms_p50: f64,
+    pub reconcile_ms_p99: f64,
+    pub reconcile_ms_max: f64,
 }
 
 #[derive(Debug, Clone, Default, Serialize)]

@@ -58,7 +58,13 @@ pub fn run(scenario: &Scenario, mode: &Mode, progress: &mut dyn Progress) -> Res
         Mode::KubeVirt => None,
         Mode::Evac { policies } => {
             let soft = &scenario.cluster.kubelet.eviction_soft.0;
-            let controller = super::evac::start(&store, policies, soft)?;
+            let mut restarts = Vec::new();
+            for (i, disruption) in scenario.disruptions.iter().enumerate() {
+                if let Action::RestartEvacControl {} = disruption.action {
+                    restarts.push(disruption.at.duration(&format!("disruptions[{i}].at"))?);
+                }
+            }
+            let controller = super::evac::start(&store, policies, soft, restarts)?;
             all.push(Box::new(Arc::clone(&controller)));
             Some(controller)
         }
@@ -157,7 +163,13 @@ pub fn run(scenario: &Scenario, mode: &Mode, progress: &mut dyn Progress) -> Res
         descheduler: descheduler.map(|d| d.stats()),
         controller: controller.map(|c| {
             let passes = c.passes();
+            let mut ms: Vec<f64> = passes.iter().map(|p| p.elapsed.as_secs_f64() * 1000.0).collect();
+            ms.sort_by(f64::total_cmp);
+            let at = |q: f64| ms.get(((ms.len() as f64 - 1.0) * q).round() as usize).copied().unwrap_or(0.0);
             ControllerStats {
+                reconcile_ms_p50: at(0.5),
+                reconcile_ms_p99: at(0.99),
+                reconcile_ms_max: ms.last().copied().unwrap_or(0.0),
                 passes: passes.len(),
                 evaluations: passes.iter().map(|p| p.evaluations).sum(),
                 effects_applied: passes.iter().map(|p| p.effects_applied).sum(),

@@ -300,6 +300,9 @@ pub enum Action {
     },
     /// A descheduler from this moment on.
     Descheduler(DeschedulerSpec),
+    /// evac's controller restarts: it forgets all it knew and starts over from the cluster
+    /// (with evac only; KubeVirt alone ignores it).
+    RestartEvacControl {},
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -349,7 +352,7 @@ impl Scenario {
             // serde's words for a disruption of no known kind name its internals; say what is known.
             let e = e.to_string().replace(
                 "no variant of enum Action found in flattened data",
-                "a disruption is one of drain, uncordon, taint, memoryPressure, preempt, descheduler (plus `at`)",
+                "a disruption is one of drain, uncordon, taint, memoryPressure, preempt, descheduler, restartEvacControl (plus `at`)",
             );
             format!("{file}: {e}")
         })?;
@@ -454,6 +457,7 @@ impl Scenario {
                         return Err(format!("{at}.descheduler: thresholds must satisfy 0 <= threshold <= targetThreshold <= 100"));
                     }
                 }
+                Action::RestartEvacControl {} => {}
             }
         }
         Ok(())

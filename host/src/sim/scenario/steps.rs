@@ -82,7 +82,7 @@ fn apply(store: &Store, action: &Action) -> Result<(), ApiError> {
             }
         }
         // Actors of their own.
-        Action::Drain { .. } | Action::Descheduler(_) => {}
+        Action::Drain { .. } | Action::Descheduler(_) | Action::RestartEvacControl {} => {}
     }
     Ok(())
 }

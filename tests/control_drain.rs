@@ -1,0 +1,398 @@
+//! `kubectl drain` with evac in charge, end to end, with every piece a separate process as in a
+//! cluster: `evac sim serve --evac` is the API server and the cluster's components (KubeVirt's own
+//! evacuation controller off), `evac serve` answers its `pods/eviction` webhook over HTTPS (the
+//! manifest of `deploy/webhook.yaml`, pointed at it), and `evac control` migrates the VMIs the
+//! webhook marks. The drain is the real `kubectl` on the PATH.
+//!
+//! The cluster's components run 20 times faster than real time: a migration takes under a second,
+//! and the drain's 5 s retries of a 429 set the pace.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use evac_e2e::server::{cache_dir, free_port, self_signed};
+use evac_e2e::{evac_bin, repo_root};
+use serde_json::{json, Value};
+
+const SPEED: &str = "20";
+const DRAINED: &str = "node01";
+/// The VMs: name, node, eviction strategy. Two migrate from the drained node at a time
+/// (KubeVirt's `parallelOutboundMigrationsPerNode`), so they go in three rounds.
+const VMS: [(&str, &str, &str); 11] = [
+    ("web-1", DRAINED, "LiveMigrate"),
+    ("web-2", DRAINED, "LiveMigrate"),
+    ("web-3", DRAINED, "LiveMigrate"),
+    ("web-4", DRAINED, "LiveMigrate"),
+    ("web-5", DRAINED, "LiveMigrate"),
+    ("web-6", DRAINED, "LiveMigrate"),
+    ("scratch-1", DRAINED, "None"),
+    ("scratch-2", DRAINED, "None"),
+    ("other-1", "node02", "LiveMigrate"),
+    ("other-2", "node03", "LiveMigrate"),
+    ("other-3", "node02", "None"),
+];
+
+/// The tests take turns: each starts three processes, and the second reuses the modules the
+/// first compiled.
+static TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+#[tokio::test]
+async fn kubectl_drain_migrates_each_vm_once_through_evac() {
+    let _turn = TURN.lock().await;
+    let started = Instant::now();
+    let mut cluster = Cluster::start().await;
+    let drain = cluster.drain();
+    let output = drain.await.unwrap();
+    cluster.check_drained(&output).await;
+    let migrations = live_migrated().count();
+    assert_eq!(cluster.created_migrations().await, migrations, "{}", cluster.control_metrics().await);
+    eprintln!("drained in {:?} (with the start: {:?})", cluster.drain_time(), started.elapsed());
+}
+
+/// A controller killed mid-drain and started again picks up where the cluster is: the migrations
+/// under way are not created again, the VMIs still waiting get theirs.
+#[tokio::test]
+async fn a_controller_restarted_mid_drain_migrates_each_vm_once() {
+    let _turn = TURN.lock().await;
+    let mut cluster = Cluster::start().await;
+    let drain = cluster.drain();
+    let before = cluster.wait_for_migrations().await;
+    cluster.restart_control().await;
+    assert!(before < live_migrated().count(), "the restart came after every migration was created");
+    let output = drain.await.unwrap();
+    cluster.check_drained(&output).await;
+    assert!(cluster.created_migrations().await > 0, "the restarted controller created no migration");
+}
+
+fn live_migrated() -> impl Iterator<Item = &'static str> {
+    VMS.iter().filter(|(_, node, strategy)| *node == DRAINED && *strategy == "LiveMigrate").map(|vm| vm.0)
+}
+
+/// One `evac` process, killed when dropped; its standard error goes to a log file.
+struct Process {
+    child: Child,
+    log: PathBuf,
+}
+
+impl Process {
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    fn start(args: &[String], log: PathBuf) -> Self {
+        let child = Command::new(evac_bin())
+            .args(args)
+            .env("EVAC_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .expect("cannot start evac");
+        Self { child, log }
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+struct Cluster {
+    dir: tempfile::TempDir,
+    api: String,
+    http: reqwest::Client,
+    /// `evac sim serve`, `evac serve`, then each `evac control` started (the last one runs).
+    processes: Vec<Process>,
+    controls: usize,
+    metrics_port: u16,
+    drain_started: Instant,
+}
+
+impl Cluster {
+    async fn start() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let objects = json!({"apiVersion": "v1", "kind": "List", "items": objects()});
+        std::fs::write(dir.path().join("objects.json"), objects.to_string()).unwrap();
+        let api_port = free_port();
+        let mut cluster = Self {
+            api: format!("http://127.0.0.1:{api_port}"),
+            http: reqwest::Client::new(),
+            processes: Vec::new(),
+            metrics_port: 0,
+            controls: 0,
+            drain_started: Instant::now(),
+            dir,
+        };
+        let sim = ["sim", "serve", "--evac", "--speed", SPEED, "--addr", &format!("127.0.0.1:{api_port}")];
+        let sim = args(
+            &sim,
+            &[("--kubeconfig", cluster.path("kubeconfig")), ("--objects", cluster.path("objects.json"))],
+        );
+        cluster.spawn(&sim, "sim.log");
+        let api = format!("{}/api", cluster.api);
+        cluster.wait_for(&api, "evac sim serve").await;
+
+        let (cert, key) = self_signed();
+        std::fs::write(cluster.path("tls.crt"), &cert).unwrap();
+        std::fs::write(cluster.path("tls.key"), key).unwrap();
+        let (port, probe_port) = (free_port(), free_port());
+        let serve = [
+            "serve",
+            "--addr",
+            &format!("127.0.0.1:{port}"),
+            "--probe-addr",
+            &format!("127.0.0.1:{probe_port}"),
+        ];
+        let serve = args(
+            &serve,
+            &[
+                ("--config", repo_root().join("examples/serve/policies.yml")),
+                ("--kubeconfig", cluster.path("kubeconfig")),
+                ("--cert-file", cluster.path("tls.crt")),
+                ("--key-file", cluster.path("tls.key")),
+                ("--cache-dir", cache_dir()),
+            ],
+        );
+        cluster.spawn(&serve, "serve.log");
+        cluster.wait_for(&format!("http://127.0.0.1:{probe_port}/readiness"), "evac serve").await;
+        cluster.register_webhook(&format!("https://127.0.0.1:{port}/validate/pod-eviction"), &cert).await;
+
+        cluster.start_control().await;
+        cluster
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    fn spawn(&mut self, args: &[String], log: &str) {
+        self.processes.push(Process::start(args, self.path(log)));
+    }
+
+    async fn start_control(&mut self) {
+        self.metrics_port = free_port();
+        let control = ["control", "--metrics-addr", &format!("127.0.0.1:{}", self.metrics_port)];
+        let control = args(
+            &control,
+            &[
+                ("--policies", repo_root().join("examples/control/policies.yml")),
+                ("--kubeconfig", self.path("kubeconfig")),
+                ("--cache-dir", cache_dir()),
+            ],
+        );
+        self.controls += 1;
+        self.spawn(&control, &format!("control-{}.log", self.controls));
+        // /metrics is served once the watch caches have synced and the modules are loaded.
+        let metrics = format!("http://127.0.0.1:{}/metrics", self.metrics_port);
+        self.wait_for(&metrics, "evac control").await;
+    }
+
+    /// Kills `evac control` and starts another, which knows only what the cluster says.
+    async fn restart_control(&mut self) {
+        self.processes.last_mut().expect("evac control runs").kill();
+        self.start_control().await;
+    }
+
+    /// `deploy/webhook.yaml`, with the test server's URL and certificate for its service.
+    async fn register_webhook(&self, url: &str, cert: &str) {
+        let path = repo_root().join("deploy/webhook.yaml");
+        let mut webhook: Value = serde_yaml::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        webhook["metadata"].as_object_mut().unwrap().remove("annotations");
+        let ca_bundle = base64::engine::general_purpose::STANDARD.encode(cert);
+        webhook["webhooks"][0]["clientConfig"] = json!({"url": url, "caBundle": ca_bundle});
+        let created = self
+            .http
+            .post(format!(
+                "{}/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations",
+                self.api
+            ))
+            .header("content-type", "application/json")
+            .body(webhook.to_string())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(created.status().as_u16(), 201, "{}", created.text().await.unwrap());
+    }
+
+    /// Polls `url` until the process started last answers 200 there (the first start compiles
+    /// the modules: up to a minute).
+    async fn wait_for(&mut self, url: &str, what: &str) {
+        let deadline = Instant::now() + Duration::from_secs(90);
+        while !reqwest::get(url).await.is_ok_and(|r| r.status().is_success()) {
+            let exited = self.processes.last_mut().and_then(|p| p.child.try_wait().ok().flatten());
+            assert!(exited.is_none(), "{what} exited with {exited:?}");
+            assert!(Instant::now() < deadline, "{what} did not come up");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// `kubectl drain` of the drained node, in the background.
+    fn drain(&mut self) -> tokio::task::JoinHandle<Output> {
+        self.drain_started = Instant::now();
+        let mut kubectl = Command::new("kubectl");
+        kubectl
+            .arg("--kubeconfig")
+            .arg(self.path("kubeconfig"))
+            .arg("--cache-dir")
+            .arg(self.path("kube-cache"));
+        kubectl.args(["drain", DRAINED, "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=90s"]);
+        tokio::task::spawn_blocking(move || kubectl.output().expect("kubectl is needed on the PATH"))
+    }
+
+    fn drain_time(&self) -> Duration {
+        self.drain_started.elapsed()
+    }
+
+    async fn get(&self, path: &str) -> Value {
+        let text = self.http.get(format!("{}{path}", self.api)).send().await.unwrap().text().await.unwrap();
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("GET {path}: not JSON ({e}): {text}"))
+    }
+
+    async fn items(&self, path: &str) -> Vec<Value> {
+        self.get(path).await["items"].as_array().cloned().unwrap_or_default()
+    }
+
+    async fn migrations(&self) -> Vec<Value> {
+        self.items("/apis/kubevirt.io/v1/virtualmachineinstancemigrations").await
+    }
+
+    /// Waits until the first migrations exist; returns how many.
+    async fn wait_for_migrations(&self) -> usize {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let count = self.migrations().await.len();
+            if count > 0 {
+                return count;
+            }
+            assert!(Instant::now() < deadline, "no migration within 30 s of the drain");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// The latest `evac control`'s /metrics.
+    async fn control_metrics(&self) -> String {
+        let url = format!("http://127.0.0.1:{}/metrics", self.metrics_port);
+        reqwest::get(url).await.unwrap().text().await.unwrap()
+    }
+
+    /// The migrations the latest `evac control` created, from its /metrics.
+    async fn created_migrations(&self) -> usize {
+        let metrics = self.control_metrics().await;
+        let line =
+            r#"evac_policy_effects_total{policy="evacuation",effect="CreateMigration",result="applied"} "#;
+        metrics.lines().find_map(|l| l.strip_prefix(line)).map_or(0, |n| n.parse().unwrap())
+    }
+
+    /// The drain completed; each LiveMigrate VM of the node migrated exactly once, through an
+    /// evacuation migration of evac's; the others were shut down; nothing else moved.
+    async fn check_drained(&self, drain: &Output) {
+        let (stdout, stderr) =
+            (String::from_utf8_lossy(&drain.stdout), String::from_utf8_lossy(&drain.stderr));
+        assert!(drain.status.success(), "kubectl drain failed:\n{stderr}\n{stdout}");
+        assert!(stdout.contains(&format!("node/{DRAINED} drained")), "{stdout}");
+        let on_node = self.items(&format!("/api/v1/pods?fieldSelector=spec.nodeName%3D{DRAINED}")).await;
+        assert!(on_node.is_empty(), "pods left on {DRAINED}: {on_node:?}");
+
+        let migrations = self.migrations().await;
+        let mut migrated: Vec<&str> =
+            migrations.iter().map(|m| m["spec"]["vmiName"].as_str().unwrap()).collect();
+        migrated.sort();
+        assert_eq!(migrated, live_migrated().collect::<Vec<_>>(), "one migration per VMI: {migrations:#?}");
+        for migration in &migrations {
+            let annotations = &migration["metadata"]["annotations"];
+            assert_eq!(annotations["kubevirt.io/evacuationMigration"], DRAINED, "{migration}");
+            // Evictions of a cordoned node's pods: a drain.
+            assert_eq!(annotations["evac.kubevirt.io/cause"], "drain", "{migration}");
+            assert_eq!(migration["status"]["phase"], "Succeeded", "{migration}");
+        }
+        for (name, node, strategy) in VMS {
+            let vmi = self
+                .get(&format!("/apis/kubevirt.io/v1/namespaces/default/virtualmachineinstances/{name}"))
+                .await;
+            let (now_on, phase) = (vmi["status"]["nodeName"].as_str().unwrap(), &vmi["status"]["phase"]);
+            match (node == DRAINED, strategy) {
+                (true, "LiveMigrate") => {
+                    assert!(now_on != DRAINED && phase == "Running", "{name} did not migrate: {vmi}");
+                    assert_eq!(vmi["status"].get("evacuationNodeName"), None, "{vmi}");
+                }
+                (true, _) => assert_eq!(phase, "Failed", "{name} was not shut down: {vmi}"),
+                (false, _) => assert!(now_on == node && phase == "Running", "{name} was disturbed: {vmi}"),
+            }
+        }
+    }
+}
+
+/// On a failure, every process's log, for the reason.
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            return;
+        }
+        for process in &self.processes {
+            let log = std::fs::read_to_string(&process.log).unwrap_or_default();
+            let lines: Vec<&str> = log.lines().collect();
+            let tail = lines[lines.len().saturating_sub(200)..].join("\n");
+            eprintln!("--- {} (last 200 lines) ---\n{tail}", process.log.display());
+        }
+    }
+}
+
+/// Command-line arguments: flags with values, then flags with paths.
+fn args(plain: &[&str], paths: &[(&str, PathBuf)]) -> Vec<String> {
+    let mut args: Vec<String> = plain.iter().map(|a| a.to_string()).collect();
+    for (flag, path) in paths {
+        args.push(flag.to_string());
+        args.push(path_text(path));
+    }
+    args
+}
+
+fn path_text(path: &Path) -> String {
+    path.to_str().expect("a UTF-8 path").to_owned()
+}
+
+/// Three nodes, the KubeVirt CR, and each VM's VMI and launcher pod, shaped as KubeVirt makes
+/// them (`kubevirt.io/nodeName` on the VMI, `kubevirt.io/domain` on the pod).
+fn objects() -> Vec<Value> {
+    let mut items: Vec<Value> = ["node01", "node02", "node03"]
+        .iter()
+        .map(|name| {
+            json!({"apiVersion": "v1", "kind": "Node",
+                   "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+                   "status": {"capacity": {"memory": "64Gi"}, "allocatable": {"memory": "60Gi"},
+                              "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}]}})
+        })
+        .collect();
+    items.push(json!({
+        "apiVersion": "kubevirt.io/v1", "kind": "KubeVirt", "metadata": {"name": "kubevirt", "namespace": "kubevirt"},
+        "spec": {"configuration": {"migrations": {"parallelMigrationsPerCluster": 5, "parallelOutboundMigrationsPerNode": 2}}},
+        "status": {"phase": "Deployed"},
+    }));
+    for (name, node, strategy) in VMS {
+        items.push(json!({
+            "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+            "metadata": {"name": name, "namespace": "default", "labels": {"kubevirt.io/nodeName": node}},
+            "spec": {"evictionStrategy": strategy, "domain": {"memory": {"guest": "1Gi"}}},
+            "status": {"phase": "Running", "nodeName": node,
+                       "conditions": [{"type": "Ready", "status": "True"}, {"type": "LiveMigratable", "status": "True"}]},
+        }));
+        items.push(json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {
+                "name": format!("virt-launcher-{name}-abcde"), "namespace": "default",
+                "labels": {"kubevirt.io": "virt-launcher", "vm.kubevirt.io/name": name},
+                "annotations": {"kubevirt.io/domain": name},
+                "ownerReferences": [{"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance", "name": name,
+                                     "uid": format!("uid-{name}"), "controller": true, "blockOwnerDeletion": true}],
+            },
+            "spec": {"nodeName": node, "terminationGracePeriodSeconds": 30,
+                     "containers": [{"name": "compute", "image": "virt-launcher",
+                                     "resources": {"requests": {"memory": "1Gi"}}}]},
+            "status": {"phase": "Running"},
+        }));
+    }
+    items
+}

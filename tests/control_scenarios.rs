@@ -1,0 +1,183 @@
+//! The example scenarios with evac (`evac simulate --evac`): its policy server answers the
+//! eviction webhook and `evac control` runs as one of the cluster's components. The outcomes
+//! evac promises, against KubeVirt alone: preemption, NoExecute taints and node pressure migrate
+//! VMs instead of shutting them down (with the feature gates on; with them off, the baseline),
+//! the descheduler's limits hold, the parallel limits are never exceeded, and a controller
+//! restarted mid-evacuation creates no duplicate migration.
+
+use std::path::Path;
+use std::process::Command;
+
+use evac_e2e::{evac_bin, repo_root};
+use serde_json::Value;
+
+fn simulate(file: &Path, evac: bool) -> Value {
+    let mut command = Command::new(evac_bin());
+    command.current_dir(repo_root()).arg("simulate").arg("--json").arg(file);
+    if evac {
+        command.arg("--evac");
+    }
+    let out = command.output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).expect("the report is JSON")
+}
+
+fn example(name: &str) -> std::path::PathBuf {
+    repo_root().join(format!("examples/scenarios/{name}.yaml"))
+}
+
+/// A copy of an example scenario, changed by `edit`, in a temporary file.
+fn variant(name: &str, edit: impl FnOnce(&mut serde_yaml::Value)) -> tempfile::NamedTempFile {
+    let text = std::fs::read_to_string(example(name)).unwrap();
+    let mut scenario: serde_yaml::Value = serde_yaml::from_str(&text).unwrap();
+    edit(&mut scenario);
+    let file = tempfile::Builder::new().suffix(".yaml").tempfile().unwrap();
+    std::fs::write(file.path(), serde_yaml::to_string(&scenario).unwrap()).unwrap();
+    file
+}
+
+fn vms(report: &Value) -> &Vec<Value> {
+    report["disruptedVms"].as_array().unwrap()
+}
+
+fn outcome_count(report: &Value, outcome: &str) -> usize {
+    vms(report).iter().filter(|vm| vm["outcome"] == outcome).count()
+}
+
+fn assert_within_parallel_limits(report: &Value) {
+    let migrations = &report["migrations"];
+    assert!(migrations["maxRunningInCluster"].as_u64().unwrap() <= 5, "{migrations}");
+    assert!(migrations["maxRunningFromANode"].as_u64().unwrap() <= 2, "{migrations}");
+}
+
+/// Every disrupted VM migrated exactly once and none was shut down or restarted.
+fn assert_all_migrated_once(report: &Value, expected: usize) {
+    assert_eq!(vms(report).len(), expected, "{:#}", report["disruptedVms"]);
+    for vm in vms(report) {
+        assert_eq!(vm["outcome"], "migrated", "{vm}");
+        assert_eq!(vm["migrations"], 1, "{vm}");
+        assert_ne!(vm["nodeAfter"], vm["nodeBefore"], "{vm}");
+    }
+    assert_eq!(report["migrations"]["failed"], 0);
+}
+
+#[test]
+fn preemption_migrates_every_victim_with_the_gate_on() {
+    let baseline = simulate(&example("preemption"), false);
+    let victims = vms(&baseline).len();
+    assert!(victims >= 4, "the scheduler preempts VMs: {:#}", baseline["disruptedVms"]);
+    assert_eq!(outcome_count(&baseline, "shutDown"), victims, "KubeVirt alone shuts them down");
+
+    let evac = simulate(&example("preemption"), true);
+    assert_all_migrated_once(&evac, victims);
+    assert_within_parallel_limits(&evac);
+}
+
+#[test]
+fn preemption_with_the_gate_off_is_the_baseline() {
+    let gates_off = variant("preemption", |s| {
+        s["cluster"]["kubevirt"]["featureGates"] = serde_yaml::Value::Sequence(vec![])
+    });
+    let evac = simulate(gates_off.path(), true);
+    assert!(!vms(&evac).is_empty());
+    assert_eq!(outcome_count(&evac, "shutDown"), vms(&evac).len(), "{:#}", evac["disruptedVms"]);
+    assert_eq!(evac["migrations"]["created"], 0);
+}
+
+#[test]
+fn a_noexecute_taint_migrates_every_vm_with_the_gate_on() {
+    let baseline = simulate(&example("noexecute-taint"), false);
+    assert_eq!(outcome_count(&baseline, "shutDown") + outcome_count(&baseline, "restarted"), 8);
+    let evac = simulate(&example("noexecute-taint"), true);
+    assert_all_migrated_once(&evac, 8);
+    assert_within_parallel_limits(&evac);
+
+    let gates_off = variant("noexecute-taint", |s| {
+        s["cluster"]["kubevirt"]["featureGates"] =
+            serde_yaml::from_str("[PreemptionEvictionLiveMigration]").unwrap()
+    });
+    let evac = simulate(gates_off.path(), true);
+    assert_eq!(evac["migrations"]["created"], 0, "only the preemption gate is on");
+    assert_eq!(outcome_count(&evac, "shutDown") + outcome_count(&evac, "restarted"), 8);
+}
+
+#[test]
+fn node_pressure_is_relieved_by_migrations_before_the_kubelet_kills() {
+    let baseline = simulate(&example("memory-pressure"), false);
+    assert!(
+        outcome_count(&baseline, "shutDown") >= 1,
+        "the kubelet kills a VM: {:#}",
+        baseline["disruptedVms"]
+    );
+
+    let evac = simulate(&example("memory-pressure"), true);
+    let on_node = vms(&evac).iter().filter(|vm| vm["nodeBefore"] == "node01").count();
+    let migrated =
+        vms(&evac).iter().filter(|vm| vm["nodeBefore"] == "node01" && vm["outcome"] == "migrated").count();
+    assert!(on_node > 0);
+    assert!(migrated * 100 >= on_node * 95, "{migrated} of {on_node}: {:#}", evac["disruptedVms"]);
+    assert_eq!(outcome_count(&evac, "shutDown"), 0);
+    // Ahead of the kubelet: it never had to evict.
+    assert!(evac["evictions"].get("node pressure").is_none(), "{:#}", evac["evictions"]);
+    assert_within_parallel_limits(&evac);
+
+    let gate_off = variant("memory-pressure", |s| {
+        s["cluster"]["kubevirt"]["featureGates"] = serde_yaml::Value::Sequence(vec![])
+    });
+    let evac = simulate(gate_off.path(), true);
+    assert_eq!(evac["migrations"]["created"], 0);
+    assert!(outcome_count(&evac, "shutDown") >= 1);
+}
+
+#[test]
+fn the_descheduler_limits_hold_counting_evictions_in_progress() {
+    let evac = simulate(&example("descheduler"), true);
+    let naive = simulate(&example("descheduler-naive"), false);
+    let cycles = evac["descheduler"]["perCycle"].as_array().unwrap();
+    assert!(!cycles.is_empty());
+    for cycle in cycles {
+        // The scenario's maxTotal 4 and maxPerNode 2.
+        assert!(cycle["countedTotal"].as_u64().unwrap() <= 4, "{cycle}");
+        assert!(cycle["countedMostOnANode"].as_u64().unwrap() <= 2, "{cycle}");
+    }
+    let (ours, theirs) = (
+        evac["descheduler"]["requests"].as_u64().unwrap(),
+        naive["descheduler"]["requests"].as_u64().unwrap(),
+    );
+    assert!(ours < theirs, "KEP-1397 with evac asks {ours} times, the naive descheduler {theirs}");
+    assert_eq!(outcome_count(&evac, "shutDown"), 0);
+    for vm in vms(&evac).iter().filter(|vm| vm["outcome"] == "migrated") {
+        assert_eq!(vm["migrations"], 1, "{vm}");
+    }
+    assert_within_parallel_limits(&evac);
+}
+
+#[test]
+fn a_restarted_controller_creates_no_duplicate_migration() {
+    // Restarts while the drain's first migrations run, and again later.
+    let restarting = variant("drain", |s| {
+        let disruptions = s["disruptions"].as_sequence_mut().unwrap();
+        for at in ["45s", "200s"] {
+            disruptions
+                .push(serde_yaml::from_str(&format!("{{at: {at}, restartEvacControl: {{}}}}")).unwrap());
+        }
+    });
+    let evac = simulate(restarting.path(), true);
+    let migrated: Vec<&Value> = vms(&evac).iter().filter(|vm| vm["outcome"] == "migrated").collect();
+    assert_eq!(migrated.len(), 10, "{:#}", evac["disruptedVms"]);
+    for vm in migrated {
+        assert_eq!(vm["migrations"], 1, "{vm}");
+    }
+    assert_eq!(evac["migrations"]["created"], 10, "no duplicates");
+    assert!(evac["drains"][0]["finishedAt"].as_f64().is_some());
+    assert_within_parallel_limits(&evac);
+}
+
+#[test]
+fn the_drain_with_evac_matches_kubevirt() {
+    let baseline = simulate(&example("drain"), false);
+    let evac = simulate(&example("drain"), true);
+    assert_eq!(outcome_count(&evac, "migrated"), outcome_count(&baseline, "migrated"));
+    assert_eq!(outcome_count(&evac, "shutDown"), outcome_count(&baseline, "shutDown"));
+    assert_within_parallel_limits(&evac);
+}
