@@ -70,6 +70,18 @@ pub fn cause_name(reason: &str) -> String {
     .to_owned()
 }
 
+/// The cause evac records on a migration, in the report's words.
+fn migration_cause_name(cause: &str) -> String {
+    match cause {
+        "preemption" => "scheduler preemption".to_owned(),
+        "noexecute-taint" => "NoExecute taint".to_owned(),
+        "node-pressure" => "node pressure".to_owned(),
+        "drain" => "kubectl drain".to_owned(),
+        "api-eviction" => "API eviction".to_owned(),
+        other => other.to_owned(),
+    }
+}
+
 pub struct Observer {
     state: Mutex<Observed>,
     evictions: std::sync::Arc<ApiEvictor>,
@@ -222,6 +234,12 @@ impl Observed {
         let key = vm_key(migration, vmi);
         if event.type_ == EventType::Added {
             self.migrations_created += 1;
+            // evac records why it migrates; a VM it moved before anything else touched it (node
+            // pressure, ahead of the kubelet) has no other cause.
+            let cause = annotation(migration, evac_core::effect::CAUSE_ANNOTATION);
+            if !cause.is_empty() {
+                self.note_cause(&key, &migration_cause_name(cause));
+            }
         }
         let phase = text(migration, "/status/phase").to_owned();
         let id = format!("migration/{}/{name}", text(migration, "/metadata/namespace"));
