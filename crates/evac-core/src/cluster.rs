@@ -146,6 +146,25 @@ where
     })
 }
 
+/// Reads one object as JSON, `Ok(None)` when it does not exist: for decisions where a missing
+/// object is an answer, not an error.
+pub fn fetch_if_exists<C>(
+    cluster: &C,
+    api_version: &str,
+    kind: &str,
+    namespace: &str,
+    name: &str,
+) -> Result<Option<Vec<u8>>, ReadError>
+where
+    C: ClusterReader + ?Sized,
+{
+    match fetch(cluster, api_version, kind, namespace, name) {
+        Ok(raw) => Ok(Some(raw)),
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
 /// Lists every object of a kind as a JSON `List`; decode it with [`decode_list`].
 pub fn fetch_all<C>(cluster: &C, api_version: &str, kind: &str) -> Result<Vec<u8>, ReadError>
 where

@@ -253,26 +253,18 @@ impl Store {
         fields: Option<&FieldSelector>,
     ) -> (Vec<Arc<Value>>, u64) {
         let inner = self.read();
-        // The pods of one node come from the index.
-        if let (true, Some(node)) = (is_pod(kind), fields.and_then(FieldSelector::node_name)) {
+        // The pods of one node (`spec.nodeName=<node>`) and the VMIs of one node (label
+        // `kubevirt.io/nodeName=<node>`) come from their indexes.
+        let indexed = if is_pod(kind) {
+            fields.and_then(FieldSelector::node_name).map(|node| (&inner.pods_by_node, node))
+        } else if is_vmi(kind) {
+            labels.and_then(|s| s.required_value(VMI_NODE_LABEL)).map(|node| (&inner.vmis_by_node, node))
+        } else {
+            None
+        };
+        if let Some((index, node)) = indexed {
             let objects = inner.objects.get(kind);
-            let items = inner
-                .pods_by_node
-                .get(node)
-                .into_iter()
-                .flatten()
-                .filter(|(ns, _)| namespace.is_none_or(|wanted| wanted == ns))
-                .filter_map(|key| objects.and_then(|o| o.get(key)))
-                .filter(|object| labels.is_none_or(|s| s.matches_object(object)))
-                .cloned()
-                .collect();
-            return (items, inner.revision);
-        }
-        // The VMIs of one node come from theirs.
-        if let (true, Some(node)) = (is_vmi(kind), labels.and_then(|s| s.required_value(VMI_NODE_LABEL))) {
-            let objects = inner.objects.get(kind);
-            let items = inner
-                .vmis_by_node
+            let items = index
                 .get(node)
                 .into_iter()
                 .flatten()

@@ -85,11 +85,7 @@ fn fetch_vmi<C: ClusterReader + ?Sized>(
     namespace: &str,
     name: &str,
 ) -> Result<Option<Vec<u8>>, ReadError> {
-    match cluster::fetch(cluster, VMI_API_VERSION, "VirtualMachineInstance", namespace, name) {
-        Ok(raw) => Ok(Some(raw)),
-        Err(e) if e.is_not_found() => Ok(None),
-        Err(e) => Err(e),
-    }
+    cluster::fetch_if_exists(cluster, VMI_API_VERSION, "VirtualMachineInstance", namespace, name)
 }
 
 /// A hotplug volume pod is protected while its launcher pod's VMI exists: evicting it would pull a
