@@ -4,8 +4,8 @@
 use std::collections::BTreeMap;
 use std::process::Command;
 
-use evac::server::config::PoliciesFile;
 use evac_e2e::repo_root;
+use evac_evaluator::PoliciesFile;
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Service};

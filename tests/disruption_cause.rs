@@ -6,14 +6,14 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
-use evac::capabilities::{KubernetesCapabilities, ResourceGrant};
-use evac::cluster::StaticContext;
-use evac::kubewarden;
-use evac::kubewarden::metadata::{self, Metadata};
-use evac::wapc::{EngineOptions, Policy, PolicyEngine, PolicyModule};
+use evac_cluster::MemoryStore;
 use evac_core::effect::EvacuationSource;
 use evac_core::{Effect, ObjectRef, PolicyResponse};
 use evac_e2e::*;
+use evac_runtime::capabilities::{KubernetesCapabilities, ResourceGrant};
+use evac_runtime::kubewarden;
+use evac_runtime::kubewarden::metadata::{self, Metadata};
+use evac_runtime::wapc::{EngineOptions, Policy, PolicyEngine, PolicyModule};
 use serde_json::{json, Value};
 
 const PREEMPTION: &str = "PreemptionEvictionLiveMigration";
@@ -278,7 +278,7 @@ fn what_it_cannot_decide_is_rejected_with_the_reason() {
     );
     // A read the metadata does not grant is a failed read: the deletion is not blocked for it.
     let capabilities =
-        KubernetesCapabilities::new(Arc::new(StaticContext::empty())).granting([grant("v1", "Node")]);
+        KubernetesCapabilities::new(Arc::new(MemoryStore::empty())).granting([grant("v1", "Node")]);
     let policy = Policy::new(module(), Arc::new(capabilities));
     let response = evaluate(&policy, &delete_pod(launcher(Some("PreemptionByScheduler"))));
     assert_eq!((response.accepted, response.code), (true, None), "{response:?}");

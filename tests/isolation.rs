@@ -6,9 +6,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::Duration;
 
-use evac::capabilities::{HostCapabilities, KubernetesCapabilities};
-use evac::wapc::{EngineOptions, EvalError, Policy, PolicyModule};
 use evac_e2e::*;
+use evac_runtime::capabilities::{HostCapabilities, KubernetesCapabilities};
+use evac_runtime::wapc::{EngineOptions, EvalError, Policy, PolicyModule};
 use serde_json::json;
 
 /// What `count` answers on a fresh guest: the global (100), the data-segment word (1000), the

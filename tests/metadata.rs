@@ -3,8 +3,8 @@
 
 use std::collections::BTreeSet;
 
-use evac::kubewarden::metadata::{self, Metadata, Rule, METADATA_SECTION};
 use evac_e2e::*;
+use evac_runtime::kubewarden::metadata::{self, Metadata, Rule, METADATA_SECTION};
 use serde_json::{json, Value};
 
 /// The payloads of the module's custom sections called `name` (a minimal walk of the binary).

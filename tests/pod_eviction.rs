@@ -2,21 +2,21 @@
 //! KubeVirt v1.9's `pods/eviction` admitter, end to end (waPC, host capabilities, Kubewarden's
 //! protocol). Every denial is a 429.
 
-use evac::capabilities::KubernetesCapabilities;
-use evac::cluster::StaticContext;
-use evac::kubewarden::{self, admission};
-use evac::wapc::EvalError;
+use evac_cluster::MemoryStore;
 use evac_e2e::*;
+use evac_runtime::capabilities::KubernetesCapabilities;
+use evac_runtime::kubewarden::{self, admission};
+use evac_runtime::wapc::EvalError;
 use serde_json::{json, Value};
 use std::sync::Arc;
 
 /// A launcher pod (on NODE) of VMI `name`, its VMI, and the KubeVirt CR.
-fn launcher_cluster(vmi: Value, cluster_wide: Option<&str>) -> StaticContext {
+fn launcher_cluster(vmi: Value, cluster_wide: Option<&str>) -> MemoryStore {
     let name = vmi["metadata"]["name"].as_str().unwrap().to_owned();
     cluster([launcher_pod(NS, &name, NODE), vmi, kubevirt_cr(cluster_wide)])
 }
 
-fn evict_launcher(policy: &evac::wapc::Policy, vmi: &str) -> evac_core::PolicyResponse {
+fn evict_launcher(policy: &evac_runtime::wapc::Policy, vmi: &str) -> evac_core::PolicyResponse {
     validate(policy, &eviction_request(NS, &launcher_name(vmi))).expect("validate")
 }
 
@@ -538,7 +538,7 @@ fn settings_and_protocol_version() {
         /// `valid: false` with a message containing this (settings that do not decode too).
         Invalid(&'static str),
     }
-    let policy = policy_for(StaticContext::empty());
+    let policy = policy_for(MemoryStore::empty());
     let cases = [
         (json!({}), Verdict::Valid),
         (json!({"kubevirt": {"namespace": "kubevirt", "name": "kubevirt"}}), Verdict::Valid),
@@ -583,7 +583,7 @@ fn grants_limit_what_the_policy_reads() {
             kubevirt_cr(Some("LiveMigrate")),
         ]
     };
-    let granted = |grants: Vec<evac::capabilities::ResourceGrant>| {
+    let granted = |grants: Vec<evac_runtime::capabilities::ResourceGrant>| {
         policy_with(KubernetesCapabilities::new(Arc::new(cluster(objects()))).granting(grants))
     };
     let denied_containing = |case: &str, response: &evac_core::PolicyResponse, prefix: &str, what: &str| {
@@ -683,15 +683,15 @@ fn failed_reads_other_than_not_found_deny() {
 
 #[test]
 fn an_empty_cluster() {
-    let err = StaticContext::parse("").unwrap_err();
+    let err = MemoryStore::from_list("").unwrap_err();
     assert!(format!("{err:#}").contains("empty"), "{err:#}");
-    let err = StaticContext::parse("  \n\n").unwrap_err();
+    let err = MemoryStore::from_list("  \n\n").unwrap_err();
     assert!(format!("{err:#}").contains("empty"), "{err:#}");
-    let err = StaticContext::from_file(&test_data("empty-context.yaml")).unwrap_err();
+    let err = MemoryStore::from_file(&test_data("empty-context.yaml")).unwrap_err();
     assert!(format!("{err:#}").contains("empty"), "{err:#}");
 
     // Every read is NotFound: the launcher pod is not there, so the eviction is allowed.
-    let policy = policy_for(StaticContext::empty());
+    let policy = policy_for(MemoryStore::empty());
     for pod in [launcher_name("web-1"), "virt-launcher-web-1-8xk2p".into(), "nginx".into()] {
         check(&pod, &validate(&policy, &eviction_request(NS, &pod)).unwrap(), &Expect::Allow);
     }

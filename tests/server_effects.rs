@@ -4,46 +4,92 @@
 
 use std::sync::{Arc, Mutex};
 
-use evac::cluster::{ClusterWriter, Effect, StaticContext};
-use evac::server::admission::{self, Context};
-use evac::server::config::PoliciesFile;
-use evac::server::metrics::Metrics;
-use evac::server::registry::{Loader, Registry};
-use evac::wapc::{EngineOptions, PolicyEngine};
+use evac_cluster::{
+    ApiError, ClusterStore, Executor, Kind, ListQuery, MemoryStore, ObjectSource, Patch, ReadError,
+};
 use evac_e2e::*;
+use evac_evaluator::admission;
+use evac_evaluator::{Loader, Metrics, Pipeline, PoliciesFile, Registry};
+use evac_runtime::wapc::{EngineOptions, PolicyEngine};
 use futures::future::BoxFuture;
-use serde_json::json;
+use serde_json::{json, Value};
 
-/// Refuses every effect with the API server's words, and records what it was asked.
-#[derive(Default)]
-struct RefusingWriter {
-    asked: Mutex<Vec<Effect>>,
+/// Reads from a context, refuses every write with the API server's words, and records the
+/// patches it was asked for.
+struct RefusingStore {
+    context: MemoryStore,
+    asked: Mutex<Vec<(String, String, Value)>>,
 }
 
-impl ClusterWriter for RefusingWriter {
-    fn apply<'a>(&'a self, effect: &'a Effect) -> BoxFuture<'a, Result<(), String>> {
-        self.asked.lock().unwrap().push(effect.clone());
-        Box::pin(async {
-            Err("admission webhook \"virtualmachineinstances.kubevirt.io\" denied the request".into())
-        })
+impl ObjectSource for RefusingStore {
+    fn get(
+        &self,
+        api_version: &str,
+        kind: &str,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Result<Arc<[u8]>, ReadError> {
+        ObjectSource::get(&self.context, api_version, kind, namespace, name)
+    }
+
+    fn list(&self, api_version: &str, kind: &str, query: &ListQuery<'_>) -> Result<Vec<u8>, ReadError> {
+        ObjectSource::list(&self.context, api_version, kind, query)
     }
 }
 
-fn registry(mode: &str) -> Registry {
+fn refusal() -> ApiError {
+    ApiError {
+        code: 400,
+        reason: "BadRequest",
+        message: "admission webhook \"virtualmachineinstances.kubevirt.io\" denied the request".into(),
+    }
+}
+
+impl ClusterStore for RefusingStore {
+    fn create<'a>(
+        &'a self,
+        kind: &'a Kind,
+        _: &'a str,
+        object: Value,
+        _: bool,
+    ) -> BoxFuture<'a, Result<(), ApiError>> {
+        self.asked.lock().unwrap().push((kind.kind.clone(), String::new(), object));
+        Box::pin(async { Err(refusal()) })
+    }
+
+    fn patch<'a>(
+        &'a self,
+        kind: &'a Kind,
+        _: &'a str,
+        name: &'a str,
+        patch: &'a Patch,
+        _: bool,
+    ) -> BoxFuture<'a, Result<(), ApiError>> {
+        let Patch::Merge(patch) = patch else { panic!("marks are merge patches") };
+        self.asked.lock().unwrap().push((kind.kind.clone(), name.to_owned(), patch.clone()));
+        Box::pin(async { Err(refusal()) })
+    }
+}
+
+fn pipeline(mode: &str) -> (Pipeline, Arc<RefusingStore>) {
     let policies = format!(
         "pod-eviction:\n  module: {}\n  policyMode: {mode}\n  contextAwareResources:\n    - {{apiVersion: v1, kind: Pod}}\n    - {{apiVersion: kubevirt.io/v1, kind: VirtualMachineInstance}}\n    - {{apiVersion: kubevirt.io/v1, kind: KubeVirt}}\n",
         policy_path().display()
     );
     let file = PoliciesFile::parse(&policies, "/".into()).unwrap();
-    let context = StaticContext::from_objects([
+    let context = MemoryStore::from_objects([
         kubevirt_cr(Some("LiveMigrate")),
         vmi(NS, "vm-1", None, true, NODE),
         launcher_pod(NS, "vm-1", NODE),
     ])
     .unwrap();
+    let store = Arc::new(RefusingStore { context, asked: Mutex::default() });
     let engine = PolicyEngine::new(EngineOptions::default()).unwrap();
-    Registry::start(&file, Loader { engine, source: Arc::new(context) }, Arc::new(Metrics::default()))
-        .unwrap()
+    let metrics = Arc::new(Metrics::default());
+    let registry =
+        Registry::start(&file, Loader { engine, source: Arc::clone(&store) as _ }, Arc::clone(&metrics))
+            .unwrap();
+    (Pipeline::new(Arc::new(registry), Executor::new(Arc::clone(&store) as _), metrics), store)
 }
 
 fn drain(uid: &str) -> admission::ParsedReview {
@@ -54,11 +100,9 @@ fn drain(uid: &str) -> admission::ParsedReview {
 
 #[tokio::test]
 async fn a_failed_effect_becomes_kubevirts_429() {
-    let registry = registry("protect");
-    let writer = Arc::new(RefusingWriter::default());
-    let context = Context { writer: writer.clone(), metrics: Arc::new(Metrics::default()) };
-    let served = registry.current()["pod-eviction"].clone();
-    let answer = admission::answer(&context, served, drain("u-1")).await;
+    let (pipeline, store) = pipeline("protect");
+    let served = pipeline.registry().current()["pod-eviction"].clone();
+    let (answer, _) = admission::answer(&pipeline, &served, drain("u-1")).await;
     let answer = serde_json::to_value(&answer).unwrap();
     assert_eq!(answer["response"]["uid"], "u-1");
     assert_eq!(answer["response"]["allowed"], false);
@@ -67,19 +111,31 @@ async fn a_failed_effect_becomes_kubevirts_429() {
         answer["response"]["status"]["message"],
         "kubevirt failed marking the vmi for eviction: admission webhook \"virtualmachineinstances.kubevirt.io\" denied the request"
     );
-    assert_eq!(*writer.asked.lock().unwrap(), vec![mark(NS, "vm-1", NODE)]);
-    assert!(context.metrics.encode().contains(
+    let asked = store.asked.lock().unwrap().clone();
+    assert_eq!(
+        asked,
+        vec![(
+            "VirtualMachineInstance".into(),
+            "vm-1".into(),
+            json!({"status": {"evacuationNodeName": NODE}})
+        )]
+    );
+    assert!(pipeline.metrics().encode().contains(
         r#"evac_policy_effects_total{policy="pod-eviction",effect="MarkForEvacuation",result="failed"} 1"#
     ));
 }
 
 #[tokio::test]
 async fn monitor_mode_carries_out_no_effect() {
-    let registry = registry("monitor");
-    let writer = Arc::new(RefusingWriter::default());
-    let context = Context { writer: writer.clone(), metrics: Arc::new(Metrics::default()) };
-    let served = registry.current()["pod-eviction"].clone();
-    let answer = serde_json::to_value(admission::answer(&context, served, drain("u-2")).await).unwrap();
+    let (pipeline, store) = pipeline("monitor");
+    let served = pipeline.registry().current()["pod-eviction"].clone();
+    let (answer, _) = admission::answer(&pipeline, &served, drain("u-2")).await;
+    let answer = serde_json::to_value(&answer).unwrap();
     assert_eq!(answer["response"]["allowed"], true);
-    assert!(writer.asked.lock().unwrap().is_empty());
+    assert!(store.asked.lock().unwrap().is_empty());
+    assert_eq!(
+        pipeline.effect_counts(),
+        [("pod-eviction MarkForEvacuation monitored".to_owned(), 1)].into(),
+        "what the policy would have done is recorded"
+    );
 }

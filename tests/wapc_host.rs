@@ -4,9 +4,9 @@
 
 use std::time::{Duration, Instant};
 
-use evac::kubewarden;
-use evac::wapc::{EngineOptions, EvalError, PolicyEngine};
 use evac_e2e::*;
+use evac_runtime::kubewarden;
+use evac_runtime::wapc::{EngineOptions, EvalError, PolicyEngine};
 use serde_json::json;
 
 const MIB: usize = 1024 * 1024;
@@ -86,7 +86,7 @@ fn modules_that_are_not_wapc_policies_are_refused_at_load() {
     assert!(error.contains("cannot read policy module") && error.contains("missing.wasm"), "{error}");
 
     // The engine is unharmed: the real module still loads and runs.
-    let policy = policy_for(evac::cluster::StaticContext::empty());
+    let policy = policy_for(evac_cluster::MemoryStore::empty());
     assert_eq!(kubewarden::protocol_version(&policy).unwrap(), "v1");
     let module = engine.compile(&wasm).expect("the built module compiles");
     assert!(module.digest().starts_with("sha256:"));
@@ -130,9 +130,11 @@ fn an_endless_loop_times_out_and_the_host_carries_on() {
     // So does another module of the same engine: the built pod-eviction module.
     let module = engine.load(&policy_path()).unwrap();
     let context = cluster([plain_pod(NS, "nginx")]);
-    let pod_eviction = evac::wapc::Policy::new(
+    let pod_eviction = evac_runtime::wapc::Policy::new(
         module,
-        std::sync::Arc::new(evac::capabilities::KubernetesCapabilities::new(std::sync::Arc::new(context))),
+        std::sync::Arc::new(evac_runtime::capabilities::KubernetesCapabilities::new(std::sync::Arc::new(
+            context,
+        ))),
     );
     let response = validate(&pod_eviction, &eviction_request(NS, "nginx")).unwrap();
     check("after a timeout", &response, &Expect::Allow);

@@ -13,12 +13,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use evac::capabilities::{HostCapabilities, KubernetesCapabilities};
-use evac::cluster::StaticContext;
-use evac::kubewarden::{self, admission};
-use evac::wapc::{EngineOptions, Policy, PolicyEngine};
+use evac_cluster::MemoryStore;
 use evac_core::cluster::{GetResource, ListResourcesAll};
 use evac_core::{ClusterReader, ReadError};
+use evac_runtime::capabilities::{HostCapabilities, KubernetesCapabilities};
+use evac_runtime::kubewarden::{self, admission};
+use evac_runtime::wapc::{EngineOptions, Policy, PolicyEngine};
 use serde_json::value::RawValue;
 
 /// The requests measured: the evacuation path (reads the pod, the VMI and the KubeVirt CR, parses
@@ -38,7 +38,7 @@ struct Fixture {
 
 fn fixture(request: &str) -> Fixture {
     let examples = repo().join("examples/evictions");
-    let context = StaticContext::from_file(&examples.join("context.yaml")).unwrap();
+    let context = MemoryStore::from_file(&examples.join("context.yaml")).unwrap();
     let input = std::fs::read(examples.join("requests").join(request)).unwrap();
     Fixture {
         capabilities: Arc::new(KubernetesCapabilities::new(Arc::new(context))),

@@ -1,12 +1,10 @@
-//! evac: the host side. It runs evac's policy modules on wasmtime (the waPC host and Kubewarden's
-//! protocol), answers their host-capability reads from a cluster back end, and carries out the
-//! effects they return.
+//! evac: the `evac` binary's library: the command line, the policy server (`evac serve`), the
+//! controller (`evac control`), and evac's place in the embedded simulator (`evac simulate`,
+//! `evac demo`). The work is done by the crates under `crates/`: decisions in `evac-core`, the wasm
+//! host in `evac-runtime`, the evaluation pipeline in `evac-evaluator`, clusters in `evac-cluster`,
+//! and the simulated cluster in `evac-sim`.
 
-pub mod capabilities;
 pub mod cli;
-pub mod cluster;
 pub mod control;
-pub mod kubewarden;
 pub mod server;
-pub mod sim;
-pub mod wapc;
+pub mod simulation;

@@ -10,12 +10,12 @@ pub mod server;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
-use evac::capabilities::{HostCapabilities, KubernetesCapabilities, ResourceGrant};
-use evac::cluster::StaticContext;
-use evac::kubewarden;
-use evac::wapc::{EngineOptions, EvalError, Policy, PolicyEngine, PolicyModule};
+use evac_cluster::MemoryStore;
 use evac_core::effect::EvacuationSource;
 use evac_core::{Effect, ObjectRef, PolicyResponse};
+use evac_runtime::capabilities::{HostCapabilities, KubernetesCapabilities, ResourceGrant};
+use evac_runtime::kubewarden;
+use evac_runtime::wapc::{EngineOptions, EvalError, Policy, PolicyEngine, PolicyModule};
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
@@ -83,7 +83,7 @@ pub fn shared_module() -> PolicyModule {
 }
 
 /// The pod-eviction policy reading from `context`, with every resource readable.
-pub fn policy_for(context: StaticContext) -> Policy {
+pub fn policy_for(context: MemoryStore) -> Policy {
     policy_with(KubernetesCapabilities::new(Arc::new(context)))
 }
 
@@ -106,13 +106,13 @@ pub fn grant(api_version: &str, kind: &str) -> ResourceGrant {
 }
 
 /// A cluster of these objects.
-pub fn cluster(objects: impl IntoIterator<Item = Value>) -> StaticContext {
-    StaticContext::from_objects(objects).expect("valid context objects")
+pub fn cluster(objects: impl IntoIterator<Item = Value>) -> MemoryStore {
+    MemoryStore::from_objects(objects).expect("valid context objects")
 }
 
 /// `examples/evictions/context.yaml`.
-pub fn example_cluster() -> StaticContext {
-    StaticContext::from_file(&example("context.yaml")).expect("examples/evictions/context.yaml")
+pub fn example_cluster() -> MemoryStore {
+    MemoryStore::from_file(&example("context.yaml")).expect("examples/evictions/context.yaml")
 }
 
 pub fn raw(value: &Value) -> Box<RawValue> {
@@ -451,5 +451,5 @@ pub fn compile_wat(engine: &PolicyEngine, name: &str) -> PolicyModule {
 
 /// A policy of a test guest: its host capabilities answer from an empty cluster.
 pub fn guest_policy(module: PolicyModule) -> Policy {
-    Policy::new(module, Arc::new(KubernetesCapabilities::new(Arc::new(StaticContext::empty()))))
+    Policy::new(module, Arc::new(KubernetesCapabilities::new(Arc::new(MemoryStore::empty()))))
 }

@@ -8,15 +8,19 @@ use crate::model::Str;
 /// `kubewarden/kubernetes/get_resource`: one object by kind, namespace and name.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 pub struct GetResource<'a> {
+    /// `api_version`: `v1` for the core group, else `<group>/<version>`.
     #[serde(borrow)]
     pub api_version: Str<'a>,
+    /// `kind`: the object's kind, e.g. `Pod`.
     #[serde(borrow)]
     pub kind: Str<'a>,
+    /// `name`: the name of the object to read.
     #[serde(borrow)]
     pub name: Str<'a>,
     /// Absent or empty for cluster-scoped objects.
     #[serde(borrow, default, skip_serializing_if = "Option::is_none")]
     pub namespace: Option<Str<'a>>,
+    /// `disable_cache`: ask the API server rather than the host's cache of earlier answers.
     #[serde(default)]
     pub disable_cache: bool,
 }
@@ -24,12 +28,16 @@ pub struct GetResource<'a> {
 /// `kubewarden/kubernetes/list_resources_all`: every object of a kind, in all namespaces.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 pub struct ListResourcesAll<'a> {
+    /// `api_version`: `v1` for the core group, else `<group>/<version>`.
     #[serde(borrow)]
     pub api_version: Str<'a>,
+    /// `kind`: the kind to list, e.g. `VirtualMachineInstance`.
     #[serde(borrow)]
     pub kind: Str<'a>,
+    /// `label_selector`: only objects whose labels match, e.g. `kubevirt.io/nodeName=node01`.
     #[serde(borrow, default, skip_serializing_if = "Option::is_none")]
     pub label_selector: Option<Str<'a>>,
+    /// `field_selector`: only objects whose fields match, e.g. `spec.nodeName=node01`.
     #[serde(borrow, default, skip_serializing_if = "Option::is_none")]
     pub field_selector: Option<Str<'a>>,
 }
@@ -37,14 +45,19 @@ pub struct ListResourcesAll<'a> {
 /// `kubewarden/kubernetes/list_resources_by_namespace`: every object of a kind in one namespace.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 pub struct ListResourcesByNamespace<'a> {
+    /// `api_version`: `v1` for the core group, else `<group>/<version>`.
     #[serde(borrow)]
     pub api_version: Str<'a>,
+    /// `kind`: the kind to list, e.g. `Pod`.
     #[serde(borrow)]
     pub kind: Str<'a>,
+    /// `namespace`: the namespace to list; cluster-scoped kinds cannot be listed this way.
     #[serde(borrow)]
     pub namespace: Str<'a>,
+    /// `label_selector`: only objects whose labels match, e.g. `kubevirt.io=virt-launcher`.
     #[serde(borrow, default, skip_serializing_if = "Option::is_none")]
     pub label_selector: Option<Str<'a>>,
+    /// `field_selector`: only objects whose fields match, e.g. `spec.nodeName=node01`.
     #[serde(borrow, default, skip_serializing_if = "Option::is_none")]
     pub field_selector: Option<Str<'a>>,
 }
@@ -52,13 +65,18 @@ pub struct ListResourcesByNamespace<'a> {
 /// Read access to cluster objects, answering in JSON exactly as Kubewarden's host capabilities do:
 /// an object for `get_resource`, a `List` (`{"items": [...]}`) for the list calls.
 pub trait ClusterReader {
+    /// `get_resource`: one object; a missing one is a [`ReadErrorKind::NotFound`] error.
     fn get_resource(&self, request: &GetResource<'_>) -> Result<Vec<u8>, ReadError>;
+    /// `list_resources_all`: every object of a kind that matches the selectors, as a `List`.
     fn list_resources_all(&self, request: &ListResourcesAll<'_>) -> Result<Vec<u8>, ReadError>;
 }
 
+/// What kind of failure a [`ReadError`] is: decisions answer a missing object differently.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReadErrorKind {
+    /// The object does not exist (Kubernetes' `NotFound`, HTTP 404).
     NotFound,
+    /// Any other failure: the API server or the host did not answer, or the answer did not decode.
     Other,
 }
 
@@ -66,7 +84,9 @@ pub enum ReadErrorKind {
 /// error comes from Kubernetes (e.g. `pods "x" not found`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReadError {
+    /// Whether the object is missing or the read failed.
     pub kind: ReadErrorKind,
+    /// The error's text, as the user sees it.
     pub message: String,
 }
 
@@ -81,6 +101,7 @@ impl ReadError {
         Self { kind: ReadErrorKind::NotFound, message }
     }
 
+    /// A failure other than NotFound, with `message` as its text.
     pub fn other(message: impl Into<String>) -> Self {
         Self { kind: ReadErrorKind::Other, message: message.into() }
     }
@@ -93,6 +114,7 @@ impl ReadError {
         Self { kind, message }
     }
 
+    /// Whether the object does not exist, as opposed to a failed read.
     pub fn is_not_found(&self) -> bool {
         self.kind == ReadErrorKind::NotFound
     }
@@ -122,6 +144,7 @@ pub fn resource_for_kind(kind: &str) -> String {
 #[derive(Debug, Deserialize)]
 #[serde(bound(deserialize = "T: Deserialize<'de>"))]
 pub struct List<T> {
+    /// `items`: the listed objects; absent reads as none.
     #[serde(default = "Vec::new")]
     pub items: Vec<T>,
 }

@@ -8,11 +8,14 @@ use serde::{Deserialize, Serialize};
 /// A namespaced object named by an effect.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Deserialize, Serialize)]
 pub struct ObjectRef {
+    /// The namespace the object lives in.
     pub namespace: String,
+    /// The object's name in that namespace.
     pub name: String,
 }
 
 impl ObjectRef {
+    /// The object `namespace/name`.
     pub fn new(namespace: impl Into<String>, name: impl Into<String>) -> Self {
         Self { namespace: namespace.into(), name: name.into() }
     }
@@ -40,6 +43,8 @@ pub enum EvacuationSource {
 }
 
 impl EvacuationSource {
+    /// The source's value in [`EVICTION_SOURCE_ANNOTATION`], e.g. `noexecute-taint`; `descheduler`
+    /// is KubeVirt's own value.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Descheduler => "descheduler",
@@ -49,6 +54,7 @@ impl EvacuationSource {
         }
     }
 
+    /// The source an [`EVICTION_SOURCE_ANNOTATION`] value names; `None` for a value evac does not write.
     pub fn parse(value: &str) -> Option<Self> {
         [Self::Descheduler, Self::Preemption, Self::NoexecuteTaint, Self::NodePressure]
             .into_iter()
@@ -65,14 +71,18 @@ pub enum MigrationCause {
     ApiEviction,
     /// The descheduler's eviction marked the VMI.
     Descheduler,
+    /// Scheduler preemption marked the VMI (`PreemptionByScheduler`).
     Preemption,
+    /// The taint manager marked the VMI (`DeletionByTaintManager`: a `NoExecute` taint).
     NoexecuteTaint,
+    /// Node memory pressure marked the VMI, ahead of or at the kubelet's eviction.
     NodePressure,
     /// The node carries KubeVirt's drain taint `kubevirt.io/drain:NoSchedule`.
     Drain,
 }
 
 impl MigrationCause {
+    /// The cause's value in [`CAUSE_ANNOTATION`], e.g. `api-eviction`.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::ApiEviction => "api-eviction",
@@ -113,11 +123,16 @@ pub const EVICTION_IN_PROGRESS_ANNOTATION: &str = "descheduler.alpha.kubernetes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum MigrationPriority {
+    /// `system-critical`: the priority KubeVirt gives evacuation migrations; its migration queue starts
+    /// them before lower priorities.
     SystemCritical,
+    /// `system-maintenance`: the priority KubeVirt gives the descheduler's evacuation migrations,
+    /// started after `system-critical` and `user-triggered` ones.
     SystemMaintenance,
 }
 
 impl MigrationPriority {
+    /// The value of `spec.priority`, e.g. `system-critical`.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::SystemCritical => "system-critical",
@@ -135,20 +150,48 @@ pub enum Effect {
     /// descheduler, the VMI annotation `kubevirt.io/eviction-source: descheduler`). A dry-run mark
     /// is carried out as a dry-run patch.
     #[serde(rename_all = "camelCase")]
-    MarkForEvacuation { vmi: ObjectRef, node: String, dry_run: bool, source: Option<EvacuationSource> },
+    MarkForEvacuation {
+        /// The VMI to mark.
+        vmi: ObjectRef,
+        /// The node the VMI is to leave: the new `status.evacuationNodeName`.
+        node: String,
+        /// The request was a dry run: the patch is sent with `dryRun: [All]` and changes nothing.
+        dry_run: bool,
+        /// Who asked, written to [`EVICTION_SOURCE_ANNOTATION`]; `None` leaves the annotation as it is.
+        source: Option<EvacuationSource>,
+    },
     /// Create a `VirtualMachineInstanceMigration` of `vmi` away from `node`, as KubeVirt's
     /// evacuation controller does: generateName [`EVACUATION_MIGRATION_PREFIX`], annotations
     /// [`EVACUATION_MIGRATION_ANNOTATION`]` = node` and [`CAUSE_ANNOTATION`]` = cause`, and
     /// `spec.priority`.
     #[serde(rename_all = "camelCase")]
-    CreateMigration { vmi: ObjectRef, node: String, cause: MigrationCause, priority: MigrationPriority },
+    CreateMigration {
+        /// The VMI to migrate: the migration's `spec.vmiName`, in the VMI's namespace.
+        vmi: ObjectRef,
+        /// The node it leaves: the value of [`EVACUATION_MIGRATION_ANNOTATION`].
+        node: String,
+        /// Why it leaves: the value of [`CAUSE_ANNOTATION`].
+        cause: MigrationCause,
+        /// The migration's `spec.priority`.
+        priority: MigrationPriority,
+    },
     /// Set (`Some`) or remove (`None`) annotations of a pod, as one merge patch.
     #[serde(rename_all = "camelCase")]
-    AnnotatePod { pod: ObjectRef, annotations: BTreeMap<String, Option<String>> },
+    AnnotatePod {
+        /// The pod to annotate.
+        pod: ObjectRef,
+        /// Annotation keys, each with the value to set, or `None` to remove the annotation.
+        annotations: BTreeMap<String, Option<String>>,
+    },
     /// Clear a VMI's evacuation mark (`status.evacuationNodeName`, and the eviction-source
     /// annotation) if it still names `node`: the evacuation no longer applies.
     #[serde(rename_all = "camelCase")]
-    ClearEvacuation { vmi: ObjectRef, node: String },
+    ClearEvacuation {
+        /// The VMI whose mark to clear.
+        vmi: ObjectRef,
+        /// The node the mark must still name; a mark for another node is left alone.
+        node: String,
+    },
 }
 
 impl Effect {

@@ -5,15 +5,19 @@ use crate::cluster::{self, ClusterReader, ReadError};
 use crate::eviction::KubeVirtRef;
 use crate::model::{EvictionStrategy, KubeVirt};
 
-/// The `apiVersion` of KubeVirt's resources.
-pub const KUBEVIRT_API_VERSION: &str = "kubevirt.io/v1";
+pub use crate::kubevirt::KUBEVIRT_API_VERSION;
 
 /// The parts of the KubeVirt CR that decisions use, owned.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KubeVirtConfig {
+    /// `spec.configuration.evictionStrategy`: the strategy of VMIs that set none; unset acts as
+    /// KubeVirt's default, `None`.
     pub eviction_strategy: Option<EvictionStrategy>,
+    /// `spec.configuration.developerConfiguration.featureGates`: the feature gates enabled.
     pub feature_gates: Vec<String>,
+    /// `parallelMigrationsPerCluster`: migrations running at once in the cluster (KubeVirt's default: 5).
     pub parallel_migrations_per_cluster: u32,
+    /// `parallelOutboundMigrationsPerNode`: migrations running at once from one node (KubeVirt's default: 2).
     pub parallel_outbound_migrations_per_node: u32,
 }
 
@@ -63,6 +67,7 @@ impl KubeVirtConfig {
         }
     }
 
+    /// Whether `featureGates` lists `gate`.
     pub fn feature_gate_enabled(&self, gate: &str) -> bool {
         self.feature_gates.iter().any(|g| g == gate)
     }

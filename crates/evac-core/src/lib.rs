@@ -6,11 +6,14 @@
 //! policy implements with host capabilities and tests implement with a map. The crate compiles for
 //! the host, `wasm32-wasip1` and `wasm32-unknown-unknown`.
 
+#![warn(missing_docs)]
+
 pub mod cluster;
 pub mod disruption;
 pub mod effect;
 pub mod evacuation;
 pub mod eviction;
+pub mod kubevirt;
 pub mod kubevirt_config;
 pub mod model;
 pub mod response;

@@ -10,22 +10,33 @@ use crate::Effect;
 /// and the descheduler read as "retry later" (a denial without a code reaches them as 400).
 pub const TOO_MANY_REQUESTS: u16 = 429;
 
+/// A decision's answer to the admission request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
+    /// Admit the request.
     Allow,
-    Deny { code: u16, message: String },
+    /// Refuse the request.
+    Deny {
+        /// The HTTP status: [`TOO_MANY_REQUESTS`] for every denial [`Decision::deny`] makes.
+        code: u16,
+        /// The reason, as the client sees it (KubeVirt's text, for the eviction decision).
+        message: String,
+    },
 }
 
 /// A verdict plus the effects a host must carry out for it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Decision {
+    /// Whether the request is admitted.
     pub verdict: Verdict,
+    /// What the host must carry out, whatever the verdict (a denied eviction still marks the VMI).
     pub effects: Vec<Effect>,
     /// Recorded in the API server's audit log with the request (e.g. the disruption's cause).
     pub audit_annotations: BTreeMap<String, String>,
 }
 
 impl Decision {
+    /// Admit, with no effects.
     pub fn allow() -> Self {
         Self { verdict: Verdict::Allow, effects: Vec::new(), audit_annotations: BTreeMap::new() }
     }
@@ -39,16 +50,19 @@ impl Decision {
         }
     }
 
+    /// Adds an effect for the host to carry out.
     pub fn with_effect(mut self, effect: Effect) -> Self {
         self.effects.push(effect);
         self
     }
 
+    /// Adds an audit annotation; the same key again replaces its value.
     pub fn with_audit_annotation(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
         self.audit_annotations.insert(key.into(), value.into());
         self
     }
 
+    /// Whether the verdict is [`Verdict::Allow`].
     pub fn is_allowed(&self) -> bool {
         self.verdict == Verdict::Allow
     }
@@ -57,17 +71,24 @@ impl Decision {
 /// Kubewarden's ValidationResponse plus `effects`: what evac's modules return from `validate`.
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 pub struct PolicyResponse {
+    /// `accepted`: whether the request is admitted.
     pub accepted: bool,
+    /// `message`: the denial's reason, as the client sees it.
     #[serde(default)]
     pub message: Option<String>,
+    /// `code`: the HTTP status of a denial (429 for evac's).
     #[serde(default)]
     pub code: Option<u16>,
+    /// `warnings`: warnings returned to the client with the answer; evac sets none.
     #[serde(default)]
     pub warnings: Option<Vec<String>>,
+    /// `audit_annotations`: added to the API server's audit event of the request; `None` when empty.
     #[serde(default)]
     pub audit_annotations: Option<BTreeMap<String, String>>,
+    /// `mutated_object`: the object as a mutating policy changed it; evac's policies never mutate.
     #[serde(default)]
     pub mutated_object: Option<serde_json::Value>,
+    /// evac's addition: what the host must carry out; absent reads as none.
     #[serde(default)]
     pub effects: Vec<Effect>,
 }

@@ -3,8 +3,8 @@ use std::path::PathBuf;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 
-use crate::kubewarden::metadata::{self, Metadata};
-use crate::wapc::{EngineOptions, PolicyEngine};
+use evac_runtime::kubewarden::metadata::{self, Metadata};
+use evac_runtime::wapc::{EngineOptions, PolicyEngine};
 
 #[derive(Debug, Args)]
 pub struct AnnotateArgs {
@@ -31,10 +31,12 @@ pub fn run(args: AnnotateArgs) -> Result<()> {
         let engine = PolicyEngine::new(EngineOptions { max_concurrent: 1, ..EngineOptions::default() })?;
         let module =
             engine.compile(&bytes).with_context(|| format!("cannot load {}", args.module.display()))?;
-        let policy =
-            crate::wapc::Policy::new(module, std::sync::Arc::new(crate::capabilities::NoCapabilities));
-        let version =
-            crate::kubewarden::protocol_version(&policy).context("asking the module its protocol version")?;
+        let policy = evac_runtime::wapc::Policy::new(
+            module,
+            std::sync::Arc::new(evac_runtime::capabilities::NoCapabilities),
+        );
+        let version = evac_runtime::kubewarden::protocol_version(&policy)
+            .context("asking the module its protocol version")?;
         if version != "v1" {
             bail!("the module speaks Kubewarden protocol {version:?}, not v1");
         }

@@ -6,13 +6,15 @@ use std::time::{Duration, Instant, SystemTime};
 use anyhow::{Context, Result};
 use clap::Args;
 
-use crate::capabilities::ResourceGrant;
-use crate::cluster::KubeCluster;
 use crate::control::{Controller, RESYNC, WATCHED};
-use crate::server::config::PoliciesFile;
-use crate::server::metrics::Metrics;
-use crate::server::registry::{Loader, Registry};
-use crate::wapc::{EngineOptions, PolicyEngine};
+use evac_cluster::kube::KubeCluster;
+use evac_cluster::Executor;
+use evac_evaluator::Metrics;
+use evac_evaluator::Pipeline;
+use evac_evaluator::PoliciesFile;
+use evac_evaluator::{Loader, Registry};
+use evac_runtime::capabilities::ResourceGrant;
+use evac_runtime::wapc::{EngineOptions, PolicyEngine};
 
 #[derive(Debug, Args)]
 pub struct ControlArgs {
@@ -48,9 +50,7 @@ async fn control(args: ControlArgs) -> Result<()> {
     // Watch what the policies read, and what the controller routes on.
     let mut resources: Vec<ResourceGrant> =
         file.policies.values().flat_map(|p| p.context_aware_resources.iter().cloned()).collect();
-    resources.extend(
-        WATCHED.iter().map(|(v, k)| ResourceGrant { api_version: (*v).to_owned(), kind: (*k).to_owned() }),
-    );
+    resources.extend(WATCHED.iter().map(|(v, k)| ResourceGrant::new(v, k)));
     let cluster = Arc::new(KubeCluster::connect(args.kubeconfig.as_deref(), &resources).await?);
     cluster.wait_synced(Duration::from_secs(args.sync_timeout)).await?;
 
@@ -64,7 +64,9 @@ async fn control(args: ControlArgs) -> Result<()> {
         tokio::task::block_in_place(|| Registry::start(&file, loader, Arc::clone(&metrics)))
             .with_context(|| format!("cannot load {}", args.policies.display()))?,
     );
-    let controller = Controller::new(Arc::clone(&registry), Arc::clone(&cluster) as _, Arc::clone(&metrics))?;
+    let pipeline =
+        Pipeline::new(Arc::clone(&registry), Executor::new(Arc::clone(&cluster) as _), Arc::clone(&metrics));
+    let controller = Controller::new(pipeline)?;
     tokio::spawn(serve_metrics(args.metrics_addr, Arc::clone(&metrics)));
     tracing::info!(policies = %args.policies.display(), "evac control started");
 

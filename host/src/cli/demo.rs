@@ -3,7 +3,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use clap::Args;
 
-use crate::sim::scenario::{self, comparison_line, Entry, Mode, Progress, Report, Scenario};
+use evac_sim::scenario::{self, comparison_line, Entry, Mode, Progress, Report, Scenario};
 
 #[derive(Debug, Args)]
 pub struct DemoArgs {
@@ -56,7 +56,10 @@ fn compare(file: &Path, scenario: &Scenario, policies: &Path) -> Result<String> 
         None => scenario.clone(),
     };
     let baseline = run_quietly(&baseline_scenario, &Mode::KubeVirt)?;
-    let evac = run_quietly(scenario, &Mode::Evac { policies: policies.to_owned() })?;
+    let evac = run_quietly(
+        scenario,
+        &Mode::Evac(std::sync::Arc::new(crate::simulation::EvacPolicies { policies: policies.to_owned() })),
+    )?;
     Ok(comparison_line(&file_name(file).replace(".yaml", ""), &evac, &baseline))
 }
 

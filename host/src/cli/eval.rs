@@ -7,10 +7,10 @@ use clap::Args;
 use serde_json::value::RawValue;
 
 use super::read_input;
-use crate::capabilities::KubernetesCapabilities;
-use crate::cluster::StaticContext;
-use crate::kubewarden::{self, admission, metadata};
-use crate::wapc::{EngineOptions, Policy, PolicyEngine};
+use evac_cluster::{MemoryStore, SystemClock};
+use evac_runtime::capabilities::KubernetesCapabilities;
+use evac_runtime::kubewarden::{self, admission, metadata};
+use evac_runtime::wapc::{EngineOptions, Policy, PolicyEngine};
 
 #[derive(Debug, Args)]
 pub struct EvalArgs {
@@ -40,8 +40,8 @@ pub fn run(args: EvalArgs) -> Result<()> {
     let request = admission::request_from_input(&input).context("invalid --request")?;
     let settings = load_settings(args.settings.as_deref())?;
     let context = match &args.context {
-        Some(path) => StaticContext::from_file(path)?,
-        None => StaticContext::empty(),
+        Some(path) => MemoryStore::from_file(path)?,
+        None => MemoryStore::new(Arc::new(SystemClock), 1),
     };
 
     let engine = PolicyEngine::new(EngineOptions {

@@ -3,7 +3,7 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use clap::Args;
 
-use crate::kubewarden::metadata;
+use evac_runtime::kubewarden::metadata;
 
 #[derive(Debug, Args)]
 pub struct InspectArgs {

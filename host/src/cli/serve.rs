@@ -6,10 +6,11 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Result};
 use clap::Args;
 
-use crate::cluster::{KubeCluster, StaticContext};
-use crate::server::config::PoliciesFile;
 use crate::server::{ClusterAccess, ServeOptions, Server};
-use crate::wapc::EngineOptions;
+use evac_cluster::kube::KubeCluster;
+use evac_cluster::MemoryStore;
+use evac_evaluator::PoliciesFile;
+use evac_runtime::wapc::EngineOptions;
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
@@ -95,8 +96,8 @@ pub fn run(args: ServeArgs) -> Result<()> {
 
 async fn connect(args: &ServeArgs) -> Result<ClusterAccess> {
     if let Some(path) = &args.context {
-        let context = Arc::new(StaticContext::from_file(path)?);
-        return Ok(ClusterAccess { source: context.clone(), writer: context, not_ready: Box::new(|| None) });
+        let context = Arc::new(MemoryStore::from_file(path)?);
+        return Ok(ClusterAccess { store: context, not_ready: Box::new(|| None) });
     }
     // Watch what the policies may read.
     let file = PoliciesFile::load(&args.config)?;
@@ -107,8 +108,7 @@ async fn connect(args: &ServeArgs) -> Result<ClusterAccess> {
     let cluster = Arc::new(KubeCluster::connect(args.kubeconfig.as_deref(), &resources).await?);
     let watched = Arc::clone(&cluster);
     Ok(ClusterAccess {
-        source: cluster.clone(),
-        writer: cluster,
+        store: cluster,
         not_ready: Box::new(move || {
             (!watched.is_synced()).then(|| "the cluster caches are not synced yet".into())
         }),

@@ -6,9 +6,9 @@ use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use serde_json::Value;
 
-use crate::sim::actors::{Kubelet, MigrationController, Scheduler, TaintManager, VirtController};
-use crate::sim::api::{self, RESOURCES};
-use crate::sim::{SimClock, Simulation, Store};
+use evac_sim::actors::{Kubelet, MigrationController, Scheduler, TaintManager, VirtController};
+use evac_sim::api::{self, RESOURCES};
+use evac_sim::{SimClock, Simulation, Store};
 
 #[derive(Debug, Args)]
 pub struct SimArgs {
@@ -124,7 +124,7 @@ fn load(store: &Store, path: &std::path::Path) -> Result<usize> {
 }
 
 fn write_kubeconfig(path: &std::path::Path, url: &str) -> Result<()> {
-    std::fs::write(path, crate::sim::kubeconfig(url))
+    std::fs::write(path, evac_sim::kubeconfig(url))
         .with_context(|| format!("cannot write the kubeconfig {}", path.display()))
 }
 

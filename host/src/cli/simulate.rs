@@ -5,7 +5,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::sim::scenario::{self, Entry, Mode, Progress, Scenario, Section};
+use evac_sim::scenario::{self, Entry, Mode, Progress, Scenario, Section};
 
 #[derive(Debug, Args)]
 pub struct SimulateArgs {
@@ -39,7 +39,11 @@ pub fn run(args: SimulateArgs) -> Result<()> {
     }
     let mut progress = Terminal { bar: bar(), timeline };
     let started = std::time::Instant::now();
-    let mode = if args.evac { Mode::Evac { policies: args.policies.clone() } } else { Mode::KubeVirt };
+    let mode = if args.evac {
+        Mode::Evac(std::sync::Arc::new(crate::simulation::EvacPolicies { policies: args.policies.clone() }))
+    } else {
+        Mode::KubeVirt
+    };
     let report = scenario::run(&scenario, &mode, &mut progress).map_err(anyhow::Error::msg)?;
     progress.bar.finish_and_clear();
     tracing::info!(wall_ms = started.elapsed().as_millis() as u64, "scenario run");

@@ -17,28 +17,24 @@
 //! is: no duplicate migration, no lost mark.
 
 mod routing;
-pub mod sim;
-pub mod webhook;
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
+use evac_cluster::ChangeFeed;
+use evac_evaluator::{EffectOutcome, Pipeline, PolicySet, Registry, ServedPolicy};
 use serde_json::value::RawValue;
 
 use self::routing::{Routing, Work};
-use crate::cluster::{ChangeFeed, ClusterWriter};
-use crate::kubewarden;
-use crate::server::metrics::{EffectLabels, Metrics};
-use crate::server::registry::{PolicySet, Registry, ServedPolicy};
 
 /// The policy ids `policies.yml` must give the controller's modules.
 pub const DISRUPTION_CAUSE: &str = "disruption-cause";
 pub const EVACUATION: &str = "evacuation";
 
 /// The kinds the controller watches.
-pub(crate) const WATCHED: [(&str, &str); 4] = [
+pub const WATCHED: [(&str, &str); 4] = [
     ("v1", "Pod"),
     ("v1", "Node"),
     ("kubevirt.io/v1", "VirtualMachineInstance"),
@@ -52,6 +48,8 @@ pub struct Pass {
     pub evaluations: usize,
     pub effects_applied: usize,
     pub effects_failed: usize,
+    /// Effects recorded and not carried out (monitor mode).
+    pub effects_monitored: usize,
     /// Nodes with evacuations still to finish: the controller must look again (back-offs).
     pub pending_nodes: usize,
     /// Wall time of the pass.
@@ -59,9 +57,7 @@ pub struct Pass {
 }
 
 pub struct Controller {
-    registry: Arc<Registry>,
-    writer: Arc<dyn ClusterWriter>,
-    metrics: Arc<Metrics>,
+    pipeline: Pipeline,
     state: Mutex<State>,
 }
 
@@ -71,24 +67,26 @@ struct State {
 }
 
 impl Controller {
-    /// A controller over the registry's `disruption-cause` and `evacuation` policies.
-    pub fn new(
-        registry: Arc<Registry>,
-        writer: Arc<dyn ClusterWriter>,
-        metrics: Arc<Metrics>,
-    ) -> Result<Self> {
-        let set = registry.current();
+    /// A controller over the pipeline's `disruption-cause` and `evacuation` policies.
+    pub fn new(pipeline: Pipeline) -> Result<Self> {
+        let set = pipeline.registry().current();
         for id in [DISRUPTION_CAUSE, EVACUATION] {
             if !set.contains_key(id) {
                 bail!("policies.yml has no policy `{id}`: evac control needs `{DISRUPTION_CAUSE}` and `{EVACUATION}`");
             }
         }
         let state = State { cursors: [None; 4], routing: Routing::default() };
-        Ok(Self { registry, writer, metrics, state: Mutex::new(state) })
+        Ok(Self { pipeline, state: Mutex::new(state) })
     }
 
+    /// The policies the controller evaluates.
     pub fn registry(&self) -> &Registry {
-        &self.registry
+        self.pipeline.registry()
+    }
+
+    /// The pipeline its evaluations go through.
+    pub fn pipeline(&self) -> &Pipeline {
+        &self.pipeline
     }
 
     /// Forgets everything but the cluster: what a restarted controller knows.
@@ -120,11 +118,11 @@ impl Controller {
             }
             routing.take_work(resync)
         };
-        let set = self.registry.current();
+        let set = self.registry().current();
         self.carry_out(&set, work, &mut pass).await;
         pass.pending_nodes = self.lock().routing.pending_nodes();
         pass.elapsed = started.elapsed();
-        self.metrics.controller_reconcile.observe(pass.elapsed.as_secs_f64());
+        self.pipeline.metrics().controller_reconcile.observe(pass.elapsed.as_secs_f64());
         Ok(pass)
     }
 
@@ -141,43 +139,27 @@ impl Controller {
         }
     }
 
-    /// Evaluates one request with a policy's active version and applies the effects in order.
+    /// Runs one request through the pipeline (mode, effects, shadow), as `evac serve` runs an
+    /// admission request.
     async fn evaluate(&self, served: &Arc<ServedPolicy>, request: &RawValue, pass: &mut Pass) {
         pass.evaluations += 1;
-        let version = &served.active;
-        let started = Instant::now();
-        let outcome = kubewarden::validate(&version.policy, request, &version.settings);
-        served.latency.observe(started.elapsed().as_secs_f64());
-        let response = match outcome {
-            Ok(response) => response,
-            Err(error) => {
-                served.outcomes.error.inc();
-                tracing::warn!(policy = %served.id, version = %version.name, %error, "evaluation failed");
-                return;
+        let request = Arc::new(request.to_owned());
+        let (evaluation, shadow) = self.pipeline.evaluate(served, request, "").await;
+        if let Ok(response) = &evaluation.outcome {
+            if !response.accepted {
+                tracing::warn!(policy = %served.id, message = response.message.as_deref().unwrap_or_default(), "the policy refused the request");
             }
-        };
-        if response.accepted {
-            served.outcomes.accepted.inc();
-        } else {
-            served.outcomes.rejected.inc();
-            tracing::warn!(policy = %served.id, message = response.message.as_deref().unwrap_or_default(), "the policy refused the request");
         }
-        for effect in &response.effects {
-            let result = self.writer.apply(effect).await;
-            let outcome = if result.is_ok() { "applied" } else { "failed" };
-            let labels =
-                EffectLabels { policy: served.id.clone(), effect: effect.type_name(), result: outcome };
-            self.metrics.effects.get_or_create(&labels).inc();
-            match result {
-                Ok(()) => {
-                    pass.effects_applied += 1;
-                    tracing::info!(policy = %served.id, ?effect, "applied");
-                }
-                Err(error) => {
-                    pass.effects_failed += 1;
-                    tracing::warn!(policy = %served.id, ?effect, %error, "effect failed; the next pass decides again");
-                }
+        for (_, outcome) in &evaluation.effects {
+            match outcome {
+                EffectOutcome::Applied | EffectOutcome::Unneeded(_) => pass.effects_applied += 1,
+                EffectOutcome::Failed(_) | EffectOutcome::Skipped => pass.effects_failed += 1,
+                EffectOutcome::Monitored => pass.effects_monitored += 1,
             }
+        }
+        // The controller has no answer to send first: the comparison runs now.
+        if let Some(shadow) = shadow {
+            shadow.run().await;
         }
     }
 }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use evac_core::model::{Migration, Node, Pod, VirtualMachineInstance};
 use serde_json::value::RawValue;
 
-use crate::cluster::Change;
+use evac_cluster::Change;
 
 /// What a pass must evaluate.
 #[derive(Default)]

@@ -15,9 +15,9 @@ use hyper_util::server::conn::auto;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 
-use super::admission::{self, BadRequest};
 use super::tls::Tls;
 use super::Server;
+use evac_evaluator::admission::{self, BadRequest};
 
 /// The admission routes.
 pub fn admission_router(server: Arc<Server>) -> Router {
@@ -35,15 +35,15 @@ pub fn probe_router(server: Arc<Server>) -> Router {
 }
 
 async fn validate(State(server): State<Arc<Server>>, Path(policy): Path<String>, body: Body) -> Response {
-    let Some(served) = server.registry.current().get(&policy).cloned() else {
-        server.metrics.refuse("unknown_policy");
+    let Some(served) = server.registry().current().get(&policy).cloned() else {
+        server.metrics().refuse("unknown_policy");
         return text(StatusCode::NOT_FOUND, format!("unknown policy {policy:?}"));
     };
     let limit = server.options.max_body_bytes;
     let body: Bytes = match axum::body::to_bytes(body, limit).await {
         Ok(body) => body,
         Err(e) => {
-            server.metrics.refuse("bad_request");
+            server.metrics().refuse("bad_request");
             let why = if is_length_limit(&e) {
                 format!("the request body is larger than the limit of {limit} bytes")
             } else {
@@ -55,11 +55,15 @@ async fn validate(State(server): State<Arc<Server>>, Path(policy): Path<String>,
     let review = match admission::parse_review(&body) {
         Ok(review) => review,
         Err(BadRequest(why)) => {
-            server.metrics.refuse("bad_request");
+            server.metrics().refuse("bad_request");
             return text(StatusCode::BAD_REQUEST, why);
         }
     };
-    let answer = admission::answer(&server.admission, served, review).await;
+    let (answer, shadow) = admission::answer(&server.pipeline, &served, review).await;
+    if let Some(shadow) = shadow {
+        // After the answer: the candidate never delays or changes it.
+        tokio::spawn(shadow.run());
+    }
     let bytes = serde_json::to_vec(&answer).unwrap_or_default();
     ([(header::CONTENT_TYPE, "application/json")], bytes).into_response()
 }
@@ -89,7 +93,7 @@ async fn readiness(State(server): State<Arc<Server>>) -> Response {
 async fn metrics(State(server): State<Arc<Server>>) -> Response {
     server.record_instance_stats();
     let content_type = "application/openmetrics-text; version=1.0.0; charset=utf-8";
-    ([(header::CONTENT_TYPE, content_type)], server.metrics.encode()).into_response()
+    ([(header::CONTENT_TYPE, content_type)], server.metrics().encode()).into_response()
 }
 
 /// Accepts connections until the task is dropped; each connection is served on its own task

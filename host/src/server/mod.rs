@@ -2,11 +2,7 @@
 //! modules (`POST /validate/<policy id>`), carries out the effects they return, swaps policy
 //! versions in while serving, and evaluates shadow versions beside the active ones.
 
-pub mod admission;
-pub mod config;
 pub(crate) mod http;
-pub mod metrics;
-pub mod registry;
 mod reload;
 mod tls;
 
@@ -17,11 +13,10 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 
-use crate::cluster::{ClusterWriter, ObjectSource};
-use crate::wapc::{EngineOptions, PolicyEngine};
-use config::PoliciesFile;
-use metrics::Metrics;
-use registry::{Loader, Registry};
+use evac_cluster::{ClusterStore, Executor};
+use evac_evaluator::metrics::InstanceLabels;
+use evac_evaluator::{Loader, Metrics, Pipeline, PoliciesFile, Registry};
+use evac_runtime::wapc::{EngineOptions, PolicyEngine};
 pub use tls::Tls;
 
 /// How the server runs.
@@ -45,8 +40,8 @@ pub struct ServeOptions {
 /// A cluster as the server uses it: where policies read, where effects go, and whether its
 /// caches are ready.
 pub struct ClusterAccess {
-    pub source: Arc<dyn ObjectSource>,
-    pub writer: Arc<dyn ClusterWriter>,
+    /// Where policies read and effects are written.
+    pub store: Arc<dyn ClusterStore>,
     /// `Some(why)` while reads cannot be answered yet (watch caches still listing).
     pub not_ready: Box<dyn Fn() -> Option<String> + Send + Sync>,
 }
@@ -54,9 +49,8 @@ pub struct ClusterAccess {
 /// Everything the request handlers share.
 pub struct Server {
     pub options: ServeOptions,
-    pub registry: Registry,
-    pub metrics: Arc<Metrics>,
-    pub admission: admission::Context,
+    /// The policies and what evaluating them goes through.
+    pub pipeline: Pipeline,
     tls: Option<Arc<Tls>>,
     cluster_not_ready: Box<dyn Fn() -> Option<String> + Send + Sync>,
 }
@@ -71,17 +65,20 @@ impl Server {
         let file = PoliciesFile::load(&options.config)?;
         let metrics = Arc::new(Metrics::default());
         let engine = PolicyEngine::new(options.engine.clone())?;
-        let loader = Loader { engine, source: cluster.source };
-        let registry = Registry::start(&file, loader, Arc::clone(&metrics))?;
-        let admission = admission::Context { writer: cluster.writer, metrics: Arc::clone(&metrics) };
-        Ok(Arc::new(Self {
-            options,
-            registry,
-            metrics,
-            admission,
-            tls,
-            cluster_not_ready: cluster.not_ready,
-        }))
+        let loader = Loader { engine, source: Arc::clone(&cluster.store) as _ };
+        let registry = Arc::new(Registry::start(&file, loader, Arc::clone(&metrics))?);
+        let pipeline = Pipeline::new(registry, Executor::new(cluster.store), metrics);
+        Ok(Arc::new(Self { options, pipeline, tls, cluster_not_ready: cluster.not_ready }))
+    }
+
+    /// The policies served.
+    pub fn registry(&self) -> &Registry {
+        self.pipeline.registry()
+    }
+
+    /// The server's metrics.
+    pub fn metrics(&self) -> &Metrics {
+        self.pipeline.metrics()
     }
 
     /// Why the server should not get traffic yet, if it should not.
@@ -89,7 +86,7 @@ impl Server {
         if let Some(why) = (self.cluster_not_ready)() {
             return Some(why);
         }
-        if self.registry.current().is_empty() {
+        if self.registry().current().is_empty() {
             return Some("no policy is being served".into());
         }
         None
@@ -97,17 +94,14 @@ impl Server {
 
     /// Copies the instance counters of the served versions into the metrics.
     pub fn record_instance_stats(&self) {
-        self.metrics.instances.clear();
-        for served in self.registry.current().values() {
+        self.metrics().instances.clear();
+        for served in self.registry().current().values() {
             for version in std::iter::once(&served.active).chain(served.shadow.as_ref()) {
                 let stats = version.policy.module().stats();
                 for (how, count) in [("created", stats.created), ("reused", stats.reused)] {
-                    let labels = metrics::InstanceLabels {
-                        policy: served.id.clone(),
-                        version: version.name.clone(),
-                        how,
-                    };
-                    self.metrics.instances.get_or_create(&labels).set(count as i64);
+                    let labels =
+                        InstanceLabels { policy: served.id.clone(), version: version.name.clone(), how };
+                    self.metrics().instances.get_or_create(&labels).set(count as i64);
                 }
             }
         }
@@ -141,7 +135,7 @@ impl Server {
         tracing::info!(
             addr = %addr,
             probes = %probes.local_addr().context("probe address")?,
-            policies = ?self.registry.current().keys().collect::<Vec<_>>(),
+            policies = ?self.registry().current().keys().collect::<Vec<_>>(),
             ready_after_ms = started.elapsed().as_millis() as u64,
             "serving admission requests over {scheme}"
         );

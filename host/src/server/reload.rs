@@ -10,10 +10,10 @@ use std::time::Duration;
 use notify::{RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 
-use super::config::PoliciesFile;
-use super::metrics::RefusalLabels;
-use super::registry::Registry;
 use super::Server;
+use evac_evaluator::metrics::{RefusalLabels, SwapLabels};
+use evac_evaluator::PoliciesFile;
+use evac_evaluator::Registry;
 
 /// Changes closer together than this are taken as one (editors and `kubectl cp` write in steps).
 const SETTLE: Duration = Duration::from_millis(150);
@@ -67,21 +67,17 @@ fn reload(server: &Server) -> Option<PoliciesFile> {
             }
         };
         if let Some(reason) = result {
-            server.metrics.tls_reloads.get_or_create(&RefusalLabels { reason }).inc();
+            server.metrics().tls_reloads.get_or_create(&RefusalLabels { reason }).inc();
         }
     }
     match PoliciesFile::load(&server.options.config) {
         Ok(file) => {
-            server.registry.reload(&file);
+            server.registry().reload(&file);
             Some(file)
         }
         Err(e) => {
             tracing::error!("policies file refused, keeping the policies being served: {e:#}");
-            server
-                .metrics
-                .swaps
-                .get_or_create(&super::metrics::SwapLabels { policy: "*".into(), result: "refused" })
-                .inc();
+            server.metrics().swaps.get_or_create(&SwapLabels { policy: "*".into(), result: "refused" }).inc();
             None
         }
     }

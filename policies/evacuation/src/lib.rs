@@ -24,6 +24,9 @@ static ALLOCATOR: evac_policy_guest::allocator::Arena = evac_policy_guest::alloc
 
 pub use settings::Settings;
 
+/// The waPC entry point: registers the operations the host calls.
+// An exported, unmangled symbol is how every waPC host finds the entry point.
+#[allow(unsafe_code)]
 #[no_mangle]
 pub extern "C" fn wapc_init() {
     guest::register_function("validate", validate);

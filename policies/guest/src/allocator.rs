@@ -6,21 +6,29 @@
 //! time. Under a host that keeps one instance across evaluations without resetting it, the arena
 //! fills once and every later allocation goes to the system allocator: slower, never wrong.
 
+// An allocator is unsafe code by definition (`GlobalAlloc`); every block states its contract.
+#![allow(unsafe_code)]
+
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::UnsafeCell;
 
 const ARENA_SIZE: usize = 64 * 1024;
 
+/// A bump arena of 64 KiB in static memory, backed by the system allocator once full.
 pub struct Arena {
     memory: UnsafeCell<[u8; ARENA_SIZE]>,
     /// Offset of the first free byte.
     next: UnsafeCell<usize>,
 }
 
-// SAFETY: a wasm32 policy runs single-threaded; the arena is never shared between threads.
+// SAFETY: on wasm32 without the `atomics` feature there is exactly one thread, so the arena is
+// never reached from two threads at once. Elsewhere the arena is not `Sync` and cannot be a
+// `#[global_allocator]`: nothing guards its `UnsafeCell`s against concurrent use.
+#[cfg(all(target_arch = "wasm32", not(target_feature = "atomics")))]
 unsafe impl Sync for Arena {}
 
 impl Arena {
+    /// An empty arena.
     pub const fn new() -> Self {
         Self { memory: UnsafeCell::new([0; ARENA_SIZE]), next: UnsafeCell::new(0) }
     }
@@ -40,6 +48,9 @@ impl Default for Arena {
     }
 }
 
+// SAFETY: `alloc` returns blocks of at least the layout's size and alignment that do not overlap
+// (a bump pointer, or the system allocator); `dealloc` returns system blocks to the system
+// allocator and leaves arena blocks to the reset; `realloc` keeps the contents.
 unsafe impl GlobalAlloc for Arena {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         // SAFETY: single-threaded (see `Sync`); `next` is only touched here and in `realloc`.
@@ -94,6 +105,7 @@ mod tests {
     #[test]
     fn bumps_then_falls_back() {
         let arena = Box::leak(Box::new(Arena::new()));
+        // SAFETY: the layouts are valid, and each pointer is used with the layout it came from.
         unsafe {
             let a = arena.alloc(Layout::from_size_align(10, 8).unwrap());
             let b = arena.alloc(Layout::from_size_align(10, 8).unwrap());

@@ -29,9 +29,13 @@ use crate::Decision;
 
 /// The audit annotation that records the classified [`Cause`] of a launcher pod's disruption.
 pub const CAUSE_AUDIT_ANNOTATION: &str = "evac.kubevirt.io/disruption-cause";
-/// KubeVirt's feature gates, one per cause (VEP 55 and design 000).
+/// KubeVirt's feature gates, one per cause (VEP 55 and design 000). This one turns a
+/// `PreemptionByScheduler` disruption into an evacuation (VEP 55).
 pub const PREEMPTION_GATE: &str = "PreemptionEvictionLiveMigration";
+/// The feature gate that turns a `DeletionByTaintManager` disruption into an evacuation (VEP 55).
 pub const NOEXECUTE_TAINT_GATE: &str = "NoExecuteTaintEvictionLiveMigration";
+/// The feature gate that turns node memory pressure (`TerminationByKubelet`, or `MemoryPressure`
+/// ahead of it) into an evacuation (design 000).
 pub const NODE_PRESSURE_GATE: &str = "NodePressureEvictionLiveMigration";
 
 /// What disrupts a pod.
@@ -56,6 +60,7 @@ pub enum Cause {
 }
 
 impl Cause {
+    /// The cause's value in [`CAUSE_AUDIT_ANNOTATION`], e.g. `taint-manager`.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::ApiEviction => "api-eviction",

@@ -19,7 +19,9 @@ const VMI_NODE_LABEL: &str = "kubevirt.io/nodeName";
 /// A VMI that may be marked, with its memory in bytes (unknown counts as none).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Candidate {
+    /// The VMI that would leave the node.
     pub vmi: ObjectRef,
+    /// Its guest memory in bytes ([`VirtualMachineInstance::memory`]); 0 when unknown.
     pub memory: f64,
 }
 

@@ -10,6 +10,7 @@ pub struct Settings {
     /// Where the KubeVirt CR lives. Unset: the first KubeVirt CR in the cluster (there is one).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kubevirt: Option<KubeVirtRef>,
+    /// `nodePressure`: when a node counts as short of memory, ahead of the kubelet.
     #[serde(default)]
     pub node_pressure: NodePressure,
 }
@@ -45,6 +46,9 @@ impl NodePressure {
 }
 
 impl Settings {
+    /// Checks the settings: a `kubevirt` reference needs both fields (`kubevirt: both namespace and
+    /// name must be set`), and `nodePressure`'s values must be memory quantities
+    /// (`nodePressure.<field>: "<value>" is not a memory quantity (e.g. 3500Mi)`).
     pub fn validate(&self) -> Result<(), String> {
         if let Some(at) = &self.kubevirt {
             if at.namespace.is_empty() || at.name.is_empty() {

@@ -26,10 +26,7 @@ use crate::{Decision, Effect, ObjectRef};
 
 use history::{History, VmiKey};
 
-/// The label KubeVirt keeps on a VMI naming the node it runs on.
-pub const NODE_NAME_LABEL: &str = "kubevirt.io/nodeName";
-/// The label selector of launcher pods.
-pub const LAUNCHER_SELECTOR: &str = "kubevirt.io=virt-launcher";
+pub use crate::kubevirt::{LAUNCHER_SELECTOR, NODE_NAME_LABEL};
 
 /// Why a request could not be decided.
 #[derive(Debug, Clone, PartialEq, Eq)]

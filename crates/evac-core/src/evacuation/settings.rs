@@ -44,6 +44,9 @@ impl Default for Settings {
 }
 
 impl Settings {
+    /// Checks the settings. The errors: `kubevirt: both namespace and name must be set`,
+    /// `maxFailedEvacuations must be greater than 0`, and
+    /// `nodePressureRelease: "<value>" is not a quantity (e.g. 4500Mi)`.
     pub fn validate(&self) -> Result<(), String> {
         if let Some(at) = &self.kubevirt {
             if at.namespace.is_empty() || at.name.is_empty() {

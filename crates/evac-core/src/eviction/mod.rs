@@ -19,12 +19,15 @@ use crate::effect::{Effect, EvacuationSource, ObjectRef};
 use crate::model::{AdmissionRequest, Eviction, EvictionStrategy, Pod, PodRole, VirtualMachineInstance};
 use crate::Decision;
 
+/// The `apiVersion` of pods: the core group's `v1`.
 pub const POD_API_VERSION: &str = "v1";
+/// The `apiVersion` of KubeVirt's VirtualMachineInstances.
 pub const VMI_API_VERSION: &str = "kubevirt.io/v1";
 
 /// The request is not one this decision handles: a configuration error, not a verdict.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NotAnEviction {
+    /// What the request was instead: `<operation> <resource>[/<subresource>][.<group>]`, e.g. `DELETE pods`.
     pub got: String,
 }
 

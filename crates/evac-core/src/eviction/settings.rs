@@ -13,11 +13,15 @@ pub struct Settings {
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct KubeVirtRef {
+    /// The CR's namespace (`kubevirt` in a standard install).
     pub namespace: String,
+    /// The CR's name (`kubevirt` in a standard install).
     pub name: String,
 }
 
 impl Settings {
+    /// Checks the settings: a `kubevirt` reference needs both fields, else the error is
+    /// `kubevirt: both namespace and name must be set`.
     pub fn validate(&self) -> Result<(), String> {
         if let Some(at) = &self.kubevirt {
             if at.namespace.is_empty() || at.name.is_empty() {

@@ -7,8 +7,10 @@ use super::{null_as_default, Str};
 #[derive(Debug, Deserialize)]
 #[serde(bound(deserialize = "'de: 'a, S: Deserialize<'de> + Default"))]
 pub struct ValidationRequest<'a, S> {
+    /// The policy's settings; absent or `null` reads as their default.
     #[serde(default, deserialize_with = "null_as_default")]
     pub settings: S,
+    /// The AdmissionRequest to decide.
     #[serde(borrow)]
     pub request: AdmissionRequest<'a>,
 }
@@ -20,29 +22,40 @@ pub struct ValidationRequest<'a, S> {
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct AdmissionRequest<'a> {
+    /// `uid`: identifies the request; the response echoes it.
     #[serde(borrow)]
     pub uid: Str<'a>,
+    /// `kind`: the object's group, version and kind (for `pods/eviction`, `policy/v1` `Eviction`).
     #[serde(borrow, deserialize_with = "null_as_default")]
     pub kind: GroupVersionKind<'a>,
+    /// `resource`: the group, version and resource the request addresses, e.g. `v1` `pods`.
     #[serde(borrow, deserialize_with = "null_as_default")]
     pub resource: GroupVersionResource<'a>,
+    /// `subResource`, e.g. `eviction`; empty for the resource itself.
     #[serde(borrow, skip_serializing_if = "str::is_empty")]
     pub sub_resource: Str<'a>,
+    /// `name`: the object's name (for `pods/eviction`, the pod's); empty for a CREATE that generates it.
     #[serde(borrow, skip_serializing_if = "str::is_empty")]
     pub name: Str<'a>,
+    /// `namespace`: the object's namespace; empty for cluster-scoped objects.
     #[serde(borrow, skip_serializing_if = "str::is_empty")]
     pub namespace: Str<'a>,
+    /// `operation`: `CREATE`, `UPDATE`, `DELETE` or `CONNECT`.
     #[serde(borrow)]
     pub operation: Str<'a>,
+    /// `object`: the object as it will be (for `pods/eviction`, the Eviction); absent for a DELETE.
     #[serde(borrow, skip_serializing_if = "Option::is_none")]
     pub object: Option<&'a RawValue>,
+    /// `oldObject`: the object as it was, for UPDATE and DELETE.
     #[serde(borrow, skip_serializing_if = "Option::is_none")]
     pub old_object: Option<&'a RawValue>,
+    /// `dryRun`: nothing the request asks for is persisted, so a decision's effects must not be either.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dry_run: Option<bool>,
 }
 
 impl AdmissionRequest<'_> {
+    /// Whether `dryRun` is `true`; absent reads as false.
     pub fn is_dry_run(&self) -> bool {
         self.dry_run == Some(true)
     }
@@ -62,24 +75,32 @@ impl AdmissionRequest<'_> {
     }
 }
 
+/// An AdmissionRequest's `kind`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(default)]
 pub struct GroupVersionKind<'a> {
+    /// `group`: empty for the core group.
     #[serde(borrow)]
     pub group: Str<'a>,
+    /// `version`, e.g. `v1`.
     #[serde(borrow)]
     pub version: Str<'a>,
+    /// `kind`, e.g. `Pod`.
     #[serde(borrow)]
     pub kind: Str<'a>,
 }
 
+/// An AdmissionRequest's `resource`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(default)]
 pub struct GroupVersionResource<'a> {
+    /// `group`: empty for the core group.
     #[serde(borrow)]
     pub group: Str<'a>,
+    /// `version`, e.g. `v1`.
     #[serde(borrow)]
     pub version: Str<'a>,
+    /// `resource`: the plural name in the API's paths, e.g. `pods`.
     #[serde(borrow)]
     pub resource: Str<'a>,
 }

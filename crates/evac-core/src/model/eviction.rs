@@ -6,21 +6,28 @@ use super::{null_as_default, ObjectMeta, Str};
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct Eviction<'a> {
+    /// `apiVersion`: `policy/v1`.
     #[serde(borrow)]
     pub api_version: Str<'a>,
+    /// `kind`: `Eviction`.
     #[serde(borrow)]
     pub kind: Str<'a>,
+    /// `metadata`: the pod's name and namespace, and the requester's annotations (e.g. `requested-by`).
     #[serde(borrow, deserialize_with = "null_as_default")]
     pub metadata: ObjectMeta<'a>,
+    /// `deleteOptions`: how the pod is deleted if the eviction is granted.
     #[serde(borrow, skip_serializing_if = "Option::is_none")]
     pub delete_options: Option<DeleteOptions<'a>>,
 }
 
+/// An Eviction's `deleteOptions`.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct DeleteOptions<'a> {
+    /// `dryRun`: `["All"]` for a dry run; KubeVirt reads only the first entry.
     #[serde(borrow, deserialize_with = "null_as_default", skip_serializing_if = "Vec::is_empty")]
     pub dry_run: Vec<Str<'a>>,
+    /// `gracePeriodSeconds`: replaces the pod's `terminationGracePeriodSeconds` when set.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub grace_period_seconds: Option<i64>,
 }

@@ -22,6 +22,7 @@ impl<'a, T: Deserialize<'a> + Default> Lazy<'a, T> {
 }
 
 impl<T> Lazy<'_, T> {
+    /// Whether the field was absent or `null`.
     pub fn is_absent(&self) -> bool {
         self.raw.is_none_or(|raw| raw.get() == "null")
     }

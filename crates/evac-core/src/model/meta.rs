@@ -7,29 +7,39 @@ use super::{Lazy, RawMap, Str};
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct ObjectMeta<'a> {
+    /// `name`: unique among the kind's objects in the namespace.
     #[serde(borrow)]
     pub name: Str<'a>,
+    /// `namespace`: empty for cluster-scoped objects.
     #[serde(borrow, skip_serializing_if = "str::is_empty")]
     pub namespace: Str<'a>,
+    /// `labels`: what selectors match, e.g. `kubevirt.io: virt-launcher`.
     #[serde(borrow, skip_serializing_if = "RawMap::is_empty")]
     pub labels: RawMap<'a>,
+    /// `annotations`: data for tools and controllers, e.g. `kubevirt.io/domain`.
     #[serde(borrow, skip_serializing_if = "RawMap::is_empty")]
     pub annotations: RawMap<'a>,
+    /// `ownerReferences`: the objects this one belongs to.
     #[serde(borrow, skip_serializing_if = "Lazy::is_absent")]
     pub owner_references: Lazy<'a, Vec<OwnerReference<'a>>>,
+    /// `deletionTimestamp`: set once the object is being deleted.
     #[serde(borrow, skip_serializing_if = "Option::is_none")]
     pub deletion_timestamp: Option<Str<'a>>,
+    /// `creationTimestamp`: when the API server created the object (RFC 3339).
     #[serde(borrow, skip_serializing_if = "Option::is_none")]
     pub creation_timestamp: Option<Str<'a>>,
+    /// `uid`: tells apart objects that had the same name at different times.
     #[serde(borrow, skip_serializing_if = "str::is_empty")]
     pub uid: Str<'a>,
 }
 
 impl<'a> ObjectMeta<'a> {
+    /// The value of the label `key`, if set.
     pub fn label(&self, key: &str) -> Option<Str<'a>> {
         self.labels.get(key)
     }
 
+    /// The value of the annotation `key`, if set.
     pub fn annotation(&self, key: &str) -> Option<Str<'a>> {
         self.annotations.get(key)
     }
@@ -39,14 +49,19 @@ impl<'a> ObjectMeta<'a> {
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct OwnerReference<'a> {
+    /// `apiVersion` of the owner, e.g. `kubevirt.io/v1`.
     #[serde(borrow)]
     pub api_version: Str<'a>,
+    /// `kind` of the owner, e.g. `VirtualMachineInstance`.
     #[serde(borrow)]
     pub kind: Str<'a>,
+    /// `name` of the owner, in the dependent's namespace unless the owner is cluster-scoped.
     #[serde(borrow)]
     pub name: Str<'a>,
+    /// `uid` of the owner: an object recreated under the same name is not the owner.
     #[serde(borrow)]
     pub uid: Str<'a>,
+    /// `controller`: `true` for the owner that manages the object (a launcher pod's VMI).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub controller: Option<bool>,
 }
@@ -55,12 +70,16 @@ pub struct OwnerReference<'a> {
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct Condition<'a> {
+    /// `type`, e.g. `Ready`, `LiveMigratable`, `DisruptionTarget`.
     #[serde(rename = "type", borrow)]
     pub type_: Str<'a>,
+    /// `status`: `True`, `False` or `Unknown`.
     #[serde(borrow)]
     pub status: Str<'a>,
+    /// `reason`: why the condition last changed, in one CamelCase word, e.g. `TerminationByKubelet`.
     #[serde(borrow, skip_serializing_if = "str::is_empty")]
     pub reason: Str<'a>,
+    /// `message`: the last change in words.
     #[serde(borrow, skip_serializing_if = "str::is_empty")]
     pub message: Str<'a>,
 }

@@ -21,6 +21,7 @@ pub use admission::{AdmissionRequest, GroupVersionKind, GroupVersionResource, Va
 pub use eviction::{DeleteOptions, Eviction};
 pub use kubevirt::{
     DeveloperConfiguration, KubeVirt, KubeVirtConfiguration, KubeVirtSpec, MigrationConfiguration,
+    DEFAULT_PARALLEL_MIGRATIONS_PER_CLUSTER, DEFAULT_PARALLEL_OUTBOUND_MIGRATIONS_PER_NODE,
 };
 pub use lazy::Lazy;
 pub use meta::{Condition, ObjectMeta, OwnerReference};
@@ -29,10 +30,12 @@ pub use node::{
     Node, NodeSpec, NodeStatus, Taint, DRAIN_TAINT_KEY, MEMORY_AVAILABLE_ANNOTATION,
     MEMORY_PRESSURE_CONDITION,
 };
-pub use pod::{Pod, PodRole, PodSpec, PodStatus};
+pub use pod::{Pod, PodRole, PodSpec, PodStatus, APP_LABEL, DISRUPTION_TARGET_CONDITION, DOMAIN_ANNOTATION};
 pub use raw_map::RawMap;
 pub use str::Str;
-pub use vmi::{EvictionStrategy, VirtualMachineInstance, VmiDomain, VmiSpec, VmiStatus};
+pub use vmi::{
+    EvictionStrategy, VirtualMachineInstance, VmiDomain, VmiSpec, VmiStatus, LIVE_MIGRATABLE_CONDITION,
+};
 
 /// Deserializes `null` as the type's default, for fields Kubernetes may send as `null`.
 pub(crate) fn null_as_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>

@@ -6,28 +6,37 @@ use super::{null_as_default, Condition, ObjectMeta, Str};
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(default)]
 pub struct Pod<'a> {
+    /// `metadata`, where KubeVirt marks its pods ([`APP_LABEL`], [`DOMAIN_ANNOTATION`]).
     #[serde(borrow, deserialize_with = "null_as_default")]
     pub metadata: ObjectMeta<'a>,
+    /// `spec`: the pod's node and grace period.
     #[serde(borrow, deserialize_with = "null_as_default")]
     pub spec: PodSpec<'a>,
+    /// `status`: the pod's phase and conditions.
     #[serde(borrow, deserialize_with = "null_as_default")]
     pub status: PodStatus<'a>,
 }
 
+/// A pod's `spec`.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct PodSpec<'a> {
+    /// `spec.nodeName`: the node the pod is bound to; empty until it is scheduled.
     #[serde(borrow, skip_serializing_if = "str::is_empty")]
     pub node_name: Str<'a>,
+    /// `terminationGracePeriodSeconds`: how long the pod may take to stop once deleted.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub termination_grace_period_seconds: Option<i64>,
 }
 
+/// A pod's `status`.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct PodStatus<'a> {
+    /// `status.phase`: `Pending`, `Running`, `Succeeded`, `Failed` or `Unknown`.
     #[serde(borrow, skip_serializing_if = "str::is_empty")]
     pub phase: Str<'a>,
+    /// `status.conditions`, e.g. `Ready`, `DisruptionTarget`.
     #[serde(borrow, deserialize_with = "null_as_default", skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition<'a>>,
 }
@@ -60,6 +69,7 @@ impl<'a> Pod<'a> {
         }
     }
 
+    /// Whether the pod is a `virt-launcher` pod ([`PodRole::Launcher`]).
     pub fn is_virt_launcher(&self) -> bool {
         self.role() == PodRole::Launcher
     }

@@ -32,6 +32,7 @@ impl<'a> RawMap<'a> {
             .unwrap_or_default()
     }
 
+    /// Whether the map has no string entries; an absent or `null` map has none.
     pub fn is_empty(&self) -> bool {
         self.to_map().is_empty()
     }

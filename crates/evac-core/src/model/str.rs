@@ -6,16 +6,19 @@ use serde::de::{self, Deserialize, Deserializer, Visitor};
 use serde::{Serialize, Serializer};
 
 /// A string that borrows from the JSON it was read from when it can (no escapes), and owns a copy
-/// when it must; `null` reads as the empty string. Decisions read many small strings from cluster objects; borrowing them instead
-/// of allocating each is most of the difference between a cheap and an expensive decode.
+/// when it must; `null` reads as the empty string. Decisions read many small strings from cluster
+/// objects; borrowing them instead of allocating each is most of the difference between a cheap and
+/// an expensive decode.
 #[derive(Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Str<'a>(pub Cow<'a, str>);
 
 impl<'a> Str<'a> {
+    /// The text, borrowed.
     pub fn as_str(&self) -> &str {
         &self.0
     }
 
+    /// An owned copy, which outlives the JSON it was read from.
     pub fn into_owned(self) -> Str<'static> {
         Str(Cow::Owned(self.0.into_owned()))
     }

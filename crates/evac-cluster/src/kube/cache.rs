@@ -1,0 +1,293 @@
+//! The watch cache: one resource's objects, kept current by a kube-rs watcher and read
+//! synchronously by the host capabilities.
+//!
+//! Policies read during admission, where a round trip to the API server per read would cost more
+//! than the whole evaluation. The cache answers from memory instead: each object is serialized once,
+//! when its watch event arrives, so a read is a map lookup and an `Arc` clone.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard};
+
+use futures::StreamExt;
+use kube::api::{Api, DynamicObject};
+use kube::core::{ApiResource, TypeMeta};
+use kube::runtime::watcher::{self, Event};
+use kube::runtime::WatchStreamExt;
+use kube::Client;
+use serde_json::Value;
+use tokio::sync::watch;
+
+use super::change_log::ChangeLog;
+use super::errors::watch_error_text;
+use crate::{list_json, Change, FieldSelector, LabelSelector, ListQuery, ReadError};
+
+/// One watched resource.
+pub(super) struct WatchCache {
+    resource: ApiResource,
+    namespaced: bool,
+    state: RwLock<State>,
+    /// Flips to `true` once, when the first initial list completes; `wait_synced` waits on it.
+    synced: watch::Sender<bool>,
+}
+
+#[derive(Default)]
+struct State {
+    /// `None` until the first initial list completes: an empty map would read as "no objects".
+    objects: Option<Namespaces>,
+    /// The last error of the watch, for the messages of reads and `wait_synced`.
+    last_error: Option<String>,
+    /// The changes since the latest list, for [`WatchCache::changes_since`].
+    log: ChangeLog,
+}
+
+/// namespace ("" when cluster-scoped) -> name -> object.
+type Namespaces = BTreeMap<String, BTreeMap<String, Stored>>;
+
+struct Stored {
+    /// The object as JSON, with `apiVersion` and `kind`, without `metadata.managedFields`.
+    json: Arc<[u8]>,
+    /// A parsed copy of the labels, so that label-selector lists need not parse every object.
+    labels: BTreeMap<String, String>,
+}
+
+impl WatchCache {
+    pub(super) fn new(resource: ApiResource, namespaced: bool) -> Arc<Self> {
+        let (synced, _) = watch::channel(false);
+        Arc::new(Self { resource, namespaced, state: RwLock::default(), synced })
+    }
+
+    /// Watches the resource until the task is aborted. The watcher relists by itself after errors
+    /// (with kube-rs' default backoff), so this never returns on its own.
+    pub(super) async fn run(self: Arc<Self>, client: Client) {
+        let api = Api::<DynamicObject>::all_with(client, &self.resource);
+        let events = kube::runtime::watcher(api, watcher::Config::default()).default_backoff();
+        let mut events = std::pin::pin!(events);
+        let mut loader = Loader::new(self);
+        while let Some(event) = events.next().await {
+            match event {
+                Ok(event) => loader.apply(event),
+                Err(error) => loader.cache.record_error(&error),
+            }
+        }
+    }
+
+    pub(super) fn is(&self, api_version: &str, kind: &str) -> bool {
+        self.resource.api_version == api_version && self.resource.kind == kind
+    }
+
+    /// `apiVersion kind`, for messages.
+    pub(super) fn describe(&self) -> String {
+        format!("{} {}", self.resource.api_version, self.resource.kind)
+    }
+
+    pub(super) fn is_synced(&self) -> bool {
+        *self.synced.borrow()
+    }
+
+    pub(super) async fn wait_synced(&self) {
+        let mut synced = self.synced.subscribe();
+        // The sender lives in `self`, so the channel cannot close while we wait.
+        let _ = synced.wait_for(|synced| *synced).await;
+    }
+
+    pub(super) fn last_error(&self) -> Option<String> {
+        self.read().last_error.clone()
+    }
+
+    pub(super) fn get(&self, namespace: Option<&str>, name: &str) -> Result<Arc<[u8]>, ReadError> {
+        // A cluster-scoped object is found whatever namespace the policy passed, as through the API.
+        let namespace = if self.namespaced { namespace.unwrap_or_default() } else { "" };
+        let state = self.read();
+        let objects = self.synced_objects(&state)?;
+        objects
+            .get(namespace)
+            .and_then(|names| names.get(name))
+            .map(|stored| Arc::clone(&stored.json))
+            .ok_or_else(|| ReadError::not_found(&self.resource.api_version, &self.resource.kind, name))
+    }
+
+    pub(super) fn list(&self, query: &ListQuery<'_>) -> Result<Vec<u8>, ReadError> {
+        let labels = query.label_selector.map(LabelSelector::parse).transpose().map_err(ReadError::other)?;
+        let fields = query.field_selector.map(FieldSelector::parse).transpose().map_err(ReadError::other)?;
+        if query.namespace.is_some() && !self.namespaced {
+            return Err(ReadError::other(format!(
+                "{} is cluster-scoped: it cannot be listed by namespace",
+                self.describe()
+            )));
+        }
+        let selected: Vec<Arc<[u8]>> = {
+            let state = self.read();
+            let objects = self.synced_objects(&state)?;
+            let namespaces: Vec<&BTreeMap<String, Stored>> = match query.namespace {
+                Some(namespace) => objects.get(namespace).into_iter().collect(),
+                None => objects.values().collect(),
+            };
+            namespaces
+                .into_iter()
+                .flat_map(BTreeMap::values)
+                .filter(|stored| labels.as_ref().is_none_or(|s| s.matches(&stored.labels)))
+                .map(|stored| Arc::clone(&stored.json))
+                .collect()
+        };
+        // Field selectors are rare and may name any field: parse the candidates outside the lock.
+        let matches_fields = |json: &Arc<[u8]>| {
+            fields.as_ref().is_none_or(|selector| {
+                serde_json::from_slice::<Value>(json).is_ok_and(|object| selector.matches_object(&object))
+            })
+        };
+        Ok(list_json(selected.iter().filter(|json| matches_fields(json)).map(|json| &**json)))
+    }
+
+    /// The changes after `cursor` and the cursor to resume from. Without a cursor, or with one the
+    /// change log cannot resume from (see [`ChangeLog`]), every current object as a change.
+    pub(super) fn changes_since(&self, cursor: Option<u64>) -> Result<(Vec<Change>, u64), ReadError> {
+        let state = self.read();
+        let objects = self.synced_objects(&state)?;
+        let position = state.log.position();
+        if let Some(changes) = cursor.and_then(|cursor| state.log.since(cursor)) {
+            return Ok((changes, position));
+        }
+        let everything = objects
+            .values()
+            .flat_map(BTreeMap::values)
+            .map(|stored| Change { object: Arc::clone(&stored.json), deleted: false })
+            .collect();
+        Ok((everything, position))
+    }
+
+    /// Records an object the host itself just wrote, as the API server returned it, so that reads
+    /// see the write before the watch brings it: a controller deciding from this cache would
+    /// otherwise decide again on the state before its write (and create a second migration). A
+    /// copy the watch already brought that is newer is kept.
+    pub(super) fn observe_write(&self, object: DynamicObject) {
+        let Some((namespace, name, stored)) = self.encode(object) else { return };
+        let version = |json: &[u8]| {
+            let object: Value = serde_json::from_slice(json).ok()?;
+            object.pointer("/metadata/resourceVersion")?.as_str()?.parse::<u64>().ok()
+        };
+        self.edit(|state| {
+            let Some(objects) = state.objects.as_mut() else { return };
+            let names = objects.entry(namespace).or_default();
+            let known = names.get(&name).and_then(|known| version(&known.json));
+            if known.zip(version(&stored.json)).is_some_and(|(known, new)| known >= new) {
+                return;
+            }
+            state.log.record(Arc::clone(&stored.json), false);
+            names.insert(name, stored);
+        });
+    }
+
+    fn read(&self) -> RwLockReadGuard<'_, State> {
+        // The state is replaced or edited in single assignments: a panicking writer leaves it whole.
+        self.state.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn synced_objects<'s>(&self, state: &'s State) -> Result<&'s Namespaces, ReadError> {
+        state.objects.as_ref().ok_or_else(|| {
+            let cause = match &state.last_error {
+                Some(error) => format!("; last watch error: {error}"),
+                None => String::new(),
+            };
+            ReadError::other(format!(
+                "{} cannot be read yet: its watch cache has not completed the initial list{cause}",
+                self.describe()
+            ))
+        })
+    }
+
+    fn edit(&self, edit: impl FnOnce(&mut State)) {
+        edit(&mut self.state.write().unwrap_or_else(PoisonError::into_inner));
+    }
+
+    fn record_error(&self, error: &watcher::Error) {
+        let text = watch_error_text(error);
+        tracing::warn!(resource = %self.describe(), error = %text, "watch failed; retrying");
+        self.edit(|state| state.last_error = Some(text));
+    }
+
+    /// The stored form of an object, with its namespace and name.
+    fn encode(&self, mut object: DynamicObject) -> Option<(String, String, Stored)> {
+        object.metadata.managed_fields = None;
+        if object.types.as_ref().is_none_or(|t| t.api_version.is_empty() || t.kind.is_empty()) {
+            // List items of built-in kinds come without their type; policies expect it.
+            object.types = Some(TypeMeta {
+                api_version: self.resource.api_version.clone(),
+                kind: self.resource.kind.clone(),
+            });
+        }
+        let Some(name) = object.metadata.name.clone() else {
+            tracing::warn!(resource = %self.describe(), "ignoring a watched object without metadata.name");
+            return None;
+        };
+        let namespace = object.metadata.namespace.clone().unwrap_or_default();
+        let labels = object.metadata.labels.clone().unwrap_or_default();
+        match serde_json::to_vec(&object) {
+            Ok(json) => Some((namespace, name, Stored { json: json.into(), labels })),
+            Err(error) => {
+                tracing::warn!(resource = %self.describe(), %namespace, %name, %error, "cannot serialize a watched object");
+                None
+            }
+        }
+    }
+}
+
+/// Applies watch events to a cache. The objects of an initial list (`Init`, `InitApply`...,
+/// `InitDone`) are buffered here and replace the cache's contents at `InitDone`, in one step: until
+/// then, a relist after a watch error keeps serving the previous contents rather than a partial list.
+pub(super) struct Loader {
+    pub(super) cache: Arc<WatchCache>,
+    pending: Option<Namespaces>,
+}
+
+impl Loader {
+    pub(super) fn new(cache: Arc<WatchCache>) -> Self {
+        Self { cache, pending: None }
+    }
+
+    pub(super) fn apply(&mut self, event: Event<DynamicObject>) {
+        match event {
+            Event::Init => self.pending = Some(Namespaces::new()),
+            Event::InitApply(object) => {
+                if let Some((namespace, name, stored)) = self.cache.encode(object) {
+                    self.pending.get_or_insert_default().entry(namespace).or_default().insert(name, stored);
+                }
+            }
+            Event::InitDone => {
+                let objects = self.pending.take().unwrap_or_default();
+                let count: usize = objects.values().map(BTreeMap::len).sum();
+                self.cache.edit(|state| {
+                    state.objects = Some(objects);
+                    state.last_error = None;
+                    state.log.relisted();
+                });
+                self.cache.synced.send_replace(true);
+                tracing::debug!(resource = %self.cache.describe(), objects = count, "watch cache synced");
+            }
+            Event::Apply(object) => {
+                if let Some((namespace, name, stored)) = self.cache.encode(object) {
+                    self.cache.edit(|state| {
+                        // Changes only follow an initial list, so the objects are always there.
+                        if let Some(objects) = state.objects.as_mut() {
+                            state.log.record(Arc::clone(&stored.json), false);
+                            objects.entry(namespace).or_default().insert(name, stored);
+                        }
+                    });
+                }
+            }
+            Event::Delete(object) => {
+                // Logged as the event gives it: the object's last state.
+                let Some((namespace, name, last)) = self.cache.encode(object) else { return };
+                self.cache.edit(|state| {
+                    let Some(objects) = state.objects.as_mut() else { return };
+                    state.log.record(last.json, true);
+                    if let Some(names) = objects.get_mut(&namespace) {
+                        names.remove(&name);
+                        if names.is_empty() {
+                            objects.remove(&namespace);
+                        }
+                    }
+                });
+            }
+        }
+    }
+}

@@ -1,0 +1,186 @@
+//! AdmissionReviews in and out: the envelope checked, the request run through the
+//! [`Pipeline`], and the answer `kube-apiserver` expects (`uid`, `allowed`, a denial's
+//! `status.code` and `status.message`, warnings, audit annotations).
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+
+use crate::pipeline::{Evaluation, Pipeline, ShadowRun};
+use crate::registry::ServedPolicy;
+
+/// The audit annotation that names the version that answered (`label@sha256:<12 hex digits>`).
+pub const VERSION_ANNOTATION: &str = "evac-policy-version";
+/// The audit annotation with the full digest of the version that answered.
+pub const DIGEST_ANNOTATION: &str = "evac-policy-digest";
+
+/// Why a request was not evaluated; answered with an HTTP error status.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct BadRequest(pub String);
+
+#[derive(Deserialize)]
+struct Review<'a> {
+    #[serde(rename = "apiVersion", default)]
+    api_version: Cow<'a, str>,
+    #[serde(default)]
+    kind: Cow<'a, str>,
+    #[serde(borrow)]
+    request: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct RequestHead<'a> {
+    #[serde(borrow)]
+    uid: Option<Cow<'a, str>>,
+}
+
+/// An AdmissionReview's request, checked: its raw JSON and its uid.
+pub struct ParsedReview {
+    /// The AdmissionRequest, as received.
+    pub request: Box<RawValue>,
+    /// Its uid, which the answer must repeat.
+    pub uid: String,
+}
+
+/// Checks the envelope: an `admission.k8s.io/v1` AdmissionReview with a request that has a uid.
+pub fn parse_review(body: &[u8]) -> Result<ParsedReview, BadRequest> {
+    let bad = |why: String| BadRequest(format!("invalid AdmissionReview: {why}"));
+    let text = std::str::from_utf8(body).map_err(|e| bad(format!("not UTF-8: {e}")))?;
+    let review: Review<'_> = serde_json::from_str(text).map_err(|e| bad(e.to_string()))?;
+    if review.kind != "AdmissionReview" || review.api_version != "admission.k8s.io/v1" {
+        return Err(bad(format!(
+            "expected apiVersion admission.k8s.io/v1 and kind AdmissionReview, got {:?} {:?}",
+            review.api_version, review.kind
+        )));
+    }
+    let request = review.request.ok_or_else(|| bad("no request".into()))?;
+    let head: RequestHead<'_> =
+        serde_json::from_str(request.get()).map_err(|e| bad(format!("request: {e}")))?;
+    let uid = head.uid.filter(|uid| !uid.is_empty()).ok_or_else(|| bad("the request has no uid".into()))?;
+    Ok(ParsedReview { uid: uid.into_owned(), request: request.to_owned() })
+}
+
+/// Evaluates a request with a policy through the pipeline and answers the AdmissionReview. The
+/// shadow evaluation, if any, is returned to run after the answer is sent.
+pub async fn answer(
+    pipeline: &Pipeline,
+    served: &Arc<ServedPolicy>,
+    review: ParsedReview,
+) -> (ReviewAnswer, Option<ShadowRun>) {
+    let (evaluation, shadow) = pipeline.evaluate(served, Arc::new(review.request), &review.uid).await;
+    (review_answer(review.uid, evaluation), shadow)
+}
+
+/// The AdmissionReview answer of an evaluation: its verdict once the mode is applied, its warnings,
+/// and audit annotations naming the version that answered. A fault is a 500 denial naming the
+/// policy (in protect mode).
+pub fn review_answer(uid: String, evaluation: Evaluation) -> ReviewAnswer {
+    let mut audit = BTreeMap::new();
+    audit.insert(VERSION_ANNOTATION.to_owned(), evaluation.version.clone());
+    audit.insert(DIGEST_ANNOTATION.to_owned(), evaluation.digest.clone());
+    let allowed = evaluation.allowed();
+    let mut answer = Answer { uid, allowed, status: None, warnings: None, audit_annotations: audit };
+    match evaluation.outcome {
+        Ok(response) => {
+            for (key, value) in response.audit_annotations.unwrap_or_default() {
+                answer.audit_annotations.entry(key).or_insert(value);
+            }
+            answer.warnings = response.warnings;
+            if !allowed {
+                answer.status = Some(Status::denial(response.code, response.message));
+            }
+        }
+        Err(fault) => {
+            if !allowed {
+                let message =
+                    format!("policy {} failed to evaluate the request: {}", evaluation.policy, fault.message);
+                answer.status = Some(Status { code: 500, message });
+            }
+        }
+    }
+    ReviewAnswer { api_version: "admission.k8s.io/v1", kind: "AdmissionReview", response: answer }
+}
+
+/// The AdmissionReview answered (`admission.k8s.io/v1`).
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReviewAnswer {
+    /// `admission.k8s.io/v1`.
+    pub api_version: &'static str,
+    /// `AdmissionReview`.
+    pub kind: &'static str,
+    /// The answer.
+    pub response: Answer,
+}
+
+/// The `response` of an AdmissionReview.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Answer {
+    /// The request's uid.
+    pub uid: String,
+    /// Whether the request may proceed.
+    pub allowed: bool,
+    /// A denial's code and message.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<Status>,
+    /// Warnings the client shows.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub warnings: Option<Vec<String>>,
+    /// Recorded in the API server's audit log.
+    pub audit_annotations: BTreeMap<String, String>,
+}
+
+/// `metav1.Status` of a denial: the code and message `kubectl` shows.
+#[derive(Debug, Serialize)]
+pub struct Status {
+    /// The HTTP code (KubeVirt's denials are 429).
+    pub code: u16,
+    /// The message `kubectl` prints.
+    pub message: String,
+}
+
+impl Status {
+    /// A policy's denial. Its code is kept when it is an error code (KubeVirt's are 429); a
+    /// missing or lower one becomes 400, which is what clients would make of it anyway.
+    pub fn denial(code: Option<u16>, message: Option<String>) -> Self {
+        Self { code: code.filter(|code| *code >= 400).unwrap_or(400), message: message.unwrap_or_default() }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn denials_keep_their_code() {
+        let status = Status::denial(Some(429), Some("no".into()));
+        assert_eq!((status.code, status.message.as_str()), (429, "no"));
+        assert_eq!(Status::denial(None, None).code, 400);
+        assert_eq!(Status::denial(Some(200), None).code, 400);
+    }
+
+    #[test]
+    fn reviews_are_checked_before_evaluation() {
+        let ok = br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u1","operation":"CREATE"}}"#;
+        let parsed = parse_review(ok).unwrap();
+        assert_eq!(parsed.uid, "u1");
+        assert_eq!(parsed.request.get(), r#"{"uid":"u1","operation":"CREATE"}"#);
+        let err = |body: &[u8]| parse_review(body).err().unwrap().0;
+        assert!(err(b"{").contains("invalid AdmissionReview: EOF"));
+        assert!(err(b"\xff").contains("not UTF-8"));
+        assert!(err(br#"{"apiVersion":"admission.k8s.io/v1beta1","kind":"AdmissionReview"}"#)
+            .contains("expected apiVersion admission.k8s.io/v1"));
+        assert!(
+            err(br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}"#).contains("no request")
+        );
+        assert!(err(
+            br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":""}}"#
+        )
+        .contains("no uid"));
+    }
+}

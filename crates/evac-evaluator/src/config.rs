@@ -1,0 +1,254 @@
+//! `policies.yml`: Kubewarden's policy-server format (policy id -> module, `policyMode`,
+//! `settings`, `contextAwareResources`, `timeoutEvalSeconds`), with evac's additions:
+//! `timeoutEvalMilliseconds`, a version `label`, and a `shadow` candidate.
+//!
+//! ```yaml
+//! pod-eviction:
+//!   module: file:///policies/pod-eviction.wasm
+//!   label: v1.2.0
+//!   policyMode: protect
+//!   timeoutEvalMilliseconds: 250
+//!   contextAwareResources:
+//!     - {apiVersion: v1, kind: Pod}
+//!   settings: {}
+//!   shadow:
+//!     module: pod-eviction-next.wasm
+//!     label: v1.3.0-rc.1
+//! ```
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use serde::Deserialize;
+
+use evac_runtime::capabilities::ResourceGrant;
+
+/// Kubewarden's policy modes: `protect` answers with the verdict, `monitor` only records it and
+/// allows the request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PolicyMode {
+    /// The verdict stands and the effects are carried out.
+    #[default]
+    Protect,
+    /// The verdict and effects are recorded; the request is allowed and nothing is carried out.
+    Monitor,
+}
+
+impl PolicyMode {
+    /// `protect` or `monitor`, as `policies.yml` spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Protect => "protect",
+            Self::Monitor => "monitor",
+        }
+    }
+}
+
+/// One policy of `policies.yml`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PolicyEntry {
+    /// `file:///abs/path.wasm`, or a path (relative ones are relative to `policies.yml`).
+    pub module: String,
+    /// `protect` (default) or `monitor`.
+    #[serde(default)]
+    pub policy_mode: PolicyMode,
+    /// Accepted for Kubewarden compatibility; evac serves validating policies only.
+    #[serde(default)]
+    pub allowed_to_mutate: Option<bool>,
+    /// The policy's settings, checked by its `validate_settings`.
+    #[serde(default)]
+    pub settings: Option<serde_json::Value>,
+    /// The resources the policy may read through host capabilities.
+    #[serde(default)]
+    pub context_aware_resources: BTreeSet<ResourceGrant>,
+    /// The deadline of one evaluation in seconds (Kubewarden's field).
+    #[serde(default)]
+    pub timeout_eval_seconds: Option<u64>,
+    /// evac: the deadline of one evaluation in milliseconds (wins over `timeoutEvalSeconds`).
+    #[serde(default)]
+    pub timeout_eval_milliseconds: Option<u64>,
+    /// evac: a human label for this version, shown beside its digest in metrics and answers.
+    #[serde(default)]
+    pub label: Option<String>,
+    /// evac: a candidate version evaluated on the same requests without affecting the answer.
+    #[serde(default)]
+    pub shadow: Option<ShadowEntry>,
+}
+
+/// A candidate version of a policy.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ShadowEntry {
+    /// The candidate's module, as `module` names the active one.
+    pub module: String,
+    /// The candidate's label.
+    #[serde(default)]
+    pub label: Option<String>,
+    /// The candidate's settings; the active version's when absent.
+    #[serde(default)]
+    pub settings: Option<serde_json::Value>,
+}
+
+impl PolicyEntry {
+    /// The deadline of one evaluation, if the entry sets one.
+    pub fn timeout(&self) -> Option<Duration> {
+        match (self.timeout_eval_milliseconds, self.timeout_eval_seconds) {
+            (Some(ms), _) => Some(Duration::from_millis(ms)),
+            (None, Some(s)) => Some(Duration::from_secs(s)),
+            (None, None) => None,
+        }
+    }
+}
+
+/// A parsed `policies.yml`: policy id -> entry, and the directory module paths are relative to.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PoliciesFile {
+    /// The file's directory: relative module paths start there.
+    pub base_dir: PathBuf,
+    /// The policies, by id.
+    pub policies: BTreeMap<String, PolicyEntry>,
+}
+
+impl PoliciesFile {
+    /// Reads and checks a `policies.yml`.
+    pub fn load(path: &Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read the policies file {}", path.display()))?;
+        let base_dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        Self::parse(&text, base_dir).with_context(|| format!("invalid policies file {}", path.display()))
+    }
+
+    /// Parses and checks the text of a `policies.yml` whose modules are relative to `base_dir`.
+    pub fn parse(text: &str, base_dir: PathBuf) -> Result<Self> {
+        let raw: BTreeMap<String, serde_yaml::Value> = match serde_yaml::from_str(text) {
+            Ok(Some(raw)) => raw,
+            Ok(None) => bail!("the file is empty: expected a map of policy ids to policies"),
+            Err(e) => bail!("expected a map of policy ids to policies: {e}"),
+        };
+        let mut policies = BTreeMap::new();
+        for (id, value) in raw {
+            check_id(&id)?;
+            if value.get("policies").is_some() {
+                bail!("policy {id}: policy groups are not supported by evac");
+            }
+            let entry: PolicyEntry = serde_yaml::from_value(value).with_context(|| format!("policy {id}"))?;
+            check_entry(&entry).with_context(|| format!("policy {id}"))?;
+            policies.insert(id, entry);
+        }
+        Ok(Self { base_dir, policies })
+    }
+
+    /// The file a module reference names.
+    pub fn module_path(&self, reference: &str) -> Result<PathBuf> {
+        module_path(reference, &self.base_dir)
+    }
+}
+
+fn check_id(id: &str) -> Result<()> {
+    let valid = !id.is_empty() && id.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
+    if !valid {
+        bail!("invalid policy id {id:?}: use letters, digits, '-', '_' and '.' (it becomes a URL path)");
+    }
+    Ok(())
+}
+
+fn check_entry(entry: &PolicyEntry) -> Result<()> {
+    if entry.allowed_to_mutate == Some(true) {
+        bail!("allowedToMutate: true is not supported: evac serves validating policies only");
+    }
+    let shadow_settings = entry.shadow.as_ref().and_then(|s| s.settings.as_ref());
+    for settings in [entry.settings.as_ref(), shadow_settings].into_iter().flatten() {
+        if !settings.is_object() && !settings.is_null() {
+            bail!("settings must be a map, got {settings}");
+        }
+    }
+    if entry.timeout() == Some(Duration::ZERO) {
+        bail!("the evaluation timeout must be more than zero");
+    }
+    Ok(())
+}
+
+/// Resolves `file://` URLs and paths. Registry (`registry://`) and HTTP URLs are refused: modules
+/// reach the server as files (a volume, an image layer), so a rollout never waits on a download.
+pub fn module_path(reference: &str, base_dir: &Path) -> Result<PathBuf> {
+    let path = match reference.split_once("://") {
+        None => reference,
+        Some(("file", path)) => path,
+        Some((scheme, _)) => {
+            bail!("module {reference}: {scheme}:// modules are not supported; use a file path or file://")
+        }
+    };
+    if path.is_empty() {
+        bail!("module {reference:?}: no path");
+    }
+    let path = Path::new(path);
+    Ok(if path.is_absolute() { path.to_path_buf() } else { base_dir.join(path) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<PoliciesFile> {
+        PoliciesFile::parse(text, PathBuf::from("/etc/evac"))
+    }
+
+    #[test]
+    fn reads_kubewarden_entries_and_evac_additions() {
+        let file = parse(
+            r#"
+pod-eviction:
+  module: file:///policies/pod-eviction.wasm
+  policyMode: monitor
+  allowedToMutate: false
+  contextAwareResources:
+    - apiVersion: v1
+      kind: Pod
+  settings: {kubevirt: {namespace: kubevirt, name: kubevirt}}
+  timeoutEvalSeconds: 2
+  label: v1
+  shadow:
+    module: next.wasm
+    label: v2
+"#,
+        )
+        .unwrap();
+        let entry = &file.policies["pod-eviction"];
+        assert_eq!(entry.policy_mode, PolicyMode::Monitor);
+        assert_eq!(entry.timeout(), Some(Duration::from_secs(2)));
+        assert_eq!(entry.context_aware_resources.len(), 1);
+        assert_eq!(file.module_path(&entry.module).unwrap(), PathBuf::from("/policies/pod-eviction.wasm"));
+        let shadow = entry.shadow.as_ref().unwrap();
+        assert_eq!(file.module_path(&shadow.module).unwrap(), PathBuf::from("/etc/evac/next.wasm"));
+    }
+
+    #[test]
+    fn milliseconds_win_over_seconds() {
+        let file = parse("p: {module: a.wasm, timeoutEvalSeconds: 3, timeoutEvalMilliseconds: 150}").unwrap();
+        assert_eq!(file.policies["p"].timeout(), Some(Duration::from_millis(150)));
+    }
+
+    #[test]
+    fn refuses_what_it_cannot_serve_clearly() {
+        let err = |text: &str| format!("{:#}", parse(text).unwrap_err());
+        assert!(err("").contains("the file is empty"));
+        assert!(err("- a").contains("expected a map of policy ids"));
+        assert!(err("p: {module: a.wasm, polcyMode: protect}").contains("unknown field `polcyMode`"));
+        assert!(err("p: {module: a.wasm, policyMode: enforce}").contains("unknown variant `enforce`"));
+        assert!(err("p: {settings: {}}").contains("missing field `module`"));
+        assert!(err("p: {module: a.wasm, allowedToMutate: true}").contains("validating policies only"));
+        assert!(err("p: {module: a.wasm, settings: [1]}").contains("settings must be a map"));
+        assert!(err("p: {module: a.wasm, timeoutEvalMilliseconds: 0}").contains("more than zero"));
+        assert!(err("a/b: {module: a.wasm}").contains("invalid policy id"));
+        assert!(
+            err("g: {policies: {}, expression: x, message: m}").contains("policy groups are not supported")
+        );
+        let file = parse("p: {module: registry://ghcr.io/x/y:v1}").unwrap();
+        let module = &file.policies["p"].module;
+        assert!(format!("{:#}", file.module_path(module).unwrap_err()).contains("registry:// modules"));
+    }
+}

@@ -1,0 +1,22 @@
+//! evac's evaluation pipeline, shared by the policy server, the controller and the simulator, as
+//! Kubewarden's `policy-evaluator` is shared by its server and `kwctl`:
+//!
+//! - [`config`]: `policies.yml`, Kubewarden's policy-server format with evac's additions;
+//! - [`registry`]: the policies served, their versions and shadows, swapped atomically on reload;
+//! - [`pipeline`]: one request through a policy: evaluate, apply the mode, carry out (or record)
+//!   the effects, compare with the shadow;
+//! - [`admission`]: AdmissionReviews in and out;
+//! - [`metrics`]: what every stage counts.
+
+#![warn(missing_docs)]
+
+pub mod admission;
+pub mod config;
+pub mod metrics;
+pub mod pipeline;
+pub mod registry;
+
+pub use config::{PoliciesFile, PolicyEntry, PolicyMode};
+pub use metrics::Metrics;
+pub use pipeline::{EffectOutcome, Evaluation, Fault, Pipeline, ShadowRun};
+pub use registry::{Loader, PolicySet, Registry, ServedPolicy, Version};

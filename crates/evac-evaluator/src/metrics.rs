@@ -1,0 +1,220 @@
+//! The server's Prometheus metrics, served as text on the probe port (`/metrics`).
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+/// `policy`, `version` (the version's label and digest) and `outcome`: `accepted`, `rejected`,
+/// or `error` (no verdict: the evaluation failed).
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct EvaluationLabels {
+    /// The policy's id.
+    pub policy: String,
+    /// The version (`label@sha256:<12 hex digits>`).
+    pub version: String,
+    /// `accepted`, `rejected` or `error`.
+    pub outcome: &'static str,
+}
+
+/// `policy`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PolicyLabels {
+    /// The policy's id.
+    pub policy: String,
+}
+
+/// A failed evaluation: `kind` is `timeout`, `memory_limit`, `trap`, `guest_error`, ...
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct FaultLabels {
+    /// The policy's id.
+    pub policy: String,
+    /// The version (`label@sha256:<12 hex digits>`).
+    pub version: String,
+    /// What went wrong (`timeout`, `trap`, ...).
+    pub kind: &'static str,
+}
+
+/// A policy-set change: `result` is `applied` or `refused`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SwapLabels {
+    /// The policy's id.
+    pub policy: String,
+    /// The result (see the struct's documentation).
+    pub result: &'static str,
+}
+
+/// The versions being served: `role` is `active` or `shadow`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct VersionLabels {
+    /// The policy's id.
+    pub policy: String,
+    /// `active` or `shadow`.
+    pub role: &'static str,
+    /// The version (`label@sha256:<12 hex digits>`).
+    pub version: String,
+    /// The module's full digest.
+    pub digest: String,
+}
+
+/// A shadow evaluation compared with the active one: `result` is `agree`, `disagree` or `error`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ShadowLabels {
+    /// The policy's id.
+    pub policy: String,
+    /// The active version.
+    pub active: String,
+    /// The shadow version.
+    pub candidate: String,
+    /// The result (see the struct's documentation).
+    pub result: &'static str,
+}
+
+/// An effect: `result` is `applied`, `unneeded`, `failed`, `monitored` or `skipped`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct EffectLabels {
+    /// The policy's id.
+    pub policy: String,
+    /// The effect's type (`MarkForEvacuation`, ...).
+    pub effect: &'static str,
+    /// The result (see the struct's documentation).
+    pub result: &'static str,
+}
+
+/// A request refused before any evaluation: `reason` is `unknown_policy`, `bad_request`, ...
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RefusalLabels {
+    /// Why (`unknown_policy`, `bad_request`, ...).
+    pub reason: &'static str,
+}
+
+/// Every metric of the pipeline and its hosts, in one Prometheus registry (prefix `evac_`).
+pub struct Metrics {
+    registry: Registry,
+    /// Evaluations by policy, version and outcome.
+    pub evaluations: Family<EvaluationLabels, Counter>,
+    /// Time to evaluate a request, effects included, by policy.
+    pub latency: Family<PolicyLabels, Histogram>,
+    /// Evaluations without a verdict, by kind.
+    pub faults: Family<FaultLabels, Counter>,
+    /// Policy version changes, applied or refused.
+    pub swaps: Family<SwapLabels, Counter>,
+    /// The versions being served.
+    pub versions: Family<VersionLabels, Gauge>,
+    /// Shadow comparisons, by result.
+    pub shadow: Family<ShadowLabels, Counter>,
+    /// Effects, by policy, type and result.
+    pub effects: Family<EffectLabels, Counter>,
+    /// Requests refused before evaluation.
+    pub refused: Family<RefusalLabels, Counter>,
+    /// Certificate reloads, by result.
+    pub tls_reloads: Family<RefusalLabels, Counter>,
+    /// Evaluations by how their instance came.
+    pub instances: Family<InstanceLabels, Gauge>,
+    /// `evac control`: the time of one reconcile pass.
+    pub controller_reconcile: Histogram,
+}
+
+/// Instances of a version's module: `how` is `created` (instantiated) or `reused` (evaluations
+/// that ran on an instance reset to its post-init state).
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct InstanceLabels {
+    /// The policy's id.
+    pub policy: String,
+    /// The version (`label@sha256:<12 hex digits>`).
+    pub version: String,
+    /// `created` or `reused`.
+    pub how: &'static str,
+}
+
+/// Latency buckets from 10 us to about 5 s: evaluations take tens of microseconds, deadlines are
+/// up to seconds.
+fn latency_histogram() -> Histogram {
+    Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(1e-5, 2.5, 15))
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let mut registry = Registry::with_prefix("evac");
+        let evaluations = Family::default();
+        registry.register(
+            "policy_evaluations",
+            "Admission requests evaluated, by policy, version and outcome",
+            evaluations.clone(),
+        );
+        let latency = Family::new_with_constructor(latency_histogram as fn() -> Histogram);
+        registry.register(
+            "policy_evaluation_duration_seconds",
+            "Time to answer an admission request, from its body to the verdict (effects included)",
+            latency.clone(),
+        );
+        let faults = Family::default();
+        registry.register(
+            "policy_faults",
+            "Evaluations that produced no verdict: timeouts, traps, memory overruns, bad answers",
+            faults.clone(),
+        );
+        let swaps = Family::default();
+        registry.register("policy_swaps", "Policy version changes, applied or refused", swaps.clone());
+        let versions = Family::default();
+        registry.register("policy_version_info", "The policy versions being served", versions.clone());
+        let shadow = Family::default();
+        registry.register(
+            "policy_shadow_comparisons",
+            "Shadow evaluations compared with the active version's verdict",
+            shadow.clone(),
+        );
+        let effects = Family::default();
+        registry.register("policy_effects", "Effects carried out for policies", effects.clone());
+        let refused = Family::default();
+        registry.register(
+            "admission_requests_refused",
+            "Requests refused before evaluation",
+            refused.clone(),
+        );
+        let tls_reloads = Family::default();
+        registry.register("tls_reloads", "Certificate reloads, by result", tls_reloads.clone());
+        let instances = Family::default();
+        registry.register(
+            "policy_instances",
+            "Evaluations by how their instance came: created, or reused after a reset",
+            instances.clone(),
+        );
+        let controller_reconcile = latency_histogram();
+        registry.register(
+            "controller_reconcile_duration_seconds",
+            "Time of one evac control pass: changes read, modules evaluated, effects carried out",
+            controller_reconcile.clone(),
+        );
+        Self {
+            controller_reconcile,
+            registry,
+            evaluations,
+            latency,
+            faults,
+            swaps,
+            versions,
+            shadow,
+            effects,
+            refused,
+            tls_reloads,
+            instances,
+        }
+    }
+}
+
+impl Metrics {
+    /// Counts a request refused before evaluation.
+    pub fn refuse(&self, reason: &'static str) {
+        self.refused.get_or_create(&RefusalLabels { reason }).inc();
+    }
+
+    /// The Prometheus text exposition.
+    pub fn encode(&self) -> String {
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &self.registry).expect("writing to a String");
+        text
+    }
+}

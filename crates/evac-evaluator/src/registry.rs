@@ -1,0 +1,340 @@
+//! The policies being served, and how a new set replaces the old one.
+//!
+//! The served set is one immutable map behind an [`ArcSwap`]: a request takes the map once and
+//! evaluates entirely with the versions in it, while a reload builds a new map off the request
+//! path (compiling, validating settings, warming an instance up) and swaps it in with one atomic
+//! store. Requests in flight keep the versions they started with alive until they finish.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::{anyhow, bail, Context, Result};
+use arc_swap::ArcSwap;
+use serde_json::value::RawValue;
+use sha2::{Digest, Sha256};
+
+use crate::config::{PoliciesFile, PolicyEntry, PolicyMode};
+use crate::metrics::{EvaluationLabels, Metrics, PolicyLabels, SwapLabels, VersionLabels};
+use evac_cluster::ObjectSource;
+use evac_runtime::capabilities::KubernetesCapabilities;
+use evac_runtime::kubewarden;
+use evac_runtime::wapc::{Policy, PolicyEngine};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::histogram::Histogram;
+
+/// One compiled version of a policy, with its settings.
+pub struct Version {
+    /// The compiled module, bound to its host capabilities.
+    pub policy: Policy,
+    /// The settings it evaluates with, as JSON.
+    pub settings: Box<RawValue>,
+    /// `sha256:<hex>` of the module file.
+    pub digest: String,
+    /// The human label from `policies.yml`, or the module's file name.
+    pub label: String,
+    /// `label@sha256:<first 12 hex digits>`: what metrics and answers show.
+    pub name: String,
+    /// Evaluate on the blocking pool instead of the connection's thread (see `admission`).
+    pub offloaded: std::sync::atomic::AtomicBool,
+}
+
+/// A policy as served: the version that answers, and an optional shadow candidate.
+pub struct ServedPolicy {
+    /// The policy's id in `policies.yml` (`/validate/<id>`).
+    pub id: String,
+    /// Its mode.
+    pub mode: PolicyMode,
+    /// The version whose verdicts count.
+    pub active: Arc<Version>,
+    /// A candidate evaluated beside it, never acted on.
+    pub shadow: Option<Arc<Version>>,
+    /// The active version's metric series, resolved once instead of per request.
+    pub outcomes: Outcomes,
+    /// Time to evaluate a request, effects included.
+    pub latency: Histogram,
+    /// What this was built from, to tell whether a reload changes it.
+    source: Source,
+}
+
+/// The evaluation counters of one version, by outcome.
+pub struct Outcomes {
+    /// Requests the policy accepted.
+    pub accepted: Counter,
+    /// Requests it rejected.
+    pub rejected: Counter,
+    /// Evaluations without a verdict.
+    pub error: Counter,
+}
+
+#[derive(PartialEq)]
+struct Source {
+    entry: PolicyEntry,
+    active_digest: String,
+    shadow_digest: Option<String>,
+}
+
+/// The policies served at one moment, by id.
+pub type PolicySet = BTreeMap<String, Arc<ServedPolicy>>;
+
+/// Builds policy versions: compiles modules, binds them to the cluster, checks their settings.
+pub struct Loader {
+    /// The engine modules are compiled with.
+    pub engine: PolicyEngine,
+    /// What their host capabilities read.
+    pub source: Arc<dyn ObjectSource>,
+}
+
+/// The policies served, swapped atomically on reload.
+pub struct Registry {
+    current: ArcSwap<PolicySet>,
+    loader: Loader,
+    metrics: Arc<Metrics>,
+}
+
+/// A module file read and digested, before compiling.
+struct ModuleFile {
+    path: PathBuf,
+    bytes: Vec<u8>,
+    digest: String,
+}
+
+fn read_module(file: &PoliciesFile, reference: &str) -> Result<ModuleFile> {
+    let path = file.module_path(reference)?;
+    let bytes = std::fs::read(&path).with_context(|| format!("cannot read module {}", path.display()))?;
+    let digest = format!("sha256:{}", hex::encode(Sha256::digest(&bytes)));
+    Ok(ModuleFile { path, bytes, digest })
+}
+
+/// An entry's module files: the active version's and the shadow's.
+struct EntryModules {
+    active: ModuleFile,
+    shadow: Option<ModuleFile>,
+}
+
+impl EntryModules {
+    fn read(file: &PoliciesFile, entry: &PolicyEntry) -> Result<Self> {
+        let active = read_module(file, &entry.module)?;
+        let shadow = match &entry.shadow {
+            Some(shadow) => Some(read_module(file, &shadow.module).context("shadow version")?),
+            None => None,
+        };
+        Ok(Self { active, shadow })
+    }
+
+    fn source(&self, entry: &PolicyEntry) -> Source {
+        Source {
+            entry: entry.clone(),
+            active_digest: self.active.digest.clone(),
+            shadow_digest: self.shadow.as_ref().map(|s| s.digest.clone()),
+        }
+    }
+}
+
+impl Registry {
+    /// Loads every policy of the file; any invalid entry is an error.
+    pub fn start(file: &PoliciesFile, loader: Loader, metrics: Arc<Metrics>) -> Result<Self> {
+        let registry = Self { current: ArcSwap::from_pointee(PolicySet::new()), loader, metrics };
+        let mut set = PolicySet::new();
+        for (id, entry) in &file.policies {
+            let modules = EntryModules::read(file, entry).with_context(|| format!("policy {id}"))?;
+            let served = registry.build(id, entry, modules).with_context(|| format!("policy {id}"))?;
+            set.insert(id.clone(), Arc::new(served));
+        }
+        registry.publish(set);
+        Ok(registry)
+    }
+
+    /// The set requests are served from now.
+    pub fn current(&self) -> Arc<PolicySet> {
+        self.current.load_full()
+    }
+
+    /// Replaces the served set with the file's. Unchanged policies keep their versions; a policy
+    /// whose new version cannot be loaded keeps its old one (and the refusal is logged and
+    /// counted); a policy that is new and cannot be loaded is not served. Returns the refusals.
+    pub fn reload(&self, file: &PoliciesFile) -> Vec<String> {
+        let old = self.current();
+        let mut set = PolicySet::new();
+        let mut refusals = Vec::new();
+        for (id, entry) in &file.policies {
+            let previous = old.get(id);
+            match self.rebuild(file, id, entry, previous) {
+                Ok(Some(served)) => {
+                    tracing::info!(
+                        policy = %id,
+                        version = %served.active.name,
+                        shadow = served.shadow.as_ref().map(|s| s.name.as_str()),
+                        "policy version swapped in"
+                    );
+                    self.count_swap(id, "applied");
+                    set.insert(id.clone(), Arc::new(served));
+                }
+                Ok(None) => {
+                    set.insert(id.clone(), Arc::clone(previous.expect("unchanged implies present")));
+                }
+                Err(e) => {
+                    let e = format!("{e:#}");
+                    match previous {
+                        Some(previous) => {
+                            tracing::error!(policy = %id, keeps = %previous.active.name, "new policy version refused: {e}");
+                            set.insert(id.clone(), Arc::clone(previous));
+                        }
+                        None => tracing::error!(policy = %id, "new policy refused: {e}"),
+                    }
+                    self.count_swap(id, "refused");
+                    refusals.push(format!("policy {id}: {e}"));
+                }
+            }
+        }
+        for id in old.keys().filter(|id| !file.policies.contains_key(*id)) {
+            tracing::info!(policy = %id, "policy removed");
+            self.count_swap(id, "applied");
+        }
+        self.publish(set);
+        refusals
+    }
+
+    /// `Ok(None)` when the policy is unchanged (same entry, same module bytes).
+    fn rebuild(
+        &self,
+        file: &PoliciesFile,
+        id: &str,
+        entry: &PolicyEntry,
+        previous: Option<&Arc<ServedPolicy>>,
+    ) -> Result<Option<ServedPolicy>> {
+        let modules = EntryModules::read(file, entry)?;
+        if previous.is_some_and(|previous| modules.source(entry) == previous.source) {
+            return Ok(None);
+        }
+        self.build(id, entry, modules).map(Some)
+    }
+
+    fn build(&self, id: &str, entry: &PolicyEntry, modules: EntryModules) -> Result<ServedPolicy> {
+        let source = modules.source(entry);
+        let settings = entry.settings.clone().unwrap_or_else(|| serde_json::json!({}));
+        let active = self.version(entry, modules.active, entry.label.as_deref(), &settings)?;
+        let shadow = match (&entry.shadow, modules.shadow) {
+            (Some(shadow), Some(module_file)) => {
+                let settings = shadow.settings.clone().unwrap_or_else(|| settings.clone());
+                let version = self
+                    .version(entry, module_file, shadow.label.as_deref(), &settings)
+                    .context("shadow version")?;
+                Some(Arc::new(version))
+            }
+            _ => None,
+        };
+        let counter = |outcome| {
+            let labels = EvaluationLabels { policy: id.to_owned(), version: active.name.clone(), outcome };
+            self.metrics.evaluations.get_or_create(&labels).clone()
+        };
+        let outcomes = Outcomes {
+            accepted: counter("accepted"),
+            rejected: counter("rejected"),
+            error: counter("error"),
+        };
+        let latency = self.metrics.latency.get_or_create(&PolicyLabels { policy: id.to_owned() }).clone();
+        Ok(ServedPolicy {
+            id: id.to_owned(),
+            mode: entry.policy_mode,
+            active: Arc::new(active),
+            shadow,
+            outcomes,
+            latency,
+            source,
+        })
+    }
+
+    /// Compiles a module, binds it, and checks the settings with the module's `validate_settings`.
+    fn version(
+        &self,
+        entry: &PolicyEntry,
+        module_file: ModuleFile,
+        label: Option<&str>,
+        settings: &serde_json::Value,
+    ) -> Result<Version> {
+        let module = self
+            .loader
+            .engine
+            .compile(&module_file.bytes)
+            .with_context(|| format!("cannot load module {}", module_file.path.display()))?;
+        let capabilities = KubernetesCapabilities::new(Arc::clone(&self.loader.source))
+            .granting(entry.context_aware_resources.iter().cloned());
+        let mut policy = Policy::new(module, Arc::new(capabilities));
+        if let Some(timeout) = entry.timeout() {
+            policy = policy.with_timeout(timeout);
+        }
+        let settings = RawValue::from_string(serde_json::to_string(settings)?)?;
+        let verdict = kubewarden::validate_settings(&policy, &settings)
+            .map_err(|e| anyhow!("cannot validate its settings: {e}"))?;
+        if !verdict.valid {
+            bail!("invalid settings: {}", verdict.message.unwrap_or_else(|| "(no reason given)".into()));
+        }
+        // The first request should not pay for instantiation.
+        policy.module().prewarm(1).map_err(|e| anyhow!("cannot start an instance: {e}"))?;
+        let label = match label {
+            Some(label) => label.to_owned(),
+            None => module_file
+                .path
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "module".into()),
+        };
+        let short = module_file.digest.trim_start_matches("sha256:").get(..12).unwrap_or_default().to_owned();
+        Ok(Version {
+            policy,
+            settings,
+            name: format!("{label}@sha256:{short}"),
+            digest: module_file.digest,
+            label,
+            offloaded: Default::default(),
+        })
+    }
+
+    fn publish(&self, set: PolicySet) {
+        // Counters of versions no longer served go, so that series do not pile up swap after swap.
+        for old in self.current.load().values() {
+            let still_served = set.get(&old.id).is_some_and(|new| new.active.name == old.active.name);
+            if !still_served {
+                for outcome in ["accepted", "rejected", "error"] {
+                    let labels = EvaluationLabels {
+                        policy: old.id.clone(),
+                        version: old.active.name.clone(),
+                        outcome,
+                    };
+                    self.metrics.evaluations.remove(&labels);
+                }
+            }
+        }
+        self.metrics.versions.clear();
+        for served in set.values() {
+            let mark = |role, version: &Version| {
+                let labels = VersionLabels {
+                    policy: served.id.clone(),
+                    role,
+                    version: version.label.clone(),
+                    digest: version.digest.clone(),
+                };
+                self.metrics.versions.get_or_create(&labels).set(1);
+            };
+            mark("active", &served.active);
+            if let Some(shadow) = &served.shadow {
+                mark("shadow", shadow);
+            }
+        }
+        self.current.store(Arc::new(set));
+    }
+
+    fn count_swap(&self, policy: &str, result: &'static str) {
+        self.metrics.swaps.get_or_create(&SwapLabels { policy: policy.to_owned(), result }).inc();
+    }
+
+    /// The module files the served policies come from, for watching.
+    pub fn module_paths(file: &PoliciesFile) -> Vec<PathBuf> {
+        file.policies
+            .values()
+            .flat_map(|entry| std::iter::once(&entry.module).chain(entry.shadow.as_ref().map(|s| &s.module)))
+            .filter_map(|reference| file.module_path(reference).ok())
+            .collect()
+    }
+}

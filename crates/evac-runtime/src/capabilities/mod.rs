@@ -1,0 +1,30 @@
+//! Host capabilities: what a policy may ask its host for through waPC `__host_call`.
+//!
+//! Only Kubewarden's `kubewarden/kubernetes/*` reads are served; they are answered from a
+//! [`ObjectSource`](evac_cluster::ObjectSource) (a static context file, the simulator, or a real
+//! API server's watch caches) and limited to the resources the policy was granted.
+
+mod kubernetes;
+
+pub use kubernetes::{KubernetesCapabilities, ResourceGrant};
+
+/// Answers `__host_call(binding, namespace, operation, payload)`. The error text reaches the policy.
+pub trait HostCapabilities: Send + Sync {
+    /// One host call: the answer's bytes, or an error text for the guest.
+    fn call(
+        &self,
+        binding: &str,
+        namespace: &str,
+        operation: &str,
+        payload: &[u8],
+    ) -> Result<Vec<u8>, String>;
+}
+
+/// For calls that must not read the cluster (`protocol_version`, warming instances up).
+pub struct NoCapabilities;
+
+impl HostCapabilities for NoCapabilities {
+    fn call(&self, binding: &str, namespace: &str, operation: &str, _: &[u8]) -> Result<Vec<u8>, String> {
+        Err(format!("host capability {binding}/{namespace}/{operation} is not available here"))
+    }
+}

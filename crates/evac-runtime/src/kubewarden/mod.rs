@@ -1,0 +1,62 @@
+//! Kubewarden's policy protocol on top of the waPC host: `validate`, `validate_settings`,
+//! `protocol_version`, the AdmissionReview envelope, and policy metadata.
+
+pub mod admission;
+pub mod metadata;
+
+use evac_core::PolicyResponse;
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+
+use crate::wapc::{EvalError, Policy};
+
+/// Kubewarden's answer to `validate_settings`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+pub struct SettingsValidation {
+    /// Whether the settings are valid.
+    pub valid: bool,
+    /// Why not, when they are not.
+    #[serde(default)]
+    pub message: Option<String>,
+}
+
+/// Evaluates `validate` for an AdmissionRequest (raw JSON) with settings (raw JSON).
+pub fn validate(
+    policy: &Policy,
+    request: &RawValue,
+    settings: &RawValue,
+) -> Result<PolicyResponse, EvalError> {
+    let answer = policy.call("validate", &validation_payload(request, settings))?;
+    decode_answer(&answer, "ValidationResponse")
+}
+
+/// Decodes a module's answer; one that does not decode is the module's fault.
+fn decode_answer<T: serde::de::DeserializeOwned>(answer: &[u8], what: &'static str) -> Result<T, EvalError> {
+    let bad = |reason: String| EvalError::BadResponse { what, reason };
+    let text = evac_core::json_text(answer).map_err(|e| bad(e.to_string()))?;
+    serde_json::from_str(text).map_err(|e| bad(e.to_string()))
+}
+
+/// The `validate` payload: `{"request": ..., "settings": ...}`, assembled without re-encoding.
+pub fn validation_payload(request: &RawValue, settings: &RawValue) -> Vec<u8> {
+    let (request, settings) = (request.get().as_bytes(), settings.get().as_bytes());
+    let mut payload = Vec::with_capacity(request.len() + settings.len() + 26);
+    payload.extend_from_slice(br#"{"request":"#);
+    payload.extend_from_slice(request);
+    payload.extend_from_slice(br#","settings":"#);
+    payload.extend_from_slice(settings);
+    payload.push(b'}');
+    payload
+}
+
+/// Asks the module whether `settings` are valid for it (`validate_settings`).
+pub fn validate_settings(policy: &Policy, settings: &RawValue) -> Result<SettingsValidation, EvalError> {
+    let answer = policy.call("validate_settings", settings.get().as_bytes())?;
+    decode_answer(&answer, "settings validation response")
+}
+
+/// The module's Kubewarden protocol version (`"v1"`).
+pub fn protocol_version(policy: &Policy) -> Result<String, EvalError> {
+    let answer = policy.call("protocol_version", b"")?;
+    decode_answer(&answer, "protocol version")
+}

@@ -1,0 +1,213 @@
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use anyhow::{anyhow, bail, Context, Result};
+use sha2::{Digest, Sha256};
+use wasmtime::{ExternType, FuncType, InstancePre, Linker, Module, ModuleExport, ValType};
+
+use super::abi::{self, GuestState};
+use super::instance::Instance;
+use super::{compile_cache, prepare, PolicyEngine};
+
+/// A compiled, checked waPC policy module, ready to instantiate cheaply.
+#[derive(Clone)]
+pub struct PolicyModule {
+    inner: Arc<ModuleInner>,
+}
+
+pub(crate) struct ModuleInner {
+    pub(crate) engine: PolicyEngine,
+    pub(crate) pre: InstancePre<GuestState>,
+    pub(crate) exports: Exports,
+    /// The mutable globals to restore between calls, when instances may be reused.
+    pub(crate) reusable_globals: Option<Vec<String>>,
+    /// Why instances may not be reused, when they may not.
+    reuse_blocker: Option<String>,
+    /// The WASI context must be rebuilt between evaluations.
+    pub(crate) wasi_stateful: bool,
+    /// Instances in their post-init state, ready for a call.
+    idle: Mutex<Vec<Instance>>,
+    pub(crate) created: AtomicU64,
+    reused: AtomicU64,
+    digest: String,
+    size: usize,
+}
+
+/// Exports resolved once at load, so each evaluation looks them up by index, not by name.
+pub(crate) struct Exports {
+    pub(crate) memory: ModuleExport,
+    pub(crate) guest_call: ModuleExport,
+    /// Run in this order after instantiation: `_initialize`/`_start` (WASI reactors and commands,
+    /// e.g. TinyGo policies), then `wapc_init`.
+    pub(crate) init: Vec<ModuleExport>,
+}
+
+impl PolicyModule {
+    pub(crate) fn compile(engine: &PolicyEngine, bytes: &[u8]) -> Result<Self> {
+        let digest = hex::encode(Sha256::digest(bytes));
+        let invalid = |e: &dyn std::fmt::Display| {
+            anyhow!("not a valid WebAssembly module: {}", first_line(&format!("{e:#}")))
+        };
+        // WebAssembly text is accepted too, as wasmtime does.
+        let binary = wat::parse_bytes(bytes).map_err(|e| invalid(&e))?;
+        let prepared = prepare::prepare(&binary).map_err(|e| invalid(&e))?;
+        let limit = engine.options().memory_limit;
+        if prepared.initial_memory > limit as u64 {
+            bail!(
+                "the module starts with {} KiB of memory, more than the memory limit of {} KiB",
+                prepared.initial_memory / 1024,
+                limit / 1024
+            );
+        }
+        let module = compile_cache::compile(engine, &prepared.bytes).map_err(|e| invalid(&e))?;
+        let exports = resolve_exports(&module)?;
+        let mut linker = Linker::new(engine.engine());
+        abi::add_to_linker(&mut linker)?;
+        let pre = linker.instantiate_pre(&module).map_err(|e| {
+            anyhow!(
+                "the module needs imports the evac host does not provide: {}",
+                first_line(&format!("{e:#}"))
+            )
+        })?;
+        let (reusable_globals, reuse_blocker) = match prepared.reuse {
+            Ok(globals) => (Some(globals), None),
+            Err(why) => (None, Some(why)),
+        };
+        Ok(Self {
+            inner: Arc::new(ModuleInner {
+                engine: engine.clone(),
+                pre,
+                exports,
+                reusable_globals,
+                reuse_blocker,
+                wasi_stateful: prepared.wasi_stateful,
+                idle: Mutex::new(Vec::new()),
+                created: AtomicU64::new(0),
+                reused: AtomicU64::new(0),
+                digest,
+                size: bytes.len(),
+            }),
+        })
+    }
+
+    /// `sha256:<hex>` of the module bytes.
+    /// `sha256:<hex>` of the module's bytes.
+    pub fn digest(&self) -> String {
+        format!("sha256:{}", self.inner.digest)
+    }
+
+    /// The module's size in bytes.
+    pub fn size(&self) -> usize {
+        self.inner.size
+    }
+
+    /// Why evaluations of this module each need a new instance, if they do.
+    pub fn reuse_blocker(&self) -> Option<&str> {
+        self.inner.reuse_blocker.as_deref()
+    }
+
+    /// The engine that compiled the module.
+    pub fn engine(&self) -> &PolicyEngine {
+        &self.inner.engine
+    }
+
+    pub(crate) fn inner(&self) -> &Arc<ModuleInner> {
+        &self.inner
+    }
+
+    /// How many instances were created, and how many evaluations ran on a reused one.
+    pub fn stats(&self) -> InstanceStats {
+        InstanceStats {
+            created: self.inner.created.load(Ordering::Relaxed),
+            reused: self.inner.reused.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Creates idle instances ahead of the first evaluations, off the request path.
+    pub fn prewarm(&self, count: usize) -> Result<(), super::EvalError> {
+        for _ in 0..count {
+            let _permit = self.inner.engine.permits().acquire();
+            let instance = Instance::new(&self.inner, Arc::new(crate::capabilities::NoCapabilities))?;
+            if !instance.is_reusable() {
+                break;
+            }
+            self.inner.make_idle(instance);
+        }
+        Ok(())
+    }
+}
+
+/// Counters of a module's instances.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InstanceStats {
+    /// Instances created.
+    pub created: u64,
+    /// Evaluations that ran on an instance reset to its post-init state.
+    pub reused: u64,
+}
+
+impl ModuleInner {
+    pub(crate) fn take_idle(&self) -> Option<Instance> {
+        let instance = self.idle.lock().expect("idle instances").pop();
+        if instance.is_some() {
+            self.engine.permits().release_idle(1);
+            self.reused.fetch_add(1, Ordering::Relaxed);
+        }
+        instance
+    }
+
+    /// Keeps an instance for a later evaluation, if an idle slot is left (otherwise drops it).
+    pub(crate) fn make_idle(&self, instance: Instance) {
+        if self.engine.permits().reserve_idle() {
+            self.idle.lock().expect("idle instances").push(instance);
+        }
+    }
+}
+
+impl Drop for ModuleInner {
+    fn drop(&mut self) {
+        let idle = self.idle.get_mut().map(|idle| idle.len()).unwrap_or(0);
+        self.engine.permits().release_idle(idle);
+    }
+}
+
+fn first_line(text: &str) -> String {
+    text.lines().next().unwrap_or_default().to_owned()
+}
+
+fn resolve_exports(module: &Module) -> Result<Exports> {
+    let memory = match module.get_export("memory") {
+        Some(ExternType::Memory(_)) => module.get_export_index("memory").expect("export exists"),
+        Some(_) => bail!("the module's `memory` export is not a memory"),
+        None => bail!("the module exports no `memory`: not a waPC policy"),
+    };
+    let guest_call = typed_export(module, "__guest_call", &[ValType::I32, ValType::I32], &[ValType::I32])?
+        .ok_or_else(|| anyhow!("the module does not export `__guest_call`: not a waPC policy"))?;
+    let mut init = Vec::new();
+    for name in ["_initialize", "_start", "wapc_init"] {
+        if let Some(export) = typed_export(module, name, &[], &[])? {
+            init.push(export);
+        }
+    }
+    Ok(Exports { memory, guest_call, init })
+}
+
+/// An exported function with the given signature; an error if it exists with another one.
+fn typed_export(
+    module: &Module,
+    name: &str,
+    params: &[ValType],
+    results: &[ValType],
+) -> Result<Option<ModuleExport>> {
+    let Some(ty) = module.get_export(name) else {
+        return Ok(None);
+    };
+    let ExternType::Func(func) = ty else {
+        bail!("the module's `{name}` export is not a function");
+    };
+    let expected = FuncType::new(module.engine(), params.iter().cloned(), results.iter().cloned());
+    if !FuncType::eq(&func, &expected) {
+        bail!("the module's `{name}` has the wrong signature: {func}, expected {expected}");
+    }
+    module.get_export_index(name).map(Some).context("export index")
+}

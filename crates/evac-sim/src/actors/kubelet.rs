@@ -1,0 +1,273 @@
+//! The kubelet's node-pressure eviction, for memory: when a node's `memory.available` stays under
+//! the soft threshold for the soft grace period (or falls under the hard threshold), the kubelet
+//! picks the pod using the most memory, marks it `DisruptionTarget` (reason
+//! `TerminationByKubelet`) and kills it after `min(terminationGracePeriodSeconds,
+//! evictionMaxPodGracePeriod)` (at once for the hard threshold). The killed pod stays, with phase
+//! `Failed` and reason `Evicted`, and the VM in it is shut down. A launcher pod whose VM migrated
+//! away before the deadline is gone by then, and nothing is lost: that is the window evac uses.
+//!
+//! The kubelet also ends graceful deletions: a deleted pod keeps running (its VM with it) until
+//! its grace period ends; then the VM stops, unless it migrated away, and the pod is removed.
+//!
+//! A pod's memory is its VMI's guest memory for a launcher pod, else its memory request; a node's
+//! is `status.capacity.memory`. The node gets the `MemoryPressure` condition while under the soft
+//! threshold. One pod is evicted at a time per node, as the kubelet waits for it to terminate.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use super::quantity;
+use super::{annotation, conditions_without, text, with_disruption_target};
+use crate::store::{Kind, Patch, Store, TERMINATE_AT_ANNOTATION};
+use crate::ApiError;
+use evac_core::model::MEMORY_AVAILABLE_ANNOTATION;
+
+/// The `DisruptionTarget` reason the kubelet sets on the pods it evicts: Kubernetes' `TerminationByKubelet`.
+pub const REASON: &str = "TerminationByKubelet";
+/// Memory a node's system uses besides its pods (a quantity), which no eviction frees: how a
+/// scenario puts a node under memory pressure.
+pub const SYSTEM_MEMORY_ANNOTATION: &str = "sim.evac.io/memory-used-by-system";
+pub(crate) const KILL_AT_ANNOTATION: &str = "sim.evac.io/kill-at-ms";
+/// When the node came under memory pressure, in milliseconds of simulated time.
+const PRESSURE_SINCE_ANNOTATION: &str = "sim.evac.io/memory-pressure-since-ms";
+
+/// The kubelet settings of node-pressure eviction (`evictionSoft`, `evictionSoftGracePeriod`,
+/// `evictionMaxPodGracePeriod`, `evictionHard` for `memory.available`).
+#[derive(Debug, Clone)]
+pub struct Kubelet {
+    /// `evictionSoft` `memory.available`, in bytes: under it the node has `MemoryPressure`, and the
+    /// kubelet evicts once it stayed under for `soft_grace`.
+    pub soft_threshold: f64,
+    /// `evictionSoftGracePeriod`: how long the node stays under the soft threshold before the kubelet evicts.
+    pub soft_grace: Duration,
+    /// `evictionMaxPodGracePeriod`: the most grace a pod evicted at the soft threshold gets.
+    pub max_pod_grace: Duration,
+    /// `evictionHard` `memory.available`, in bytes: under it the kubelet kills a pod at once, without grace.
+    pub hard_threshold: f64,
+}
+
+impl Default for Kubelet {
+    /// The values of the node-pressure design document's functional tests.
+    fn default() -> Self {
+        Self {
+            soft_threshold: 3500.0 * 1024.0 * 1024.0,
+            soft_grace: Duration::from_secs(5),
+            max_pod_grace: Duration::from_secs(300),
+            hard_threshold: 10.0 * 1024.0 * 1024.0,
+        }
+    }
+}
+
+fn pods() -> Kind {
+    Kind::new("v1", "Pod")
+}
+
+fn vmis() -> Kind {
+    Kind::new("kubevirt.io/v1", "VirtualMachineInstance")
+}
+
+impl Kubelet {
+    /// Checks every node's memory and carries evictions on; returns when it next has to act.
+    pub fn reconcile(&self, store: &Store) -> Result<Option<Duration>, ApiError> {
+        let now = store.clock().elapsed();
+        let mut next: Option<Duration> = None;
+        let mut wake = |at: Duration| next = Some(next.map_or(at, |n: Duration| n.min(at)));
+        let (nodes, _) = store.list(&Kind::new("v1", "Node"), None, None, None);
+        // One read of the pods for all nodes: reconciling runs at every event of a simulation.
+        let (all_pods, _) = store.list(&pods(), None, None, None);
+        let mut by_node: HashMap<&str, Vec<&Value>> = HashMap::new();
+        for pod in &all_pods {
+            // A deleted pod runs until its grace period ends; then its kubelet removes it.
+            if let Some(due) = terminate_at(pod) {
+                if due <= now {
+                    self.terminate(store, pod)?;
+                    continue;
+                }
+                wake(due);
+            }
+            if text(pod, "/status/phase") != "Failed" {
+                by_node.entry(text(pod, "/spec/nodeName")).or_default().push(pod);
+            }
+        }
+        for node in &nodes {
+            let name = text(node, "/metadata/name");
+            let Some(capacity) = quantity::bytes(text(node, "/status/capacity/memory")) else { continue };
+            let on_node = by_node.get(name).map(Vec::as_slice).unwrap_or_default();
+
+            // Kill what is due first: that frees memory.
+            let mut terminating = false;
+            let mut running: Vec<(&Value, f64)> = Vec::with_capacity(on_node.len());
+            for &pod in on_node {
+                let kill_at = annotation(pod, KILL_AT_ANNOTATION);
+                if !kill_at.is_empty() {
+                    let due = kill_at.parse().map(Duration::from_millis).unwrap_or_default();
+                    if due <= now {
+                        self.kill(store, pod)?;
+                        continue;
+                    }
+                    terminating = true;
+                    wake(due);
+                }
+                running.push((pod, super::memory_of(store, pod)));
+            }
+            let system = quantity::bytes(annotation(node, SYSTEM_MEMORY_ANNOTATION)).unwrap_or(0.0);
+            let used: f64 = system + running.iter().map(|(_, memory)| memory).sum::<f64>();
+            let available = capacity - used;
+            publish_available(store, node, available)?;
+
+            let pressure_since = pressure_since(node);
+            if available >= self.soft_threshold {
+                if pressure_since.is_some() {
+                    set_pressure(store, name, None)?;
+                }
+                continue;
+            }
+            let since = match pressure_since {
+                Some(since) => since,
+                None => {
+                    set_pressure(store, name, Some(now))?;
+                    now
+                }
+            };
+            let hard = available < self.hard_threshold;
+            if terminating && !hard {
+                continue;
+            }
+            if !hard && now < since + self.soft_grace {
+                wake(since + self.soft_grace);
+                continue;
+            }
+            let victim = running
+                .iter()
+                .filter(|(pod, _)| annotation(pod, KILL_AT_ANNOTATION).is_empty())
+                .max_by(|(_, a), (_, b)| a.total_cmp(b));
+            if let Some((victim, _)) = victim {
+                let grace = if hard { Duration::ZERO } else { self.grace_of(victim) };
+                self.begin_eviction(store, victim, now + grace, available)?;
+                wake(now + grace);
+            }
+        }
+        Ok(next)
+    }
+
+    fn grace_of(&self, pod: &Value) -> Duration {
+        let own = pod.pointer("/spec/terminationGracePeriodSeconds").and_then(Value::as_u64).unwrap_or(30);
+        Duration::from_secs(own).min(self.max_pod_grace)
+    }
+
+    fn begin_eviction(
+        &self,
+        store: &Store,
+        pod: &Value,
+        kill_at: Duration,
+        available: f64,
+    ) -> Result<(), ApiError> {
+        let message = format!(
+            "The node was low on resource: memory. Threshold quantity: {}Mi, available: {}Mi.",
+            (self.soft_threshold / 1048576.0).round(),
+            (available / 1048576.0).round()
+        );
+        let conditions = with_disruption_target(pod, REASON, &message, &store.clock().timestamp());
+        let patch = Patch::Merge(json!({
+            "metadata": {"annotations": {KILL_AT_ANNOTATION: kill_at.as_millis().to_string()}},
+            "status": {"conditions": conditions, "message": message},
+        }));
+        store.patch(&pods(), text(pod, "/metadata/namespace"), text(pod, "/metadata/name"), &patch, false)?;
+        Ok(())
+    }
+
+    /// The grace period is over: the pod fails as Evicted, and a VM still running in it stops.
+    fn kill(&self, store: &Store, pod: &Value) -> Result<(), ApiError> {
+        let namespace = text(pod, "/metadata/namespace");
+        let message = text(pod, "/status/message").to_owned();
+        let patch =
+            Patch::Merge(json!({"status": {"phase": "Failed", "reason": "Evicted", "message": message}}));
+        store.patch(&pods(), namespace, text(pod, "/metadata/name"), &patch, false)?;
+        stop_vm(store, pod, "Evicted")
+    }
+
+    /// A deleted pod's grace period is over: its containers are stopped (the VM with them,
+    /// unless it migrated away) and the pod is removed.
+    fn terminate(&self, store: &Store, pod: &Value) -> Result<(), ApiError> {
+        stop_vm(store, pod, stop_reason(pod))?;
+        match store.delete(&pods(), text(pod, "/metadata/namespace"), text(pod, "/metadata/name"), false) {
+            Err(e) if e.code == 404 => Ok(()),
+            other => other.map(|_| ()),
+        }
+    }
+}
+
+/// Publishes the node's `memory.available` in [`MEMORY_AVAILABLE_ANNOTATION`], as a node agent
+/// reading the kubelet's summary API would, when it changed by a MiB or more.
+fn publish_available(store: &Store, node: &Value, available: f64) -> Result<(), ApiError> {
+    let published = quantity::bytes(annotation(node, MEMORY_AVAILABLE_ANNOTATION));
+    if published.is_some_and(|p| (p - available).abs() < 1024.0 * 1024.0) {
+        return Ok(());
+    }
+    let value = format!("{}Mi", (available / (1024.0 * 1024.0)).floor() as i64);
+    let patch = Patch::Merge(json!({"metadata": {"annotations": {MEMORY_AVAILABLE_ANNOTATION: value}}}));
+    store.patch(&Kind::new("v1", "Node"), "", text(node, "/metadata/name"), &patch, false)?;
+    Ok(())
+}
+
+/// When a deleted pod's grace period ends, if it was deleted.
+fn terminate_at(pod: &Value) -> Option<Duration> {
+    let at = annotation(pod, TERMINATE_AT_ANNOTATION);
+    (!at.is_empty()).then(|| Duration::from_millis(at.parse().unwrap_or_default()))
+}
+
+/// Why a VM stopped with its pod: the component that disrupted the pod (its `DisruptionTarget`
+/// reason), else a plain deletion.
+fn stop_reason(pod: &Value) -> &str {
+    pod.pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .find(|c| text(c, "/type") == "DisruptionTarget")
+        .map_or("PodDeleted", |c| text(c, "/reason"))
+}
+
+/// Stops the VM a launcher pod still runs (it did not migrate away in time): its VMI fails.
+fn stop_vm(store: &Store, pod: &Value, reason: &str) -> Result<(), ApiError> {
+    let namespace = text(pod, "/metadata/namespace");
+    let vmi = annotation(pod, "kubevirt.io/domain");
+    if vmi.is_empty() {
+        return Ok(());
+    }
+    if let Ok(current) = store.get(&vmis(), namespace, vmi) {
+        let running_here = text(&current, "/status/nodeName") == text(pod, "/spec/nodeName")
+            && !matches!(text(&current, "/status/phase"), "Failed" | "Succeeded");
+        if running_here {
+            let patch = Patch::Merge(json!({"status": {"phase": "Failed", "reason": reason}}));
+            store.patch(&vmis(), namespace, vmi, &patch, false)?;
+        }
+    }
+    Ok(())
+}
+
+/// When the node came under memory pressure, in simulated time.
+fn pressure_since(node: &Value) -> Option<Duration> {
+    annotation(node, PRESSURE_SINCE_ANNOTATION).parse().ok().map(Duration::from_millis)
+}
+
+fn set_pressure(store: &Store, node_name: &str, since: Option<Duration>) -> Result<(), ApiError> {
+    let nodes = Kind::new("v1", "Node");
+    let node = store.get(&nodes, "", node_name)?;
+    let mut conditions = conditions_without(&node, "MemoryPressure");
+    let (status, reason, message) = match since {
+        Some(_) => ("True", "KubeletHasInsufficientMemory", "kubelet has insufficient memory available"),
+        None => ("False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
+    };
+    conditions.push(json!({"type": "MemoryPressure", "status": status, "reason": reason, "message": message,
+                           "lastTransitionTime": store.clock().timestamp()}));
+    let since = since.map(|since| since.as_millis().to_string());
+    let patch = json!({"metadata": {"annotations": {PRESSURE_SINCE_ANNOTATION: since}},
+                       "status": {"conditions": conditions}});
+    store.patch(&nodes, "", node_name, &Patch::Merge(patch), false)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,347 @@
+//! Kubernetes' scheduler (kube-scheduler), as far as disruptions go: it binds pending pods to
+//! nodes, and preempts lower-priority pods to make room for a pod that fits nowhere.
+//!
+//! - Pending pods (no `spec.nodeName`, not deleted, not finished) are taken highest
+//!   `spec.priority` first, then oldest, as the scheduling queue orders them.
+//! - A node fits a pod if it is not cordoned (`spec.unschedulable`, unless the pod tolerates the
+//!   `node.kubernetes.io/unschedulable` taint), the pod tolerates its `NoSchedule` and `NoExecute`
+//!   taints, and it has the pod's memory free: `status.allocatable.memory` (else
+//!   `status.capacity.memory`; neither: unlimited) minus the memory of the unfinished pods on it.
+//!   Terminating pods count until their kubelet removes them. The pod is bound to the fitting node
+//!   with the most free memory (ties: the first by name), or to its nominated node if that fits.
+//! - A pod that fits nowhere, unless its `spec.preemptionPolicy` is `Never`, preempts: on each node
+//!   that would fit without its pods of lower priority (not already terminating), the victims are
+//!   what is left after reprieving those pods most important first (highest priority, then
+//!   smallest), as long as the pod still fits: the fewest, lowest-priority, largest pods needed.
+//!   The node chosen is the one whose highest victim priority is lowest, then with the fewest
+//!   victims, then the first by name. The victims get `DisruptionTarget` (reason
+//!   `PreemptionByScheduler`) and are deleted with their own grace period; the preemptor gets
+//!   `status.nominatedNodeName`. While lower-priority pods on its nominated node are terminating,
+//!   it waits instead of preempting again; the room it waits for is kept from lower-priority pods.
+//!
+//! Left out: pod disruption budgets (which the scheduler only prefers not to violate), affinity,
+//! CPU and other resources, and the later tie-breaks of node choice (sum of priorities, start
+//! times).
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use super::{memory_of, text, with_disruption_target};
+use crate::store::{Kind, Patch, Store};
+use crate::ApiError;
+
+/// The `DisruptionTarget` reason the scheduler sets on the pods it preempts: Kubernetes'
+/// `PreemptionByScheduler`.
+pub const REASON: &str = "PreemptionByScheduler";
+const DEFAULT_SCHEDULER: &str = "default-scheduler";
+
+/// kube-scheduler as an actor: binds pending pods, and preempts for those that fit nowhere.
+#[derive(Debug, Default, Clone)]
+pub struct Scheduler;
+
+fn pods() -> Kind {
+    Kind::new("v1", "Pod")
+}
+
+/// A pod holding memory on a node.
+struct Placed<'a> {
+    pod: &'a Value,
+    priority: i64,
+    memory: f64,
+    terminating: bool,
+}
+
+/// A node as this reconcile sees it: `free` goes down as pods are bound or nominated to it.
+struct NodeState<'a> {
+    node: &'a Value,
+    name: &'a str,
+    free: f64,
+    pods: Vec<Placed<'a>>,
+}
+
+impl Scheduler {
+    /// Binds the pending pods that fit, and preempts for those that do not. It only reacts to
+    /// changes of the cluster, so it never asks to be woken.
+    pub fn reconcile(&self, store: &Store) -> Result<Option<Duration>, ApiError> {
+        let (all_pods, _) = store.list(&pods(), None, None, None);
+        // It runs at every round of the driver: with nothing pending, one pass is all it costs.
+        let mut pending: Vec<&Value> = all_pods.iter().map(|p| &**p).filter(|p| is_pending(p)).collect();
+        if pending.is_empty() {
+            return Ok(None);
+        }
+        pending.sort_by(|a, b| {
+            priority(b)
+                .cmp(&priority(a))
+                .then_with(|| {
+                    text(a, "/metadata/creationTimestamp").cmp(text(b, "/metadata/creationTimestamp"))
+                })
+                .then_with(|| text(a, "/metadata/name").cmp(text(b, "/metadata/name")))
+        });
+
+        let (node_list, _) = store.list(&Kind::new("v1", "Node"), None, None, None);
+        let mut nodes: Vec<NodeState> = node_list
+            .iter()
+            .map(|node| NodeState {
+                node,
+                name: text(node, "/metadata/name"),
+                free: allocatable(node),
+                pods: Vec::new(),
+            })
+            .collect();
+        let index: HashMap<&str, usize> = nodes.iter().enumerate().map(|(i, n)| (n.name, i)).collect();
+        for pod in &all_pods {
+            let on = text(pod, "/spec/nodeName");
+            if on.is_empty() || is_finished(pod) {
+                continue;
+            }
+            if let Some(&i) = index.get(on) {
+                let memory = memory_of(store, pod);
+                nodes[i].free -= memory;
+                nodes[i].pods.push(Placed {
+                    pod,
+                    priority: priority(pod),
+                    memory,
+                    terminating: is_terminating(pod),
+                });
+            }
+        }
+
+        for pod in pending {
+            schedule(store, pod, &mut nodes, &index)?;
+        }
+        Ok(None)
+    }
+}
+
+impl crate::Actor for Scheduler {
+    fn name(&self) -> &'static str {
+        "scheduler"
+    }
+
+    fn watches(&self) -> Option<Vec<crate::store::Kind>> {
+        // A VMI's memory, which it reads too, does not change while it runs.
+        crate::driver::kinds(&[("v1", "Node"), ("v1", "Pod")])
+    }
+
+    fn reconcile(&self, store: &Store) -> Result<Option<Duration>, ApiError> {
+        Scheduler::reconcile(self, store)
+    }
+}
+
+/// One scheduling cycle for one pod: bind, else preempt, else wait.
+fn schedule<'a>(
+    store: &Store,
+    pod: &'a Value,
+    nodes: &mut [NodeState<'a>],
+    index: &HashMap<&str, usize>,
+) -> Result<(), ApiError> {
+    let memory = memory_of(store, pod);
+    let nominated = index.get(text(pod, "/status/nominatedNodeName")).copied();
+    // The nominated node first, as the scheduler does: the room made there is this pod's.
+    let fits = |n: &NodeState| admits(n.node, pod) && n.free >= memory;
+    let target = nominated.filter(|&i| fits(&nodes[i])).or_else(|| {
+        (0..nodes.len())
+            .filter(|&i| fits(&nodes[i]))
+            .max_by(|&a, &b| nodes[a].free.total_cmp(&nodes[b].free).then(nodes[b].name.cmp(nodes[a].name)))
+    });
+    if let Some(i) = target {
+        let patch = json!({"spec": {"nodeName": nodes[i].name}, "status": {"phase": "Running"}});
+        store.patch(
+            &pods(),
+            text(pod, "/metadata/namespace"),
+            text(pod, "/metadata/name"),
+            &Patch::Merge(patch),
+            false,
+        )?;
+        nodes[i].free -= memory;
+        nodes[i].pods.push(Placed { pod, priority: priority(pod), memory, terminating: false });
+        return Ok(());
+    }
+
+    let priority = priority(pod);
+    let waiting = nominated.is_some_and(|i| {
+        admits(nodes[i].node, pod) && nodes[i].pods.iter().any(|p| p.terminating && p.priority < priority)
+    });
+    let node = if text(pod, "/spec/preemptionPolicy") == "Never" || waiting {
+        nominated
+    } else {
+        let candidate = best_candidate(pod, priority, memory, nodes);
+        if let Some((i, victims)) = &candidate {
+            preempt(store, pod, &mut nodes[*i], victims)?;
+        }
+        let chosen = candidate.map(|(i, _)| i);
+        // A pod that preemption cannot help loses its nomination, as in Kubernetes.
+        let nominate = chosen.map(|i| nodes[i].name);
+        if nominate.unwrap_or_default() != text(pod, "/status/nominatedNodeName") {
+            let patch = Patch::Merge(json!({"status": {"nominatedNodeName": nominate}}));
+            store.patch(
+                &pods(),
+                text(pod, "/metadata/namespace"),
+                text(pod, "/metadata/name"),
+                &patch,
+                false,
+            )?;
+        }
+        chosen
+    };
+    // Keep the room from the pods scheduled after this one (of lower or equal priority), as the
+    // scheduler counts nominated pods on their nodes.
+    if let Some(i) = node {
+        nodes[i].free -= memory;
+    }
+    Ok(())
+}
+
+/// The node to preempt on and the victims there (indexes into its pods), if preemption helps.
+fn best_candidate(
+    pod: &Value,
+    priority: i64,
+    memory: f64,
+    nodes: &[NodeState],
+) -> Option<(usize, Vec<usize>)> {
+    nodes
+        .iter()
+        .enumerate()
+        .filter_map(|(i, node)| Some((i, victims_on(node, pod, priority, memory)?)))
+        .min_by(|(a, va), (b, vb)| {
+            let highest = |n: usize, v: &[usize]| v.iter().map(|&p| nodes[n].pods[p].priority).max();
+            highest(*a, va)
+                .cmp(&highest(*b, vb))
+                .then(va.len().cmp(&vb.len()))
+                .then(nodes[*a].name.cmp(nodes[*b].name))
+        })
+}
+
+/// The fewest pods of lower priority to remove from the node for the pod to fit, if that can
+/// make it fit: all of them are removed, then given back most important first while it still
+/// fits (Kubernetes' reprieve), so the victims are the lowest-priority, largest pods.
+fn victims_on(node: &NodeState, pod: &Value, priority: i64, memory: f64) -> Option<Vec<usize>> {
+    if !admits(node.node, pod) {
+        return None;
+    }
+    let mut lower: Vec<usize> = (0..node.pods.len())
+        .filter(|&i| !node.pods[i].terminating && node.pods[i].priority < priority)
+        .collect();
+    let mut free = node.free + lower.iter().map(|&i| node.pods[i].memory).sum::<f64>();
+    if lower.is_empty() || free < memory {
+        return None;
+    }
+    lower.sort_by(|&a, &b| {
+        let (a, b) = (&node.pods[a], &node.pods[b]);
+        b.priority
+            .cmp(&a.priority)
+            .then(a.memory.total_cmp(&b.memory))
+            .then_with(|| text(a.pod, "/metadata/name").cmp(text(b.pod, "/metadata/name")))
+    });
+    let mut victims = Vec::new();
+    for i in lower {
+        if free - node.pods[i].memory >= memory {
+            free -= node.pods[i].memory;
+        } else {
+            victims.push(i);
+        }
+    }
+    Some(victims)
+}
+
+/// Marks each victim as a disruption target and deletes it with its own grace period; it keeps
+/// its memory until its kubelet removes it.
+fn preempt(
+    store: &Store,
+    preemptor: &Value,
+    node: &mut NodeState,
+    victims: &[usize],
+) -> Result<(), ApiError> {
+    let scheduler = match text(preemptor, "/spec/schedulerName") {
+        "" => DEFAULT_SCHEDULER,
+        name => name,
+    };
+    // The wording of Kubernetes' preemption (pkg/scheduler/framework/preemption).
+    let message = format!("{scheduler}: preempting to accommodate a higher priority pod");
+    let now = store.clock().timestamp();
+    for &i in victims {
+        let victim = node.pods[i].pod;
+        let (namespace, name) = (text(victim, "/metadata/namespace"), text(victim, "/metadata/name"));
+        let conditions = with_disruption_target(victim, REASON, &message, &now);
+        store.patch(
+            &pods(),
+            namespace,
+            name,
+            &Patch::Merge(json!({"status": {"conditions": conditions}})),
+            false,
+        )?;
+        store.delete_gracefully(&pods(), namespace, name, None, false)?;
+        node.pods[i].terminating = true;
+    }
+    Ok(())
+}
+
+fn is_pending(pod: &Value) -> bool {
+    text(pod, "/spec/nodeName").is_empty() && !is_terminating(pod) && !is_finished(pod)
+}
+
+fn is_terminating(pod: &Value) -> bool {
+    pod.pointer("/metadata/deletionTimestamp").is_some_and(|t| !t.is_null())
+}
+
+fn is_finished(pod: &Value) -> bool {
+    matches!(text(pod, "/status/phase"), "Failed" | "Succeeded")
+}
+
+fn priority(pod: &Value) -> i64 {
+    pod.pointer("/spec/priority").and_then(Value::as_i64).unwrap_or(0)
+}
+
+/// The memory a node offers pods: allocatable, else capacity, else no limit.
+fn allocatable(node: &Value) -> f64 {
+    ["/status/allocatable/memory", "/status/capacity/memory"]
+        .iter()
+        .find_map(|pointer| super::quantity::bytes(text(node, pointer)))
+        .unwrap_or(f64::INFINITY)
+}
+
+/// Whether the node takes the pod, memory aside: its labels satisfy the pod's `nodeSelector`, it
+/// is not cordoned, and it has no taint the pod does not tolerate.
+fn admits(node: &Value, pod: &Value) -> bool {
+    let selected = pod.pointer("/spec/nodeSelector").and_then(Value::as_object).is_none_or(|selector| {
+        selector
+            .iter()
+            .all(|(key, value)| node.pointer("/metadata/labels").and_then(|l| l.get(key)) == Some(value))
+    });
+    if !selected {
+        return false;
+    }
+    let cordon = json!({"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"});
+    let cordoned = node.pointer("/spec/unschedulable").and_then(Value::as_bool).unwrap_or(false);
+    if cordoned && !tolerates(pod, &cordon) {
+        return false;
+    }
+    node.pointer("/spec/taints")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|t| matches!(text(t, "/effect"), "NoSchedule" | "NoExecute"))
+        .all(|taint| tolerates(pod, taint))
+}
+
+/// Kubernetes' `ToleratesTaint`, for any of the pod's tolerations: the effect and key match when
+/// the toleration leaves them empty or names the taint's; `Exists` takes any value, `Equal` (the
+/// default) the taint's. `tolerationSeconds` do not matter for scheduling.
+fn tolerates(pod: &Value, taint: &Value) -> bool {
+    pod.pointer("/spec/tolerations").and_then(Value::as_array).into_iter().flatten().any(|t| {
+        let effect = text(t, "/effect");
+        let key = text(t, "/key");
+        (effect.is_empty() || effect == text(taint, "/effect"))
+            && (key.is_empty() || key == text(taint, "/key"))
+            && match text(t, "/operator") {
+                "" | "Equal" => text(t, "/value") == text(taint, "/value"),
+                "Exists" => true,
+                _ => false,
+            }
+    })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,462 @@
+//! The simulated API through real clients: kube-rs, and the `kubectl` on the PATH.
+
+use std::sync::Arc;
+
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{Api, ListParams, Patch as KubePatch, PatchParams, PostParams, WatchEvent, WatchParams};
+use kube::Client;
+use serde_json::json;
+
+use super::router;
+use crate::{SimClock, Store};
+
+struct TestApi {
+    url: String,
+    store: Arc<Store>,
+    client: Client,
+}
+
+async fn serve(history: usize) -> TestApi {
+    let store = Arc::new(Store::new(Arc::new(SimClock::default()), history));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let app = router(Arc::clone(&store));
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let config = kube::Config::new(url.parse().unwrap());
+    let client = Client::try_from(config).unwrap();
+    TestApi { url, store, client }
+}
+
+fn pod(name: &str, node: &str, app: &str) -> Pod {
+    serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "labels": {"app": app}},
+        "spec": {"nodeName": node, "containers": [{"name": "c", "image": "i"}]},
+    }))
+    .unwrap()
+}
+
+fn names(pods: &[Pod]) -> Vec<String> {
+    pods.iter().map(|p| p.metadata.name.clone().unwrap()).collect()
+}
+
+#[tokio::test]
+async fn kube_rs_reads_and_writes() {
+    let api = serve(1000).await;
+    let pods: Api<Pod> = Api::namespaced(api.client.clone(), "default");
+    pods.create(&PostParams::default(), &pod("a", "node01", "web")).await.unwrap();
+    pods.create(&PostParams::default(), &pod("b", "node02", "web")).await.unwrap();
+    pods.create(&PostParams::default(), &pod("c", "node02", "db")).await.unwrap();
+
+    let got = pods.get("a").await.unwrap();
+    assert!(got.metadata.uid.is_some() && got.metadata.resource_version.is_some());
+    let web = pods.list(&ListParams::default().labels("app=web")).await.unwrap();
+    assert_eq!(names(&web.items), ["a", "b"]);
+    let on_node02 = pods.list(&ListParams::default().fields("spec.nodeName=node02")).await.unwrap();
+    assert_eq!(names(&on_node02.items), ["b", "c"]);
+    let everywhere: Api<Pod> = Api::all(api.client.clone());
+    assert_eq!(everywhere.list(&ListParams::default()).await.unwrap().items.len(), 3);
+
+    // Patches: merge and JSON.
+    let merged = pods
+        .patch(
+            "a",
+            &PatchParams::default(),
+            &KubePatch::Merge(json!({"metadata": {"annotations": {"x": "y"}}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(merged.metadata.annotations.unwrap()["x"], "y");
+    let ops: json_patch::Patch =
+        serde_json::from_value(json!([{"op": "replace", "path": "/spec/nodeName", "value": "node03"}]))
+            .unwrap();
+    let patched = pods.patch("a", &PatchParams::default(), &KubePatch::<()>::Json(ops)).await.unwrap();
+    assert_eq!(patched.spec.unwrap().node_name.as_deref(), Some("node03"));
+
+    // A replace based on an old version conflicts; a dry run changes nothing.
+    let stale = got;
+    let err = pods.replace("a", &PostParams::default(), &stale).await.unwrap_err();
+    assert!(matches!(&err, kube::Error::Api(e) if e.code == 409 && e.reason == "Conflict"), "{err:?}");
+    let dry = PostParams { dry_run: true, ..Default::default() };
+    pods.create(&dry, &pod("d", "node01", "web")).await.unwrap();
+    let err = pods.get("d").await.unwrap_err();
+    assert!(
+        matches!(&err, kube::Error::Api(e) if e.code == 404 && e.message == r#"pods "d" not found"#),
+        "{err:?}"
+    );
+    let err = pods.create(&PostParams::default(), &pod("a", "node01", "web")).await.unwrap_err();
+    assert!(matches!(&err, kube::Error::Api(e) if e.code == 409 && e.reason == "AlreadyExists"), "{err:?}");
+}
+
+#[tokio::test]
+async fn watches_resume_from_a_resource_version() {
+    let api = serve(1000).await;
+    let pods: Api<Pod> = Api::namespaced(api.client.clone(), "default");
+    pods.create(&PostParams::default(), &pod("a", "node01", "web")).await.unwrap();
+    let after_a = api.store.revision().to_string();
+    pods.create(&PostParams::default(), &pod("b", "node01", "web")).await.unwrap();
+    // At once, as `kubectl delete --grace-period=0` (a bound pod otherwise terminates first).
+    pods.delete("a", &kube::api::DeleteParams::default().grace_period(0)).await.unwrap();
+
+    let mut events = pods.watch(&WatchParams::default().timeout(5), &after_a).await.unwrap().boxed();
+    let mut seen = Vec::new();
+    while seen.len() < 2 {
+        match events.try_next().await.unwrap().unwrap() {
+            WatchEvent::Added(p) => seen.push(format!("ADDED {}", p.metadata.name.unwrap())),
+            WatchEvent::Deleted(p) => seen.push(format!("DELETED {}", p.metadata.name.unwrap())),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(seen, ["ADDED b", "DELETED a"]);
+    // And then it follows new changes.
+    pods.create(&PostParams::default(), &pod("c", "node01", "web")).await.unwrap();
+    assert!(
+        matches!(events.try_next().await.unwrap().unwrap(), WatchEvent::Added(p) if p.metadata.name.as_deref() == Some("c"))
+    );
+}
+
+#[tokio::test]
+async fn a_watch_from_a_compacted_version_gets_410() {
+    let api = serve(2).await;
+    let pods: Api<Pod> = Api::namespaced(api.client.clone(), "default");
+    for name in ["a", "b", "c", "d"] {
+        pods.create(&PostParams::default(), &pod(name, "node01", "web")).await.unwrap();
+    }
+    let mut events = pods.watch(&WatchParams::default().timeout(5), "1").await.unwrap().boxed();
+    match events.try_next().await.unwrap().unwrap() {
+        WatchEvent::Error(e) => assert_eq!(e.code, 410),
+        other => panic!("expected a 410 error event, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn discovery_finds_core_and_kubevirt_resources() {
+    let api = serve(10).await;
+    for (group, version, kind, plural) in [
+        ("", "v1", "Pod", "pods"),
+        ("", "v1", "Node", "nodes"),
+        ("kubevirt.io", "v1", "VirtualMachineInstance", "virtualmachineinstances"),
+        ("kubevirt.io", "v1", "KubeVirt", "kubevirts"),
+        ("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets"),
+    ] {
+        let gvk = kube::core::GroupVersionKind::gvk(group, version, kind);
+        let (resource, _) = kube::discovery::pinned_kind(&api.client, &gvk).await.unwrap();
+        assert_eq!(resource.plural, plural);
+    }
+    let nodes: Api<Node> = Api::all(api.client.clone());
+    let node: Node = serde_json::from_value(json!({"metadata": {"name": "node01"}})).unwrap();
+    nodes.create(&PostParams::default(), &node).await.unwrap();
+    assert_eq!(nodes.get("node01").await.unwrap().metadata.name.as_deref(), Some("node01"));
+    let _ = api.url;
+}
+
+/// The real kubectl, through a kubeconfig: get, and cordon (a strategic merge patch of the node).
+#[tokio::test]
+async fn kubectl_gets_and_cordons() {
+    let Ok(kubectl) = which_kubectl() else {
+        eprintln!("skipped: no kubectl on the PATH");
+        return;
+    };
+    let api = serve(1000).await;
+    let nodes: Api<Node> = Api::all(api.client.clone());
+    let node: Node = serde_json::from_value(json!({"metadata": {"name": "node01"}})).unwrap();
+    nodes.create(&PostParams::default(), &node).await.unwrap();
+    let pods: Api<Pod> = Api::namespaced(api.client.clone(), "default");
+    pods.create(&PostParams::default(), &pod("web-1", "node01", "web")).await.unwrap();
+
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = write_kubeconfig(dir.path(), &api.url);
+    let run = |args: &[&str]| {
+        let kubectl = kubectl.clone();
+        let kubeconfig = kubeconfig.clone();
+        let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        tokio::task::spawn_blocking(move || {
+            std::process::Command::new(kubectl)
+                .arg("--kubeconfig")
+                .arg(kubeconfig)
+                .args(args)
+                .output()
+                .unwrap()
+        })
+    };
+    let out = run(&["get", "pods", "-o", "name"]).await.unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "pod/web-1");
+    let out = run(&["cordon", "node01"]).await.unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let node = nodes.get("node01").await.unwrap();
+    assert_eq!(node.spec.unwrap().unschedulable, Some(true));
+}
+
+fn which_kubectl() -> Result<std::path::PathBuf, ()> {
+    std::env::var_os("PATH")
+        .and_then(|paths| std::env::split_paths(&paths).map(|p| p.join("kubectl")).find(|p| p.is_file()))
+        .ok_or(())
+}
+
+// --- Evictions ---------------------------------------------------------------------------------
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use kube::api::EvictParams;
+
+/// A pod owned by a ReplicaSet (kubectl drain refuses unmanaged pods without --force).
+fn managed_pod(name: &str, node: &str) -> Pod {
+    let mut pod = pod(name, node, "web");
+    pod.metadata.owner_references = Some(vec![serde_json::from_value(json!({
+        "apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "uid": "rs-uid", "controller": true
+    }))
+    .unwrap()]);
+    pod.status = Some(serde_json::from_value(json!({"phase": "Running"})).unwrap());
+    // A short grace period: the kubelet removes an evicted pod when it ends.
+    pod.spec.get_or_insert_with(Default::default).termination_grace_period_seconds = Some(1);
+    pod
+}
+
+/// The kubelet, on wall-clock time, so that deleted pods go when their grace period ends; stops
+/// when the returned guard drops.
+fn run_kubelet(store: &Arc<Store>) -> impl Drop {
+    use std::sync::atomic::AtomicBool;
+    struct Stop(Arc<AtomicBool>);
+    impl Drop for Stop {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let simulation =
+        crate::Simulation::new(Arc::clone(store), vec![Box::new(crate::actors::Kubelet::default())]);
+    let flag = Arc::clone(&stop);
+    std::thread::spawn(move || simulation.run_realtime(1.0, &flag).unwrap());
+    Stop(stop)
+}
+
+/// An HTTPS webhook on loopback that denies the first `denials` evictions with 429 and then
+/// allows; returns its URL and CA bundle (base64 PEM) and the count of calls.
+async fn eviction_webhook(denials: usize) -> (String, String, Arc<AtomicUsize>, tempfile::TempDir) {
+    use axum::routing::post;
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&calls);
+    let app = axum::Router::new().route(
+        "/validate",
+        post(move |body: axum::body::Bytes| {
+            let counter = Arc::clone(&counter);
+            async move {
+                let review: serde_json::Value = serde_json::from_slice(&body).unwrap();
+                let uid = review["request"]["uid"].clone();
+                assert_eq!(review["request"]["subResource"], "eviction");
+                let n = counter.fetch_add(1, Ordering::SeqCst);
+                let response = if n < denials {
+                    json!({"uid": uid, "allowed": false, "status": {"code": 429, "message": "Eviction triggered evacuation of VMI \"default/vm\""}})
+                } else {
+                    json!({"uid": uid, "allowed": true})
+                };
+                let review = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response});
+                ([(axum::http::header::CONTENT_TYPE, "application/json")], review.to_string())
+            }
+        }),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let certified = rcgen::generate_simple_self_signed(vec!["127.0.0.1".into()]).unwrap();
+    let (cert, key) = (certified.cert.pem(), certified.signing_key.serialize_pem());
+    std::fs::write(dir.path().join("tls.crt"), &cert).unwrap();
+    std::fs::write(dir.path().join("tls.key"), key).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("https://{}/validate", listener.local_addr().unwrap());
+    tokio::spawn(serve_tls(listener, app, certified));
+    use base64::Engine as _;
+    (url, base64::engine::general_purpose::STANDARD.encode(cert), calls, dir)
+}
+
+async fn register_webhook(api: &TestApi, url: &str, ca_bundle: &str) {
+    let kind = crate::Kind::new("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration");
+    let configuration = json!({"metadata": {"name": "evac-pod-eviction"}, "webhooks": [{
+        "name": "pod-eviction.evac.kubevirt.io",
+        "admissionReviewVersions": ["v1"],
+        "clientConfig": {"url": url, "caBundle": ca_bundle},
+        "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods/eviction"]}],
+        "matchConditions": [{"name": "kubevirt", "expression": "request.name.startsWith('virt-launcher-')"}],
+        "failurePolicy": "Fail", "sideEffects": "NoneOnDryRun", "timeoutSeconds": 10,
+    }]});
+    api.store.create(&kind, "", configuration, false).unwrap();
+}
+
+#[tokio::test]
+async fn webhook_denials_and_disruption_budgets_refuse_evictions() {
+    let api = serve(1000).await;
+    let (url, ca_bundle, calls, _dir) = eviction_webhook(1).await;
+    register_webhook(&api, &url, &ca_bundle).await;
+    let pods: Api<Pod> = Api::namespaced(api.client.clone(), "default");
+    pods.create(&PostParams::default(), &managed_pod("virt-launcher-vm-abcde", "node01")).await.unwrap();
+    pods.create(&PostParams::default(), &managed_pod("web-1", "node01")).await.unwrap();
+
+    // The webhook's 429 reaches the client with the API server's wording.
+    let err = pods.evict("virt-launcher-vm-abcde", &EvictParams::default()).await.unwrap_err();
+    match &err {
+        kube::Error::Api(e) => {
+            assert_eq!(e.code, 429);
+            assert_eq!(
+                e.message,
+                "admission webhook \"pod-eviction.evac.kubevirt.io\" denied the request: Eviction triggered evacuation of VMI \"default/vm\""
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(pods.get("virt-launcher-vm-abcde").await.is_ok(), "a denied eviction deletes nothing");
+    // The match condition keeps other pods off the webhook; their evictions succeed.
+    pods.evict("web-1", &EvictParams::default()).await.unwrap();
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+    // Evicted: deleted with its grace period, so terminating until its kubelet removes it.
+    let evicted = pods.get("web-1").await.unwrap();
+    assert!(evicted.metadata.deletion_timestamp.is_some());
+    assert_eq!(evicted.metadata.deletion_grace_period_seconds, Some(1));
+    // Now the webhook allows.
+    pods.evict("virt-launcher-vm-abcde", &EvictParams::default()).await.unwrap();
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+
+    // A budget with no disruption left: 429 with Kubernetes' message.
+    let budgets = crate::Kind::new("policy/v1", "PodDisruptionBudget");
+    let pdb = json!({"metadata": {"name": "web"}, "spec": {"selector": {"matchLabels": {"app": "web"}}},
+                     "status": {"disruptionsAllowed": 1}});
+    api.store.create(&budgets, "default", pdb, false).unwrap();
+    pods.create(&PostParams::default(), &managed_pod("web-2", "node01")).await.unwrap();
+    pods.create(&PostParams::default(), &managed_pod("web-3", "node01")).await.unwrap();
+    pods.evict("web-2", &EvictParams::default()).await.unwrap();
+    let err = pods.evict("web-3", &EvictParams::default()).await.unwrap_err();
+    assert!(
+        matches!(&err, kube::Error::Api(e) if e.code == 429 && e.message == "Cannot evict pod as it would violate the pod's disruption budget."),
+        "{err:?}"
+    );
+    let err = pods.evict("nope", &EvictParams::default()).await.unwrap_err();
+    assert!(matches!(&err, kube::Error::Api(e) if e.code == 404), "{err:?}");
+}
+
+/// `kubectl drain` against the simulated API: it cordons, evicts through the eviction
+/// subresource, retries a webhook's 429 every 5 s, and completes when the pods are gone.
+#[tokio::test]
+async fn kubectl_drain_retries_a_429_and_completes() {
+    let Ok(kubectl) = which_kubectl() else {
+        eprintln!("skipped: no kubectl on the PATH");
+        return;
+    };
+    let api = serve(1000).await;
+    let (url, ca_bundle, calls, _dir) = eviction_webhook(1).await;
+    register_webhook(&api, &url, &ca_bundle).await;
+    let nodes: Api<Node> = Api::all(api.client.clone());
+    nodes
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "node01"}})).unwrap(),
+        )
+        .await
+        .unwrap();
+    let pods: Api<Pod> = Api::namespaced(api.client.clone(), "default");
+    pods.create(&PostParams::default(), &managed_pod("virt-launcher-vm-abcde", "node01")).await.unwrap();
+    pods.create(&PostParams::default(), &managed_pod("web-1", "node01")).await.unwrap();
+    let _kubelet = run_kubelet(&api.store);
+
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = write_kubeconfig(dir.path(), &api.url);
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(kubectl)
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .args(["drain", "node01", "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=60s"])
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "drain failed:\n{stderr}\n{}", String::from_utf8_lossy(&out.stdout));
+    assert!(
+        stderr.contains("admission webhook \"pod-eviction.evac.kubevirt.io\" denied the request: Eviction triggered evacuation"),
+        "drain reports the webhook's 429 and retries:\n{stderr}"
+    );
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+    assert!(pods.list(&ListParams::default()).await.unwrap().items.is_empty());
+    assert_eq!(nodes.get("node01").await.unwrap().spec.unwrap().unschedulable, Some(true));
+}
+
+fn write_kubeconfig(dir: &std::path::Path, url: &str) -> std::path::PathBuf {
+    let path = dir.join("kubeconfig");
+    std::fs::write(&path, crate::kubeconfig(url)).unwrap();
+    path
+}
+
+/// Bad requests get Kubernetes `Status` objects with the right code and a clear message.
+#[tokio::test]
+async fn bad_requests_get_kubernetes_status_errors() {
+    let api = serve(100).await;
+    let client = reqwest::Client::new();
+    let status = |response: reqwest::Response| async move {
+        let code = response.status().as_u16();
+        let body: serde_json::Value = serde_json::from_str(&response.text().await.unwrap()).unwrap();
+        assert_eq!(body["kind"], "Status", "{body}");
+        assert_eq!(body["code"], code);
+        (code, body["message"].as_str().unwrap().to_owned())
+    };
+    let pods = format!("{}/api/v1/namespaces/default/pods", api.url);
+
+    let (code, message) = status(client.post(&pods).body("{not json").send().await.unwrap()).await;
+    assert_eq!(code, 400);
+    assert!(message.starts_with("the body of the request was in an unknown format"), "{message}");
+    let wrong_kind = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "x"}});
+    let (code, message) = status(client.post(&pods).body(wrong_kind.to_string()).send().await.unwrap()).await;
+    assert_eq!(code, 400, "{message}");
+    let (code, _) =
+        status(client.get(format!("{}/apis/example.io/v1/widgets", api.url)).send().await.unwrap()).await;
+    assert_eq!(code, 404);
+    let (code, message) = status(client.delete(&pods).send().await.unwrap()).await;
+    assert_eq!((code, message.contains("does not allow this method")), (405, true));
+    let (code, message) =
+        status(client.get(format!("{pods}?labelSelector=a%20in%20(")).send().await.unwrap()).await;
+    assert_eq!(code, 400);
+    assert!(message.starts_with("unable to parse labelSelector"), "{message}");
+    let (code, _) =
+        status(client.get(format!("{pods}?watch=true&resourceVersion=abc")).send().await.unwrap()).await;
+    assert_eq!(code, 400);
+
+    api.store
+        .create(&crate::Kind::new("v1", "Pod"), "default", json!({"metadata": {"name": "a"}}), false)
+        .unwrap();
+    let patch = |content_type: &'static str, body: serde_json::Value| {
+        client.patch(format!("{pods}/a")).header("content-type", content_type).body(body.to_string()).send()
+    };
+    let (code, message) = status(patch("application/apply-patch+yaml", json!({})).await.unwrap()).await;
+    assert_eq!(code, 415, "{message}");
+    let failing = json!([{"op": "test", "path": "/metadata/name", "value": "b"}]);
+    let (code, message) = status(patch("application/json-patch+json", failing).await.unwrap()).await;
+    assert_eq!(code, 422);
+    assert!(message.starts_with(r#"pods "a" is invalid: the JSON patch does not apply"#), "{message}");
+}
+
+/// Serves a router over TLS with a self-signed certificate: a webhook as the API server calls it.
+async fn serve_tls(
+    listener: tokio::net::TcpListener,
+    app: axum::Router,
+    certified: rcgen::CertifiedKey<rcgen::KeyPair>,
+) {
+    use rustls_pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+    let chain = vec![CertificateDer::from(certified.cert.der().to_vec())];
+    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(certified.signing_key.serialize_der()));
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(chain, key)
+        .unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    loop {
+        let Ok((tcp, _)) = listener.accept().await else { return };
+        let (acceptor, app) = (acceptor.clone(), app.clone());
+        tokio::spawn(async move {
+            let Ok(tls) = acceptor.accept(tcp).await else { return };
+            let service = hyper_util::service::TowerToHyperService::new(app);
+            let builder = hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new());
+            let _ = builder.serve_connection(hyper_util::rt::TokioIo::new(tls), service).await;
+        });
+    }
+}

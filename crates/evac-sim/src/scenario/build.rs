@@ -1,0 +1,176 @@
+//! The cluster a scenario describes, as the objects the simulator stores: nodes, the KubeVirt CR
+//! and KubeVirt's eviction webhook, and for each VM its VMI and virt-launcher pod.
+
+use crate::actors::NODE_NAME_LABEL;
+use serde_json::{json, Value};
+
+use super::spec::{RunStrategy, Scenario};
+use crate::actors::migration::DIRTY_RATE_ANNOTATION;
+use crate::actors::virt_controller::RUN_STRATEGY_ANNOTATION;
+use crate::api::virt_api;
+use crate::store::{Kind, Store};
+use crate::ApiError;
+
+/// KubeVirt's eviction webhook (the name tools and messages show).
+pub const KUBEVIRT_WEBHOOK: &str = "virt-launcher-eviction-interceptor.kubevirt.io";
+
+/// Creates the scenario's cluster in an empty store; returns how many VMs it has.
+pub fn populate(store: &Store, scenario: &Scenario, with_evac: bool) -> Result<usize, ApiError> {
+    let nodes = scenario.node_names();
+    let mut memory_of_node = Vec::with_capacity(nodes.len());
+    for group in &scenario.cluster.nodes {
+        let count = group.count;
+        memory_of_node.extend(std::iter::repeat_n(group.memory.0.clone(), count));
+    }
+    for (name, memory) in nodes.iter().zip(&memory_of_node) {
+        store.create(&Kind::new("v1", "Node"), "", node(name, memory), false)?;
+    }
+    store.create(
+        &Kind::new("kubevirt.io/v1", "KubeVirt"),
+        "kubevirt",
+        kubevirt(scenario, with_evac),
+        false,
+    )?;
+    store.create(
+        &Kind::new("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration"),
+        "",
+        eviction_webhook(with_evac),
+        false,
+    )?;
+    let mut vms = 0;
+    for group in &scenario.cluster.vms {
+        let placement: Vec<&String> =
+            if group.nodes.is_empty() { nodes.iter().collect() } else { group.nodes.iter().collect() };
+        let width = group.count.to_string().len().max(2);
+        for i in 1..=group.count {
+            let name = if group.count == 1 {
+                group.name_prefix.clone()
+            } else {
+                format!("{}{i:0width$}", group.name_prefix)
+            };
+            let node = placement[(vms + i - 1) % placement.len()];
+            let mut vmi = json!({
+                "metadata": {"name": name, "annotations": {}, "labels": {NODE_NAME_LABEL: node}},
+                "spec": {"domain": {"memory": {"guest": group.memory.0}}},
+                "status": {"phase": "Running", "nodeName": node, "conditions": [migratable(group.migratable)]},
+            });
+            if let Some(strategy) = group.eviction_strategy {
+                vmi["spec"]["evictionStrategy"] = json!(strategy.as_str());
+            }
+            if let Some(rate) = &group.dirty_rate {
+                vmi["metadata"]["annotations"][DIRTY_RATE_ANNOTATION] = json!(rate.0);
+            }
+            if group.run_strategy == RunStrategy::Always {
+                vmi["metadata"]["annotations"][RUN_STRATEGY_ANNOTATION] = json!("Always");
+            }
+            let vmi = store.create(
+                &Kind::new("kubevirt.io/v1", "VirtualMachineInstance"),
+                &group.namespace,
+                vmi,
+                false,
+            )?;
+            let uid = vmi.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or_default();
+            let mut annotations = json!({"kubevirt.io/domain": name});
+            if group.request_evict_only {
+                annotations["descheduler.alpha.kubernetes.io/request-evict-only"] = json!("");
+            }
+            let pod = json!({
+                "metadata": {
+                    "generateName": format!("virt-launcher-{name}-"),
+                    "labels": {"kubevirt.io": "virt-launcher", "kubevirt.io/created-by": uid},
+                    "annotations": annotations,
+                    "ownerReferences": [{"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+                                         "name": name, "uid": uid, "controller": true, "blockOwnerDeletion": true}],
+                },
+                "spec": {
+                    "nodeName": node,
+                    "priority": group.priority,
+                    "terminationGracePeriodSeconds": group.termination_grace_period_seconds,
+                    "containers": [{"name": "compute", "image": "virt-launcher",
+                                    "resources": {"requests": {"memory": group.memory.0}}}],
+                },
+                "status": {"phase": "Running"},
+            });
+            store.create(&Kind::new("v1", "Pod"), &group.namespace, pod, false)?;
+        }
+        vms += group.count;
+    }
+    Ok(vms)
+}
+
+/// Memory a node keeps from pods (`kube-reserved`, `system-reserved` and the eviction
+/// threshold): a node full of pods is not under memory pressure.
+const RESERVED: f64 = 4.0 * 1024.0 * 1024.0 * 1024.0;
+
+fn node(name: &str, memory: &str) -> Value {
+    let capacity = crate::actors::quantity::bytes(memory).unwrap_or_default();
+    let allocatable = format!("{}", (capacity - RESERVED).max(0.0) as u64);
+    json!({
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+        "spec": {},
+        "status": {
+            "capacity": {"memory": memory},
+            "allocatable": {"memory": allocatable},
+            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
+        },
+    })
+}
+
+fn migratable(yes: bool) -> Value {
+    if yes {
+        json!({"type": "LiveMigratable", "status": "True"})
+    } else {
+        json!({"type": "LiveMigratable", "status": "False", "reason": "DisksNotLiveMigratable",
+               "message": "cannot migrate VMI: PVC rootdisk is not shared, live migration requires that all PVCs must be shared (using ReadWriteMany access mode)"})
+    }
+}
+
+/// The feature gates that turn preemption, NoExecute taints and node pressure into evacuations.
+pub const EVAC_FEATURE_GATES: [&str; 3] = [
+    "PreemptionEvictionLiveMigration",
+    "NoExecuteTaintEvictionLiveMigration",
+    "NodePressureEvictionLiveMigration",
+];
+
+fn kubevirt(scenario: &Scenario, with_evac: bool) -> Value {
+    let settings = &scenario.cluster.kubevirt;
+    let gates = match &settings.feature_gates {
+        Some(gates) => gates.clone(),
+        None if with_evac => EVAC_FEATURE_GATES.map(str::to_owned).to_vec(),
+        None => Vec::new(),
+    };
+    let mut configuration = json!({
+        "developerConfiguration": {"featureGates": gates},
+        "migrations": {
+            "parallelMigrationsPerCluster": settings.parallel_migrations_per_cluster,
+            "parallelOutboundMigrationsPerNode": settings.parallel_outbound_migrations_per_node,
+            "bandwidthPerMigration": settings.bandwidth_per_migration.0,
+        },
+    });
+    if let Some(strategy) = settings.eviction_strategy {
+        configuration["evictionStrategy"] = json!(strategy.as_str());
+    }
+    json!({"metadata": {"name": "kubevirt"}, "spec": {"configuration": configuration}})
+}
+
+/// KubeVirt's webhook on `pods/eviction` for launcher pods, served by virt-api; or, with evac,
+/// served by evac's policy server (its pod-eviction policy).
+fn eviction_webhook(with_evac: bool) -> Value {
+    let ((namespace, name), path) = if with_evac {
+        (super::evac::SERVICE, super::evac::WEBHOOK_PATH)
+    } else {
+        (virt_api::SERVICE, "/launcher-eviction-validate")
+    };
+    json!({
+        "metadata": {"name": "virt-api-validator"},
+        "webhooks": [{
+            "name": KUBEVIRT_WEBHOOK,
+            "admissionReviewVersions": ["v1"],
+            "sideEffects": "NoneOnDryRun",
+            "failurePolicy": "Fail",
+            "clientConfig": {"service": {"namespace": namespace, "name": name, "path": path}},
+            "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods/eviction"]}],
+            "matchConditions": [{"name": "virt-launcher", "expression": "request.name.startsWith('virt-launcher-')"}],
+        }],
+    })
+}

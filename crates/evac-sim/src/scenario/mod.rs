@@ -1,0 +1,19 @@
+//! Scenarios: a cluster, the disruptions to apply to it and when, and what to report, as a YAML
+//! file (`examples/scenarios/`); `evac simulate` runs one on the simulator.
+
+mod build;
+mod compare;
+mod evac;
+mod observer;
+mod report;
+mod run;
+mod spec;
+mod steps;
+
+pub use build::{EVAC_FEATURE_GATES, KUBEVIRT_WEBHOOK};
+pub use compare::{line as comparison_line, Tally};
+pub use evac::{Evac, EvacRun, Mode, SERVICE as EVAC_SERVICE, WEBHOOK_PATH as EVAC_WEBHOOK_PATH};
+pub use observer::Entry;
+pub use report::{ControllerStats, Outcome, Report};
+pub use run::{run, Progress};
+pub use spec::{Scenario, Section};

@@ -1,0 +1,281 @@
+//! Watches the simulated cluster as a scenario runs, the way an operator would: a timeline of
+//! what happened, what became of each VM and why, and how many migrations ran at once.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::actors::migration::migrations;
+use crate::actors::{annotation, text};
+use crate::api::eviction::{ApiEvictor, EvictionRecord};
+use crate::store::{Event, EventType, Kind, Store};
+use crate::Actor;
+use crate::ApiError;
+
+/// One line of the timeline.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Entry {
+    /// Simulated seconds since the start.
+    pub at: f64,
+    /// What happened, e.g. `migration kubevirt-evacuation-x: VM default/vm now runs on node02`.
+    pub what: String,
+}
+
+/// What happened to one VM (namespace/name).
+#[derive(Debug, Clone, Default)]
+pub struct VmHistory {
+    pub migrations: usize,
+    pub failed_migrations: usize,
+    pub stops: usize,
+    /// What first disrupted it.
+    pub cause: Option<String>,
+}
+
+#[derive(Debug, Default)]
+pub struct Observed {
+    pub timeline: Vec<Entry>,
+    pub vms: HashMap<String, VmHistory>,
+    pub migrations_created: usize,
+    pub migrations_succeeded: usize,
+    pub migrations_failed: usize,
+    pub running: usize,
+    pub running_by_node: HashMap<String, usize>,
+    pub max_running: usize,
+    pub max_running_on_a_node: usize,
+    /// Pods marked as disruption targets, by the component's reason.
+    pub disruption_targets: HashMap<String, usize>,
+    /// Last phase seen, per migration and per VMI.
+    phases: HashMap<String, String>,
+    /// Revision seen, per kind.
+    seen: HashMap<&'static str, u64>,
+    /// Eviction records read.
+    evictions_seen: usize,
+    /// Pods whose eviction was refused once already (later refusals are not logged).
+    refused_pods: std::collections::HashSet<String>,
+    /// Pods seen with a DisruptionTarget condition.
+    marked_pods: std::collections::HashSet<String>,
+}
+
+/// A cause in the report's words, from a `DisruptionTarget` reason or an eviction's requester.
+pub fn cause_name(reason: &str) -> String {
+    match reason {
+        "PreemptionByScheduler" => "scheduler preemption",
+        "DeletionByTaintManager" => "NoExecute taint",
+        "TerminationByKubelet" => "node pressure",
+        "kubectl-drain" => "kubectl drain",
+        "descheduler" => "descheduler",
+        other => other,
+    }
+    .to_owned()
+}
+
+/// The cause evac records on a migration, in the report's words.
+fn migration_cause_name(cause: &str) -> String {
+    match cause {
+        "preemption" => "scheduler preemption".to_owned(),
+        "noexecute-taint" => "NoExecute taint".to_owned(),
+        "node-pressure" => "node pressure".to_owned(),
+        "drain" => "kubectl drain".to_owned(),
+        "api-eviction" => "API eviction".to_owned(),
+        other => other.to_owned(),
+    }
+}
+
+pub struct Observer {
+    state: Mutex<Observed>,
+    evictions: std::sync::Arc<ApiEvictor>,
+}
+
+impl Observer {
+    /// An observer of the changes after `revision`, and of the evictions `evictions` makes.
+    pub fn new(revision: u64, evictions: std::sync::Arc<ApiEvictor>) -> Self {
+        let mut state = Observed::default();
+        for key in ["pods", "vmis", "migrations"] {
+            state.seen.insert(key, revision);
+        }
+        Self { state: Mutex::new(state), evictions }
+    }
+
+    pub fn lock(&self) -> std::sync::MutexGuard<'_, Observed> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Timeline entries from index `from` on.
+    pub fn entries_from(&self, from: usize) -> Vec<Entry> {
+        self.lock().timeline.get(from..).map(<[Entry]>::to_vec).unwrap_or_default()
+    }
+}
+
+impl Actor for Observer {
+    fn name(&self) -> &'static str {
+        "observer"
+    }
+
+    fn reconcile(&self, store: &Store) -> Result<Option<Duration>, ApiError> {
+        let mut state = self.lock();
+        let at = store.clock().elapsed().as_secs_f64();
+        let seen = state.evictions_seen;
+        let new = self.evictions.record_from(seen);
+        state.evictions_seen += new.len();
+        for record in &new {
+            state.eviction(at, record);
+        }
+        for (key, kind) in [
+            ("pods", Kind::new("v1", "Pod")),
+            ("vmis", Kind::new("kubevirt.io/v1", "VirtualMachineInstance")),
+            ("migrations", migrations()),
+        ] {
+            let from = state.seen.get(key).copied().unwrap_or(0);
+            let (events, revision) = store.events_since(&kind, from)?;
+            state.seen.insert(key, revision);
+            for event in &events {
+                match key {
+                    "pods" => state.pod(at, event),
+                    "vmis" => state.vmi(at, event),
+                    _ => state.migration(at, event),
+                }
+            }
+        }
+        Ok(None)
+    }
+}
+
+fn vm_key(object: &Value, name: &str) -> String {
+    format!("{}/{}", text(object, "/metadata/namespace"), name)
+}
+
+impl Observed {
+    fn log(&mut self, at: f64, what: String) {
+        self.timeline.push(Entry { at, what });
+    }
+
+    fn eviction(&mut self, at: f64, record: &EvictionRecord) {
+        let pod = format!("{}/{}", record.namespace, record.pod);
+        if !record.vmi.is_empty() {
+            self.note_cause(&format!("{}/{}", record.namespace, record.vmi), &cause_name(&record.requester));
+        }
+        if record.code == 201 {
+            self.log(at, format!("{}: evicted pod {pod}", record.requester));
+        } else if self.refused_pods.insert(pod.clone()) {
+            self.log(
+                at,
+                format!(
+                    "{}: eviction of pod {pod} refused ({}): {}",
+                    record.requester, record.code, record.message
+                ),
+            );
+        }
+    }
+
+    fn pod(&mut self, at: f64, event: &Event) {
+        let pod = &*event.object;
+        let name = text(pod, "/metadata/name");
+        let key = format!("{}/{name}", text(pod, "/metadata/namespace"));
+        if event.type_ == EventType::Deleted {
+            self.marked_pods.remove(&key);
+            return;
+        }
+        let reason = pod
+            .pointer("/status/conditions")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .find(|c| text(c, "/type") == "DisruptionTarget")
+            .map(|c| text(c, "/reason"));
+        let Some(reason) = reason else { return };
+        if !self.marked_pods.insert(key) {
+            return;
+        }
+        *self.disruption_targets.entry(reason.to_owned()).or_default() += 1;
+        let vm = annotation(pod, "kubevirt.io/domain");
+        let node = text(pod, "/spec/nodeName");
+        self.log(at, format!("{reason}: pod {name} on {node} is a disruption target"));
+        if !vm.is_empty() {
+            self.note_cause(&vm_key(pod, vm), &cause_name(reason));
+        }
+    }
+
+    /// Records what first disrupted a VM.
+    pub fn note_cause(&mut self, vm: &str, cause: &str) {
+        let history = self.vms.entry(vm.to_owned()).or_default();
+        if history.cause.is_none() {
+            history.cause = Some(cause.to_owned());
+        }
+    }
+
+    fn vmi(&mut self, at: f64, event: &Event) {
+        let vmi = &*event.object;
+        let name = text(vmi, "/metadata/name");
+        let key = vm_key(vmi, name);
+        let phase = text(vmi, "/status/phase").to_owned();
+        let before = self.phases.insert(format!("vmi/{key}"), phase.clone()).unwrap_or_default();
+        if before == phase {
+            return;
+        }
+        match (before.as_str(), phase.as_str()) {
+            (_, "Failed") => {
+                self.vms.entry(key.clone()).or_default().stops += 1;
+                let reason = text(vmi, "/status/reason");
+                self.log(at, format!("VM {key} shut down on {} ({reason})", text(vmi, "/status/nodeName")));
+            }
+            (_, "Scheduling") => self.log(at, format!("VM {key} restarting (run strategy Always)")),
+            ("Scheduling", "Running") => {
+                self.log(at, format!("VM {key} running again on {}", text(vmi, "/status/nodeName")))
+            }
+            _ => {}
+        }
+    }
+
+    fn migration(&mut self, at: f64, event: &Event) {
+        let migration = &*event.object;
+        let name = text(migration, "/metadata/name");
+        let vmi = text(migration, "/spec/vmiName");
+        let key = vm_key(migration, vmi);
+        if event.type_ == EventType::Added {
+            self.migrations_created += 1;
+            // evac records why it migrates; a VM it moved before anything else touched it (node
+            // pressure, ahead of the kubelet) has no other cause.
+            let cause = annotation(migration, evac_core::effect::CAUSE_ANNOTATION);
+            if !cause.is_empty() {
+                self.note_cause(&key, &migration_cause_name(cause));
+            }
+        }
+        let phase = text(migration, "/status/phase").to_owned();
+        let id = format!("migration/{}/{name}", text(migration, "/metadata/namespace"));
+        let before = self.phases.insert(id, phase.clone()).unwrap_or_default();
+        if before == phase {
+            return;
+        }
+        let source = text(migration, "/status/migrationState/sourceNode").to_owned();
+        let target = text(migration, "/status/migrationState/targetNode");
+        if before == "Running" {
+            self.running -= 1;
+            if let Some(n) = self.running_by_node.get_mut(&source) {
+                *n -= 1;
+            }
+        }
+        match phase.as_str() {
+            "Running" => {
+                self.running += 1;
+                let on_node = self.running_by_node.entry(source.clone()).or_default();
+                *on_node += 1;
+                self.max_running_on_a_node = self.max_running_on_a_node.max(*on_node);
+                self.max_running = self.max_running.max(self.running);
+                self.log(at, format!("migration {name}: VM {key} {source} -> {target} started"));
+            }
+            "Succeeded" => {
+                self.migrations_succeeded += 1;
+                self.vms.entry(key.clone()).or_default().migrations += 1;
+                self.log(at, format!("migration {name}: VM {key} now runs on {target}"));
+            }
+            "Failed" => {
+                self.migrations_failed += 1;
+                self.vms.entry(key.clone()).or_default().failed_migrations += 1;
+                self.log(at, format!("migration {name}: VM {key} failed to migrate from {source}"));
+            }
+            _ => {}
+        }
+    }
+}

@@ -1,0 +1,246 @@
+//! Runs a scenario: builds its cluster, starts the cluster's components and the scenario's
+//! disruptions as actors, runs them on simulated time, and reports.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::build;
+use super::evac::Mode;
+use super::observer::{cause_name, Entry, Observer};
+use super::report::{DrainReport, EvictionCounts, MigrationCounts, Outcome, Report, VmCounts, VmOutcome};
+use super::spec::{Action, Scenario};
+use super::steps::Steps;
+use crate::actors::descheduler::DeschedulerSettings;
+use crate::actors::virt_controller::RESTARTS_ANNOTATION;
+use crate::actors::{
+    annotation, text, Descheduler, Drain, Kubelet, MigrationController, Scheduler, TaintManager,
+    VirtController,
+};
+use crate::api::eviction::ApiEvictor;
+use crate::driver::StartingAt;
+use crate::store::{Kind, Store};
+use crate::{Actor, SimClock, Simulation};
+
+/// Changes kept for watches: the observer reads them after every round.
+const HISTORY: usize = 200_000;
+
+/// What a run reports as it goes.
+pub trait Progress {
+    /// A timeline entry, as it happens.
+    fn entry(&mut self, entry: &Entry);
+    /// Simulated time reached, out of the scenario's duration.
+    fn time(&mut self, reached: Duration, of: Duration);
+}
+
+/// Runs a scenario to its end (its duration, or earlier when nothing is left to happen).
+/// Must be called outside an async runtime: webhooks are called from the simulation's thread.
+pub fn run(scenario: &Scenario, mode: &Mode, progress: &mut dyn Progress) -> Result<Report, String> {
+    let duration = scenario.duration.duration("duration")?;
+    let store = Arc::new(Store::new(Arc::new(SimClock::default()), HISTORY));
+    let with_evac = matches!(mode, Mode::Evac(_));
+    let total_vms = build::populate(&store, scenario, with_evac)
+        .map_err(|e| format!("cannot build the cluster: {}", e.message))?;
+    let placement: HashMap<String, String> = list(&store, &vmis())
+        .iter()
+        .map(|vmi| (key(vmi), text(vmi, "/status/nodeName").to_owned()))
+        .collect();
+
+    let evictor = Arc::new(ApiEvictor::new().map_err(|e| format!("cannot start the eviction client: {e}"))?);
+    let observer = Arc::new(Observer::new(store.revision(), Arc::clone(&evictor)));
+    let (actors, drains, descheduler) = actors(scenario, &evictor, !with_evac)?;
+    let mut all: Vec<Box<dyn Actor>> = actors;
+    let evac = match mode {
+        Mode::KubeVirt => None,
+        Mode::Evac(evac) => {
+            let mut restarts = Vec::new();
+            for (i, disruption) in scenario.disruptions.iter().enumerate() {
+                if let Action::RestartEvacControl {} = disruption.action {
+                    restarts.push(disruption.at.duration(&format!("disruptions[{i}].at"))?);
+                }
+            }
+            let running = evac.start(&store, scenario, restarts)?;
+            all.extend(running.actors());
+            Some(running)
+        }
+    };
+    all.push(Box::new(Arc::clone(&observer)));
+    let simulation = Simulation::new(Arc::clone(&store), all);
+
+    let chunk = (duration / 200).max(Duration::from_secs(1));
+    let mut printed = 0;
+    let mut until = Duration::ZERO;
+    loop {
+        until = (until + chunk).min(duration);
+        let busy =
+            simulation.run_until_idle(until).map_err(|e| format!("the simulation stopped: {}", e.message))?;
+        let entries = observer.entries_from(printed);
+        printed += entries.len();
+        entries.iter().for_each(|entry| progress.entry(entry));
+        progress.time(store.clock().elapsed(), duration);
+        if !busy || until >= duration {
+            break;
+        }
+    }
+
+    // The report.
+    let observed = observer.lock();
+    let mut vms = VmCounts { total: total_vms, ..VmCounts::default() };
+    let mut disrupted_vms = Vec::new();
+    for vmi in list(&store, &vmis()) {
+        let key = key(&vmi);
+        let history = observed.vms.get(&key).cloned().unwrap_or_default();
+        let restarted = annotation(&vmi, RESTARTS_ANNOTATION).parse::<u64>().unwrap_or(0) > 0
+            && text(&vmi, "/status/phase") == "Running";
+        let outcome = match (history.stops, history.migrations) {
+            (0, 0) => Outcome::Untouched,
+            (0, _) => Outcome::Migrated,
+            _ if restarted => Outcome::Restarted,
+            _ => Outcome::ShutDown,
+        };
+        match outcome {
+            Outcome::Migrated => vms.migrated += 1,
+            Outcome::ShutDown => vms.shut_down += 1,
+            Outcome::Restarted => vms.restarted += 1,
+            Outcome::Untouched => vms.untouched += 1,
+        }
+        if outcome != Outcome::Untouched || history.cause.is_some() {
+            disrupted_vms.push(VmOutcome {
+                node_before: placement.get(&key).cloned().unwrap_or_default(),
+                node_after: text(&vmi, "/status/nodeName").to_owned(),
+                vm: key,
+                outcome,
+                cause: history.cause.unwrap_or_else(|| "evacuation".to_owned()),
+                migrations: history.migrations,
+                failed_migrations: history.failed_migrations,
+            });
+        }
+    }
+    let mut evictions: BTreeMap<String, EvictionCounts> = BTreeMap::new();
+    for record in evictor.record() {
+        let counts = evictions.entry(record.requester).or_default();
+        counts.requested += 1;
+        if record.code == 201 {
+            counts.accepted += 1;
+        } else {
+            counts.refused += 1;
+        }
+    }
+    for (reason, count) in &observed.disruption_targets {
+        let counts = evictions.entry(cause_name(reason)).or_default();
+        counts.requested += count;
+        counts.accepted += count;
+    }
+    Ok(Report {
+        scenario: scenario.name.clone(),
+        simulated_seconds: store.clock().elapsed().as_secs_f64(),
+        vms,
+        disrupted_vms,
+        migrations: MigrationCounts {
+            created: observed.migrations_created,
+            succeeded: observed.migrations_succeeded,
+            failed: observed.migrations_failed,
+            max_running_in_cluster: observed.max_running,
+            max_running_from_a_node: observed.max_running_on_a_node,
+        },
+        evictions,
+        drains: drains
+            .iter()
+            .map(|drain| {
+                let state = drain.state();
+                DrainReport {
+                    node: drain.node.clone(),
+                    finished_at: state.finished.map(|d| d.as_secs_f64()),
+                    state,
+                }
+            })
+            .collect(),
+        descheduler: descheduler.map(|d| d.stats()),
+        controller: evac.as_ref().map(|evac| evac.controller_stats()),
+        evac_effects: evac.as_ref().map(|evac| evac.effects()).unwrap_or_default(),
+    })
+}
+
+type Actors = (Vec<Box<dyn Actor>>, Vec<Arc<Drain>>, Option<Arc<Descheduler>>);
+
+/// The cluster's components with the scenario's settings, and its disruptions.
+/// `kubevirt_evacuation`: whether KubeVirt's own evacuation controller runs (not with evac).
+fn actors(
+    scenario: &Scenario,
+    evictor: &Arc<ApiEvictor>,
+    kubevirt_evacuation: bool,
+) -> Result<Actors, String> {
+    let kubevirt = &scenario.cluster.kubevirt;
+    let kubelet = &scenario.cluster.kubelet;
+    let mut actors: Vec<Box<dyn Actor>> = Vec::new();
+    let mut steps = Vec::new();
+    let mut drains = Vec::new();
+    let mut descheduler = None;
+    for (i, disruption) in scenario.disruptions.iter().enumerate() {
+        let at = disruption.at.duration(&format!("disruptions[{i}].at"))?;
+        match &disruption.action {
+            Action::Drain { node } => {
+                let drain = Arc::new(Drain::new(node.clone(), at, Arc::clone(evictor) as _));
+                drains.push(Arc::clone(&drain));
+                actors.push(Box::new(drain));
+            }
+            Action::Descheduler(spec) => {
+                if descheduler.is_some() {
+                    return Err(format!("disruptions[{i}]: a scenario runs one descheduler"));
+                }
+                let settings = DeschedulerSettings {
+                    interval: spec.interval.duration("interval")?,
+                    evictions_in_background: spec.evictions_in_background,
+                    max_per_node: spec.max_per_node,
+                    max_per_namespace: spec.max_per_namespace,
+                    max_total: spec.max_total,
+                    in_progress_ttl: spec.in_progress_ttl.duration("inProgressTtl")?,
+                    threshold: spec.threshold,
+                    target_threshold: spec.target_threshold,
+                    ..DeschedulerSettings::default()
+                };
+                let actor = Arc::new(Descheduler::new(settings, Arc::clone(evictor) as _));
+                descheduler = Some(Arc::clone(&actor));
+                actors.push(Box::new(StartingAt { start: at, actor }));
+            }
+            action => steps.push((at, action.clone())),
+        }
+    }
+    actors.insert(0, Box::new(Steps::new(steps)));
+    actors.push(Box::new(Scheduler));
+    actors.push(Box::new(VirtController {
+        parallel_per_cluster: kubevirt.parallel_migrations_per_cluster,
+        parallel_outbound_per_node: kubevirt.parallel_outbound_migrations_per_node,
+        evacuation: kubevirt_evacuation,
+    }));
+    actors.push(Box::new(MigrationController {
+        parallel_per_cluster: kubevirt.parallel_migrations_per_cluster,
+        parallel_outbound_per_node: kubevirt.parallel_outbound_migrations_per_node,
+        bandwidth: kubevirt.bandwidth_per_migration.bytes("bandwidthPerMigration")?,
+        completion_timeout_per_gib: kubevirt
+            .completion_timeout_per_gib
+            .duration("completionTimeoutPerGiB")?,
+    }));
+    actors.push(Box::new(Kubelet {
+        soft_threshold: kubelet.eviction_soft.bytes("evictionSoft")?,
+        soft_grace: kubelet.eviction_soft_grace_period.duration("evictionSoftGracePeriod")?,
+        max_pod_grace: kubelet.eviction_max_pod_grace_period.duration("evictionMaxPodGracePeriod")?,
+        hard_threshold: kubelet.eviction_hard.bytes("evictionHard")?,
+    }));
+    actors.push(Box::new(TaintManager));
+    Ok((actors, drains, descheduler))
+}
+
+fn vmis() -> Kind {
+    Kind::new("kubevirt.io/v1", "VirtualMachineInstance")
+}
+
+fn list(store: &Store, kind: &Kind) -> Vec<Arc<Value>> {
+    store.list(kind, None, None, None).0
+}
+
+fn key(object: &Value) -> String {
+    format!("{}/{}", text(object, "/metadata/namespace"), text(object, "/metadata/name"))
+}

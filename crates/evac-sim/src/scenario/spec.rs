@@ -1,0 +1,471 @@
+//! The scenario file format: a cluster (nodes, VMs with their strategies, sizes and
+//! migratability, KubeVirt's settings), the disruptions to apply and when, and what to report.
+//! Every field is checked: an unknown field, a bad duration or quantity, or a disruption naming a
+//! node the cluster lacks is an error that names where it is.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::actors::quantity;
+
+/// A scenario as its YAML file describes it ([`Scenario::parse`]).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Scenario {
+    /// `name`: the scenario's title in reports and comparison lines.
+    pub name: String,
+    /// `description`: what the scenario shows, printed before its timeline.
+    #[serde(default)]
+    pub description: String,
+    /// `cluster`: the nodes, the VMs, and KubeVirt's and the kubelet's settings.
+    pub cluster: Cluster,
+    /// `disruptions`: what happens to the cluster, and when.
+    #[serde(default)]
+    pub disruptions: Vec<Disruption>,
+    /// Simulated time to run for at most: the run ends earlier when nothing is left to happen.
+    #[serde(default = "default_duration")]
+    pub duration: Text,
+    /// `report`: the sections of the final report to print (default: all).
+    #[serde(default = "default_report")]
+    pub report: Vec<Section>,
+    /// The scenario `evac demo` compares this one's run with evac against (a file next to this
+    /// one), when it is not this scenario run with KubeVirt alone.
+    #[serde(default)]
+    pub baseline: Option<String>,
+}
+
+fn default_duration() -> Text {
+    Text("1h".into())
+}
+
+fn default_report() -> Vec<Section> {
+    vec![Section::Timeline, Section::Vms, Section::Migrations, Section::Evictions]
+}
+
+/// A part of the final report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Section {
+    /// What happened, as it happened.
+    Timeline,
+    /// Each VM that was disrupted, with its outcome and cause (and a count of the others).
+    Vms,
+    /// Migrations created, succeeded and failed; the most running at once per cluster and per node.
+    Migrations,
+    /// Evictions asked for, by each actor.
+    Evictions,
+}
+
+/// A duration (`90s`, `5m`, `1h30m`) or quantity (`2Gi`) as written; checked by [`Scenario::check`].
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(transparent)]
+pub struct Text(pub String);
+
+impl Text {
+    pub fn duration(&self, at: &str) -> Result<Duration, String> {
+        humantime::parse_duration(&self.0).map_err(|e| format!("{at}: {:?} is not a duration ({e})", self.0))
+    }
+
+    pub fn bytes(&self, at: &str) -> Result<f64, String> {
+        quantity::bytes(&self.0)
+            .ok_or_else(|| format!("{at}: {:?} is not a quantity like 2Gi or 512Mi", self.0))
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Cluster {
+    pub nodes: Vec<NodeGroup>,
+    #[serde(default)]
+    pub vms: Vec<VmGroup>,
+    #[serde(default)]
+    pub kubevirt: KubeVirtSettings,
+    #[serde(default)]
+    pub kubelet: KubeletSettings,
+}
+
+/// `count` nodes named `<namePrefix>NN` (zero-padded), or one node named `namePrefix` when count is 1.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct NodeGroup {
+    pub name_prefix: String,
+    #[serde(default = "one")]
+    pub count: usize,
+    pub memory: Text,
+}
+
+fn one() -> usize {
+    1
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct VmGroup {
+    pub name_prefix: String,
+    #[serde(default = "one")]
+    pub count: usize,
+    #[serde(default = "default_namespace")]
+    pub namespace: String,
+    pub memory: Text,
+    /// The VMI's `spec.evictionStrategy`; unset: the cluster's.
+    #[serde(default)]
+    pub eviction_strategy: Option<Strategy>,
+    #[serde(default = "yes")]
+    pub migratable: bool,
+    /// How fast the guest dirties memory, per second (e.g. `20Mi`).
+    #[serde(default)]
+    pub dirty_rate: Option<Text>,
+    /// `Always`: a VM that stops is started again; `Once` (default): it stays stopped.
+    #[serde(default)]
+    pub run_strategy: RunStrategy,
+    /// The launcher pod's `terminationGracePeriodSeconds` (KubeVirt: the VMI's grace period + 15).
+    #[serde(default = "default_grace")]
+    pub termination_grace_period_seconds: u64,
+    #[serde(default)]
+    pub priority: i64,
+    /// Nodes to place the VMs on, round robin; unset: every node.
+    #[serde(default)]
+    pub nodes: Vec<String>,
+    /// Launcher pods carry `descheduler.alpha.kubernetes.io/request-evict-only` (KubeVirt's
+    /// descheduler contract).
+    #[serde(default = "yes")]
+    pub request_evict_only: bool,
+}
+
+fn default_namespace() -> String {
+    "default".into()
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn default_grace() -> u64 {
+    45
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+pub enum Strategy {
+    None,
+    LiveMigrate,
+    LiveMigrateIfPossible,
+    External,
+}
+
+impl Strategy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::None => "None",
+            Self::LiveMigrate => "LiveMigrate",
+            Self::LiveMigrateIfPossible => "LiveMigrateIfPossible",
+            Self::External => "External",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+pub enum RunStrategy {
+    Always,
+    #[default]
+    Once,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct KubeVirtSettings {
+    /// The cluster-wide `spec.configuration.evictionStrategy`.
+    #[serde(default)]
+    pub eviction_strategy: Option<Strategy>,
+    /// KubeVirt's feature gates. Unset: none for KubeVirt alone; with evac, the three that turn
+    /// preemption, NoExecute taints and node pressure into evacuations.
+    #[serde(default)]
+    pub feature_gates: Option<Vec<String>>,
+    #[serde(default = "five")]
+    pub parallel_migrations_per_cluster: usize,
+    #[serde(default = "two")]
+    pub parallel_outbound_migrations_per_node: usize,
+    #[serde(default = "default_bandwidth")]
+    pub bandwidth_per_migration: Text,
+    #[serde(default = "default_timeout")]
+    pub completion_timeout_per_gib: Text,
+}
+
+impl Default for KubeVirtSettings {
+    fn default() -> Self {
+        Self {
+            eviction_strategy: None,
+            feature_gates: None,
+            parallel_migrations_per_cluster: five(),
+            parallel_outbound_migrations_per_node: two(),
+            bandwidth_per_migration: default_bandwidth(),
+            completion_timeout_per_gib: default_timeout(),
+        }
+    }
+}
+
+fn five() -> usize {
+    5
+}
+
+fn two() -> usize {
+    2
+}
+
+fn default_bandwidth() -> Text {
+    Text("64Mi".into())
+}
+
+fn default_timeout() -> Text {
+    Text("150s".into())
+}
+
+/// The kubelet's memory eviction settings (`evictionSoft`, `evictionSoftGracePeriod`,
+/// `evictionMaxPodGracePeriod`, `evictionHard` for `memory.available`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct KubeletSettings {
+    #[serde(default = "default_soft")]
+    pub eviction_soft: Text,
+    #[serde(default = "default_soft_grace")]
+    pub eviction_soft_grace_period: Text,
+    #[serde(default = "default_max_pod_grace")]
+    pub eviction_max_pod_grace_period: Text,
+    #[serde(default = "default_hard")]
+    pub eviction_hard: Text,
+}
+
+impl Default for KubeletSettings {
+    fn default() -> Self {
+        Self {
+            eviction_soft: default_soft(),
+            eviction_soft_grace_period: default_soft_grace(),
+            eviction_max_pod_grace_period: default_max_pod_grace(),
+            eviction_hard: default_hard(),
+        }
+    }
+}
+
+fn default_soft() -> Text {
+    Text("3500Mi".into())
+}
+
+fn default_soft_grace() -> Text {
+    Text("5s".into())
+}
+
+fn default_max_pod_grace() -> Text {
+    Text("300s".into())
+}
+
+fn default_hard() -> Text {
+    Text("10Mi".into())
+}
+
+/// One disruption, applied `at` (simulated time since the start).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Disruption {
+    #[serde(default = "zero")]
+    pub at: Text,
+    #[serde(flatten)]
+    pub action: Action,
+}
+
+fn zero() -> Text {
+    Text("0s".into())
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Action {
+    /// `kubectl drain <node> --ignore-daemonsets --delete-emptydir-data`.
+    Drain { node: String },
+    /// `kubectl uncordon <node>`.
+    Uncordon { node: String },
+    /// A taint on a node (e.g. NoExecute, for the taint manager).
+    Taint {
+        node: String,
+        key: String,
+        #[serde(default)]
+        value: String,
+        effect: String,
+    },
+    /// Memory the node's system uses besides its pods, so that it comes under memory pressure.
+    MemoryPressure { node: String, used: Text },
+    /// Pods of a higher priority than the VMs, that the scheduler must make room for.
+    Preempt {
+        #[serde(default = "one")]
+        pods: usize,
+        memory: Text,
+        priority: i64,
+        /// Pin the pods to this node (`nodeName` affinity); unset: the scheduler's choice.
+        #[serde(default)]
+        node: Option<String>,
+    },
+    /// A descheduler from this moment on.
+    Descheduler(DeschedulerSpec),
+    /// evac's controller restarts: it forgets all it knew and starts over from the cluster
+    /// (with evac only; KubeVirt alone ignores it).
+    RestartEvacControl {},
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct DeschedulerSpec {
+    /// KEP-1397: requests answered with 429 "Eviction triggered evacuation" are evictions in
+    /// background. false: today's descheduler, which counts them as failures.
+    #[serde(default = "yes")]
+    pub evictions_in_background: bool,
+    #[serde(default = "default_interval")]
+    pub interval: Text,
+    #[serde(default)]
+    pub max_per_node: Option<usize>,
+    #[serde(default)]
+    pub max_per_namespace: Option<usize>,
+    #[serde(default)]
+    pub max_total: Option<usize>,
+    #[serde(default = "default_ttl")]
+    pub in_progress_ttl: Text,
+    /// LowNodeUtilization thresholds, percent of memory.
+    #[serde(default = "default_threshold")]
+    pub threshold: f64,
+    #[serde(default = "default_target")]
+    pub target_threshold: f64,
+}
+
+fn default_interval() -> Text {
+    Text("60s".into())
+}
+
+fn default_ttl() -> Text {
+    Text("10m".into())
+}
+
+fn default_threshold() -> f64 {
+    20.0
+}
+
+fn default_target() -> f64 {
+    50.0
+}
+
+impl Scenario {
+    /// Parses a scenario file's text; `file` names it in errors.
+    pub fn parse(text: &str, file: &str) -> Result<Self, String> {
+        let scenario: Self = serde_yaml::from_str(text).map_err(|e| {
+            // serde's words for a disruption of no known kind name its internals; say what is known.
+            let e = e.to_string().replace(
+                "no variant of enum Action found in flattened data",
+                "a disruption is one of drain, uncordon, taint, memoryPressure, preempt, descheduler, restartEvacControl (plus `at`)",
+            );
+            format!("{file}: {e}")
+        })?;
+        scenario.check().map_err(|e| format!("{file}: {e}"))?;
+        Ok(scenario)
+    }
+
+    /// The node names, in order.
+    pub fn node_names(&self) -> Vec<String> {
+        self.cluster
+            .nodes
+            .iter()
+            .flat_map(|group| {
+                let width = group.count.to_string().len().max(2);
+                (1..=group.count).map(move |i| {
+                    if group.count == 1 {
+                        group.name_prefix.clone()
+                    } else {
+                        format!("{}{i:0width$}", group.name_prefix)
+                    }
+                })
+            })
+            .collect()
+    }
+
+    /// Checks what serde cannot: durations, quantities, names, references between parts.
+    pub fn check(&self) -> Result<(), String> {
+        self.duration.duration("duration")?;
+        let nodes: HashSet<String> = self.node_names().into_iter().collect();
+        if nodes.is_empty() {
+            return Err("cluster.nodes: the cluster needs at least one node".into());
+        }
+        for (i, group) in self.cluster.nodes.iter().enumerate() {
+            group.memory.bytes(&format!("cluster.nodes[{i}].memory"))?;
+        }
+        let node_exists = |at: &str, node: &str| -> Result<(), String> {
+            if nodes.contains(node) {
+                Ok(())
+            } else {
+                Err(format!("{at}: the cluster has no node {node:?}"))
+            }
+        };
+        let mut prefixes = HashSet::new();
+        for (i, group) in self.cluster.vms.iter().enumerate() {
+            let at = format!("cluster.vms[{i}]");
+            if !prefixes.insert((&group.namespace, &group.name_prefix)) {
+                return Err(format!(
+                    "{at}.namePrefix: {:?} is used twice in {}",
+                    group.name_prefix, group.namespace
+                ));
+            }
+            group.memory.bytes(&format!("{at}.memory"))?;
+            if let Some(rate) = &group.dirty_rate {
+                rate.bytes(&format!("{at}.dirtyRate"))?;
+            }
+            for node in &group.nodes {
+                node_exists(&format!("{at}.nodes"), node)?;
+            }
+        }
+        let kubevirt = &self.cluster.kubevirt;
+        kubevirt.bandwidth_per_migration.bytes("cluster.kubevirt.bandwidthPerMigration")?;
+        kubevirt.completion_timeout_per_gib.duration("cluster.kubevirt.completionTimeoutPerGiB")?;
+        if kubevirt.parallel_migrations_per_cluster == 0
+            || kubevirt.parallel_outbound_migrations_per_node == 0
+        {
+            return Err("cluster.kubevirt: the parallel migration limits must be at least 1".into());
+        }
+        let kubelet = &self.cluster.kubelet;
+        kubelet.eviction_soft.bytes("cluster.kubelet.evictionSoft")?;
+        kubelet.eviction_hard.bytes("cluster.kubelet.evictionHard")?;
+        kubelet.eviction_soft_grace_period.duration("cluster.kubelet.evictionSoftGracePeriod")?;
+        kubelet.eviction_max_pod_grace_period.duration("cluster.kubelet.evictionMaxPodGracePeriod")?;
+        for (i, disruption) in self.disruptions.iter().enumerate() {
+            let at = format!("disruptions[{i}]");
+            disruption.at.duration(&format!("{at}.at"))?;
+            match &disruption.action {
+                Action::Drain { node } | Action::Uncordon { node } => node_exists(&at, node)?,
+                Action::Taint { node, effect, .. } => {
+                    node_exists(&at, node)?;
+                    if !matches!(effect.as_str(), "NoSchedule" | "PreferNoSchedule" | "NoExecute") {
+                        return Err(format!(
+                            "{at}.taint.effect: {effect:?} is not NoSchedule, PreferNoSchedule or NoExecute"
+                        ));
+                    }
+                }
+                Action::MemoryPressure { node, used } => {
+                    node_exists(&at, node)?;
+                    used.bytes(&format!("{at}.memoryPressure.used"))?;
+                }
+                Action::Preempt { memory, node, .. } => {
+                    memory.bytes(&format!("{at}.preempt.memory"))?;
+                    if let Some(node) = node {
+                        node_exists(&at, node)?;
+                    }
+                }
+                Action::Descheduler(spec) => {
+                    spec.interval.duration(&format!("{at}.descheduler.interval"))?;
+                    spec.in_progress_ttl.duration(&format!("{at}.descheduler.inProgressTtl"))?;
+                    if !(0.0..=100.0).contains(&spec.threshold)
+                        || !(spec.threshold..=100.0).contains(&spec.target_threshold)
+                    {
+                        return Err(format!("{at}.descheduler: thresholds must satisfy 0 <= threshold <= targetThreshold <= 100"));
+                    }
+                }
+                Action::RestartEvacControl {} => {}
+            }
+        }
+        Ok(())
+    }
+}

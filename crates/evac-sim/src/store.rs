@@ -1,0 +1,112 @@
+//! The simulated cluster's API server: evac's [`MemoryStore`] (resource versions, conflicts,
+//! watch history), on the simulated clock, plus what the API server adds to a store: graceful
+//! pod deletion and the in-process services webhooks can name.
+
+use std::collections::HashMap;
+use std::ops::Deref;
+use std::sync::{Arc, PoisonError, RwLock};
+use std::time::Duration;
+
+use evac_cluster::MemoryStore;
+pub use evac_cluster::{ApiError, Event, EventType, Kind, Patch};
+use serde_json::{json, Value};
+
+use crate::api::eviction::WebhookService;
+use crate::SimClock;
+
+/// When a terminating pod's grace period ends, in milliseconds of simulated time: timestamps
+/// only keep whole seconds.
+pub const TERMINATE_AT_ANNOTATION: &str = "sim.evac.io/terminate-at-ms";
+
+/// The simulated API server. It dereferences to its [`MemoryStore`] for reads and writes.
+pub struct Store {
+    memory: Arc<MemoryStore>,
+    clock: Arc<SimClock>,
+    /// Services that answer in process (namespace, name): webhooks registered with
+    /// `clientConfig.service` reach them.
+    services: RwLock<HashMap<(String, String), Arc<dyn WebhookService>>>,
+}
+
+impl Deref for Store {
+    type Target = MemoryStore;
+
+    fn deref(&self) -> &MemoryStore {
+        &self.memory
+    }
+}
+
+impl Store {
+    /// A store on `clock` that keeps the last `history_limit` changes for watches.
+    pub fn new(clock: Arc<SimClock>, history_limit: usize) -> Self {
+        let memory = Arc::new(MemoryStore::new(Arc::clone(&clock) as _, history_limit));
+        Self { memory, clock, services: RwLock::default() }
+    }
+
+    /// The objects, as a cluster back end for evac's hosts (reads, writes, change feed).
+    pub fn memory(&self) -> &Arc<MemoryStore> {
+        &self.memory
+    }
+
+    /// The simulated clock.
+    pub fn clock(&self) -> &Arc<SimClock> {
+        &self.clock
+    }
+
+    /// Makes a service answer webhooks in process, as a Service in the cluster would.
+    pub fn register_service(&self, namespace: &str, name: &str, service: Arc<dyn WebhookService>) {
+        let mut services = self.services.write().unwrap_or_else(PoisonError::into_inner);
+        services.insert((namespace.to_owned(), name.to_owned()), service);
+    }
+
+    /// The in-process service of that namespace and name, if one is registered.
+    pub fn service(&self, namespace: &str, name: &str) -> Option<Arc<dyn WebhookService>> {
+        let services = self.services.read().unwrap_or_else(PoisonError::into_inner);
+        services.get(&(namespace.to_owned(), name.to_owned())).cloned()
+    }
+
+    /// Deletes an object as the API server does for its kind. A pod that a node runs is only
+    /// marked (`deletionTimestamp` = now + grace, `deletionGracePeriodSeconds`): its kubelet stops it
+    /// and removes it when the grace period ends (see [`TERMINATE_AT_ANNOTATION`]). The grace period
+    /// is `grace_seconds` if given, else the pod's `terminationGracePeriodSeconds` (30 by default);
+    /// 0, an unbound pod or a finished one, and any other kind, go at once. A second deletion can
+    /// only shorten the grace period.
+    pub fn delete_gracefully(
+        &self,
+        kind: &Kind,
+        namespace: &str,
+        name: &str,
+        grace_seconds: Option<u64>,
+        dry_run: bool,
+    ) -> Result<Arc<Value>, ApiError> {
+        let current = self.get(kind, namespace, name)?;
+        let text = |pointer: &str| current.pointer(pointer).and_then(Value::as_str).unwrap_or_default();
+        let runs_on_a_node = kind.is("v1", "Pod")
+            && !text("/spec/nodeName").is_empty()
+            && !matches!(text("/status/phase"), "Succeeded" | "Failed");
+        let grace = grace_seconds
+            .or_else(|| current.pointer("/spec/terminationGracePeriodSeconds").and_then(Value::as_u64))
+            .unwrap_or(30);
+        if !runs_on_a_node || grace == 0 {
+            return self.delete(kind, namespace, name, dry_run);
+        }
+        let deadline = self.clock.elapsed() + Duration::from_secs(grace);
+        let earlier = current
+            .pointer(&format!("/metadata/annotations/{}", TERMINATE_AT_ANNOTATION.replace('/', "~1")))
+            .and_then(Value::as_str)
+            .and_then(|ms| ms.parse::<u128>().ok());
+        if earlier.is_some_and(|earlier| earlier <= deadline.as_millis()) {
+            return Ok(current);
+        }
+        let timestamp = (self.clock.now() + chrono::Duration::seconds(grace as i64))
+            .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+        let patch = Patch::Merge(json!({"metadata": {
+            "deletionTimestamp": timestamp,
+            "deletionGracePeriodSeconds": grace,
+            "annotations": {TERMINATE_AT_ANNOTATION: deadline.as_millis().to_string()},
+        }}));
+        self.patch(kind, namespace, name, &patch, dry_run)
+    }
+}
+
+#[cfg(test)]
+mod tests;
