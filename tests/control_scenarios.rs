@@ -181,3 +181,62 @@ fn the_drain_with_evac_matches_kubevirt() {
     assert_eq!(outcome_count(&evac, "shutDown"), outcome_count(&baseline, "shutDown"));
     assert_within_parallel_limits(&evac);
 }
+
+/// `examples/control/policies.yml` with `disruption-cause` and `evacuation` in monitor mode, in a
+/// temporary directory (module paths made absolute).
+fn monitor_policies() -> tempfile::TempDir {
+    let text = std::fs::read_to_string(repo_root().join("examples/control/policies.yml")).unwrap();
+    let mut policies: serde_yaml::Value = serde_yaml::from_str(&text).unwrap();
+    let dist = repo_root().join("dist/policies");
+    for (id, entry) in policies.as_mapping_mut().unwrap() {
+        let id = id.as_str().unwrap().to_owned();
+        entry["module"] = dist.join(format!("{id}.wasm")).to_str().unwrap().into();
+        if id != "pod-eviction" {
+            entry["policyMode"] = "monitor".into();
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("policies.yml"), serde_yaml::to_string(&policies).unwrap()).unwrap();
+    dir
+}
+
+#[test]
+fn monitor_mode_carries_out_nothing_and_says_what_it_would_have_done() {
+    // Preemption: with disruption-cause and evacuation in protect mode evac migrates every victim
+    // (see above); in monitor mode the cluster sees nothing of evac.
+    let policies = monitor_policies();
+    let out = Command::new(evac_bin())
+        .current_dir(repo_root())
+        .args(["simulate", "--json", "--evac", "--policies"])
+        .arg(policies.path().join("policies.yml"))
+        .arg(example("preemption"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let monitored: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let baseline = simulate(&example("preemption"), false);
+    let migrations = &monitored["migrations"];
+    assert_eq!(migrations["created"], 0, "no migration: {migrations}");
+    assert_eq!(migrations["marks"], 0, "no VMI marked: {migrations}");
+    assert_eq!(migrations["inProgressAnnotations"], 0, "no pod annotated: {migrations}");
+    assert_eq!(outcome_count(&monitored, "shutDown"), outcome_count(&baseline, "shutDown"));
+    // What it would have done, by policy and effect.
+    let effects = monitored["evacEffects"].as_object().expect("the report lists evac's effects");
+    let would = |key: &str| effects.get(key).and_then(Value::as_u64).unwrap_or(0);
+    assert!(would("disruption-cause MarkForEvacuation monitored") >= 4, "{effects:?}");
+    assert!(effects.keys().all(|k| !k.ends_with(" applied") || k.starts_with("pod-eviction")), "{effects:?}");
+    assert_eq!(monitored["controller"]["effectsApplied"], 0);
+    assert!(monitored["controller"]["effectsMonitored"].as_u64().unwrap() >= 4);
+
+    // And the text report says it.
+    let out = Command::new(evac_bin())
+        .current_dir(repo_root())
+        .args(["simulate", "--quiet", "--evac", "--policies"])
+        .arg(policies.path().join("policies.yml"))
+        .arg(example("preemption"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("evac in monitor mode: nothing carried out; it would have applied:"), "{text}");
+    assert!(text.contains("disruption-cause MarkForEvacuation"), "{text}");
+}

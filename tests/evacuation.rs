@@ -130,7 +130,7 @@ fn migration(name: &str, vmi: &str, phase: &str, evacuation_from: Option<&str>, 
 }
 
 fn migrate(vmi: &str, cause: MigrationCause, priority: MigrationPriority) -> Effect {
-    Effect::CreateMigration { vmi: ObjectRef::new(NS, vmi), node: NODE.into(), cause, priority }
+    Effect::CreateMigration { vmi: ObjectRef::new(NS, vmi), node: NODE.into(), cause: Some(cause), priority }
 }
 
 fn drain(vmi: &str) -> Effect {

@@ -125,18 +125,22 @@ fn annotations_patch(annotations: &BTreeMap<String, Option<String>>) -> Value {
 pub fn evacuation_migration(
     vmi: &str,
     node: &str,
-    cause: MigrationCause,
+    cause: Option<MigrationCause>,
     priority: MigrationPriority,
 ) -> Value {
-    json!({
+    let mut migration = json!({
         "apiVersion": MIGRATION_KIND.0,
         "kind": MIGRATION_KIND.1,
         "metadata": {
             "generateName": EVACUATION_MIGRATION_PREFIX,
-            "annotations": {EVACUATION_MIGRATION_ANNOTATION: node, CAUSE_ANNOTATION: cause.as_str()},
+            "annotations": {EVACUATION_MIGRATION_ANNOTATION: node},
         },
         "spec": {"vmiName": vmi, "priority": priority.as_str()},
-    })
+    });
+    if let Some(cause) = cause {
+        migration["metadata"]["annotations"][CAUSE_ANNOTATION] = json!(cause.as_str());
+    }
+    migration
 }
 
 #[cfg(test)]

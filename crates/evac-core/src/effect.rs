@@ -162,16 +162,17 @@ pub enum Effect {
     },
     /// Create a `VirtualMachineInstanceMigration` of `vmi` away from `node`, as KubeVirt's
     /// evacuation controller does: generateName [`EVACUATION_MIGRATION_PREFIX`], annotations
-    /// [`EVACUATION_MIGRATION_ANNOTATION`]` = node` and [`CAUSE_ANNOTATION`]` = cause`, and
-    /// `spec.priority`.
+    /// [`EVACUATION_MIGRATION_ANNOTATION`]` = node` and (evac's addition) [`CAUSE_ANNOTATION`]` =
+    /// cause`, and `spec.priority`.
     #[serde(rename_all = "camelCase")]
     CreateMigration {
         /// The VMI to migrate: the migration's `spec.vmiName`, in the VMI's namespace.
         vmi: ObjectRef,
         /// The node it leaves: the value of [`EVACUATION_MIGRATION_ANNOTATION`].
         node: String,
-        /// Why it leaves: the value of [`CAUSE_ANNOTATION`].
-        cause: MigrationCause,
+        /// Why it leaves: the value of [`CAUSE_ANNOTATION`]; `None` (KubeVirt's own evacuation
+        /// controller, which records no cause) writes no annotation.
+        cause: Option<MigrationCause>,
         /// The migration's `spec.priority`.
         priority: MigrationPriority,
     },
@@ -240,7 +241,7 @@ impl<'de> Deserialize<'de> for Effect {
             "CreateMigration" => Ok(Effect::CreateMigration {
                 vmi: record.vmi.clone().ok_or_else(|| missing("vmi"))?,
                 node: record.node.clone().ok_or_else(|| missing("node"))?,
-                cause: record.cause.ok_or_else(|| missing("cause"))?,
+                cause: record.cause,
                 priority: record.priority.ok_or_else(|| missing("priority"))?,
             }),
             "AnnotatePod" => Ok(Effect::AnnotatePod {
@@ -274,7 +275,7 @@ mod tests {
             Effect::CreateMigration {
                 vmi: ObjectRef::new("default", "vm"),
                 node: "node01".into(),
-                cause: MigrationCause::Preemption,
+                cause: Some(MigrationCause::Preemption),
                 priority: MigrationPriority::SystemCritical,
             },
             Effect::AnnotatePod {

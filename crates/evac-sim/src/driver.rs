@@ -276,7 +276,7 @@ mod tests {
                          "status": {"nodeName": "n1", "evacuationNodeName": "n1"}});
         store.create(&vmis, "default", vmi, false).unwrap();
         let migration = json!({"metadata": {"name": "m"}, "spec": {"vmiName": "vm"}});
-        store.create(&crate::actors::migration::migrations(), "default", migration, false).unwrap();
+        store.create(&crate::kinds::migrations(), "default", migration, false).unwrap();
         // A pod that must leave n1 at once when the taint lands 10 s in.
         let pod = json!({"metadata": {"name": "p"}, "spec": {"nodeName": "n1"}});
         store.create(&Kind::new("v1", "Pod"), "default", pod, false).unwrap();

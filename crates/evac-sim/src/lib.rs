@@ -18,6 +18,7 @@ pub mod actors;
 pub mod api;
 pub mod clock;
 pub mod driver;
+pub mod kinds;
 pub mod scenario;
 pub mod store;
 

@@ -69,7 +69,7 @@ fn serve(args: ServeArgs) -> Result<()> {
         Arc::clone(&store),
         vec![
             Box::new(Scheduler),
-            Box::new(VirtController { evacuation: !args.evac, ..VirtController::default() }),
+            Box::new(VirtController::new(!args.evac)),
             Box::new(MigrationController::default()),
             Box::new(Kubelet::default()),
             Box::new(TaintManager),

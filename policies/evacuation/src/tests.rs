@@ -90,7 +90,7 @@ fn migrate(vmi: &str) -> Effect {
     Effect::CreateMigration {
         vmi: ObjectRef::new("default", vmi),
         node: "node01".into(),
-        cause: MigrationCause::Drain,
+        cause: Some(MigrationCause::Drain),
         priority: MigrationPriority::SystemCritical,
     }
 }

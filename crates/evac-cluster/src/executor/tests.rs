@@ -82,7 +82,7 @@ fn migrations_are_created_as_kubevirt_creates_them_with_their_cause() {
     let effect = Effect::CreateMigration {
         vmi: ObjectRef::new("ns", "vm"),
         node: "n1".into(),
-        cause: MigrationCause::Preemption,
+        cause: Some(MigrationCause::Preemption),
         priority: MigrationPriority::SystemCritical,
     };
     block_on(executor.apply(&effect)).unwrap();

@@ -104,3 +104,37 @@ pub(super) fn load(migrations: &[Migration<'_>], node: &str) -> Load {
     }
     load
 }
+
+/// Until when KubeVirt's migration controller holds an evacuation migration Pending after earlier
+/// ones failed (`handleMigrationBackoff`, `pkg/virt-controller/watch/migration/migration.go`):
+/// only the newest evacuation migration of its VMI is held; each failed evacuation migration
+/// since the last success doubles the wait, from 20 s, counted from the end of the previous one.
+/// `of_vmi`: every migration of the same VMI. `Some(until)`: the migration waits until then
+/// (seconds since the Unix epoch; a time past means it may go); `None`: it never waits. KubeVirt
+/// keeps the last five finished migrations of a VMI, so the longest wait it reaches is 320 s.
+pub fn kubevirt_backoff_until(migration: &Migration<'_>, of_vmi: &[Migration<'_>]) -> Option<f64> {
+    migration.evacuation_node()?;
+    let mut eligible: Vec<&Migration<'_>> = of_vmi.iter().filter(|m| m.evacuation_node().is_some()).collect();
+    if eligible.len() < 2 {
+        return None;
+    }
+    // Newest first, by creation.
+    let created = |m: &Migration<'_>| m.metadata.creation_timestamp.as_deref().and_then(unix_seconds);
+    eligible.sort_by(|a, b| {
+        created(b).unwrap_or(f64::NEG_INFINITY).total_cmp(&created(a).unwrap_or(f64::NEG_INFINITY))
+    });
+    if eligible[0].metadata.name != migration.metadata.name {
+        return None;
+    }
+    let mut backoff = 0.0;
+    for earlier in &eligible[1..] {
+        match earlier.status.phase.as_str() {
+            "Succeeded" => break,
+            _ if earlier.metadata.deletion_timestamp.is_some() => continue,
+            "Failed" => backoff = if backoff == 0.0 { BACKOFF_START_SECONDS } else { backoff * 2.0 },
+            _ => {}
+        }
+    }
+    let until = ended_at(eligible[1])? + backoff;
+    (backoff > 0.0).then_some(until)
+}

@@ -13,7 +13,7 @@ mod settings;
 #[cfg(test)]
 mod tests;
 
-pub use history::{backoff_seconds, BACKOFF_MAX_SECONDS, BACKOFF_START_SECONDS};
+pub use history::{backoff_seconds, kubevirt_backoff_until, BACKOFF_MAX_SECONDS, BACKOFF_START_SECONDS};
 pub use settings::{Settings, DEFAULT_MAX_FAILED_EVACUATIONS, DEFAULT_NODE_PRESSURE_RELEASE};
 
 use std::collections::HashSet;
@@ -101,9 +101,39 @@ where
     Ok(decide(&node, settings, cluster, now)?)
 }
 
+/// Whose evacuation controller the decision is.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Flavor {
+    /// evac's: migrations within the parallel limits, soonest deadline first, with a back-off after
+    /// failures and their cause recorded; marks called off when their cause is gone or after
+    /// repeated failures.
+    #[default]
+    Evac,
+    /// KubeVirt's as shipped (v1.9, `pkg/virt-controller/watch/drain/evacuation/evacuation.go`,
+    /// `EvacuationController.sync`): a migration for every candidate at once (the migration
+    /// controller applies the parallel limits, its priority queue and the back-off), no cause, and
+    /// a mark that stays until the VM has migrated. It is what a cluster without evac does, for
+    /// the simulator's baseline.
+    KubeVirt,
+}
+
 /// Decides the evacuations of `node` at `now` (seconds since the Unix epoch). The verdict is
 /// always Allow: this decision only reports what should happen.
 pub fn decide<C>(node: &Node<'_>, settings: &Settings, cluster: &C, now: f64) -> Result<Decision, ReadError>
+where
+    C: ClusterReader + ?Sized,
+{
+    decide_as(Flavor::Evac, node, settings, cluster, now)
+}
+
+/// [`decide`], as evac's or KubeVirt's evacuation controller decides.
+pub fn decide_as<C>(
+    flavor: Flavor,
+    node: &Node<'_>,
+    settings: &Settings,
+    cluster: &C,
+    now: f64,
+) -> Result<Decision, ReadError>
 where
     C: ClusterReader + ?Sized,
 {
@@ -119,6 +149,7 @@ where
     let migrations =
         cluster::decode_list::<Migration<'_>>(&raw_migrations, "VirtualMachineInstanceMigration")?;
     Ok(plan(&Inputs {
+        flavor,
         node,
         settings,
         config: &config,
@@ -146,6 +177,7 @@ fn list<C: ClusterReader + ?Sized>(
 
 /// Everything the decision reads, decoded.
 struct Inputs<'i, 'a> {
+    flavor: Flavor,
     node: &'i Node<'a>,
     settings: &'i Settings,
     config: &'i KubeVirtConfig,
@@ -199,7 +231,9 @@ fn plan(inputs: &Inputs<'_, '_>) -> Decision {
         let source =
             vmi.metadata.annotation(EVICTION_SOURCE_ANNOTATION).and_then(|s| EvacuationSource::parse(&s));
         // A migration under way is left to finish: KubeVirt clears the mark when it succeeds.
-        if marked
+        // KubeVirt never calls a mark off itself.
+        if inputs.flavor == Flavor::Evac
+            && marked
             && !history.active
             && (history.failures >= inputs.settings.max_failed_evacuations
                 || release::cause_gone(source, node, terminating, inputs.settings))
@@ -229,17 +263,22 @@ fn plan(inputs: &Inputs<'_, '_>) -> Decision {
             .then((a.namespace, a.name).cmp(&(b.namespace, b.name)))
     });
     let load = history::load(inputs.migrations, node_name);
-    let room = inputs
-        .config
-        .parallel_migrations_per_cluster
-        .saturating_sub(load.cluster)
-        .min(inputs.config.parallel_outbound_migrations_per_node.saturating_sub(load.outbound));
+    let room = match inputs.flavor {
+        Flavor::Evac => inputs
+            .config
+            .parallel_migrations_per_cluster
+            .saturating_sub(load.cluster)
+            .min(inputs.config.parallel_outbound_migrations_per_node.saturating_sub(load.outbound))
+            as usize,
+        // KubeVirt 1.9 creates them all; its migration controller holds them Pending for a slot.
+        Flavor::KubeVirt => candidates.len(),
+    };
 
     let mut decision = Decision::allow();
-    decision.effects.extend(candidates.iter().take(room as usize).map(|c| Effect::CreateMigration {
+    decision.effects.extend(candidates.iter().take(room).map(|c| Effect::CreateMigration {
         vmi: ObjectRef::new(c.namespace, c.name),
         node: node_name.to_owned(),
-        cause: cause(c.source, node),
+        cause: (inputs.flavor == Flavor::Evac).then(|| cause(c.source, node)),
         priority: priority(c.source),
     }));
     // In a stable order, whatever order the cluster listed the VMIs in.
@@ -257,11 +296,13 @@ fn plan(inputs: &Inputs<'_, '_>) -> Decision {
     decision
 }
 
-/// Whether KubeVirt's evacuation controller would migrate the VMI now: running, not being deleted,
-/// live-migratable under a strategy that migrates, not migrating already, past its back-off, and
-/// with exactly one active pod (a second one means a migration is under way). Only pods on this
-/// node are counted: an unfinished migration's target pod elsewhere comes with an active
-/// migration, which is checked first.
+/// Whether the evacuation controller would migrate the VMI now, as KubeVirt's
+/// `filterRunningNonMigratingVMIs` filters: not final, not being deleted, live-migratable under a
+/// strategy that migrates (`VMIMigratableOnEviction`: not `None` nor `External`), not migrating
+/// already, and with exactly one active pod (a second one means a migration is under way). Only
+/// pods on this node are counted: an unfinished migration's target pod elsewhere comes with an
+/// active migration, which is checked first. evac's own flavour also waits for the VMI to run and
+/// for its back-off; KubeVirt's migration controller holds the migration Pending instead.
 fn should_migrate(
     vmi: &VirtualMachineInstance<'_>,
     inputs: &Inputs<'_, '_>,
@@ -269,13 +310,17 @@ fn should_migrate(
     pods: &[&Pod<'_>],
 ) -> bool {
     let strategy = vmi.eviction_strategy(inputs.config.eviction_strategy.as_ref());
-    vmi.status.phase == "Running"
-        && !vmi.is_being_deleted()
+    let migrates = !vmi.is_being_deleted()
         && matches!(strategy, Some(EvictionStrategy::LiveMigrate | EvictionStrategy::LiveMigrateIfPossible))
         && vmi.is_migratable()
         && !history.active
-        && pods.len() == 1
-        && history.retry_at().is_none_or(|at| inputs.now >= at)
+        && pods.len() == 1;
+    match inputs.flavor {
+        Flavor::Evac => {
+            migrates && vmi.status.phase == "Running" && history.retry_at().is_none_or(|at| inputs.now >= at)
+        }
+        Flavor::KubeVirt => migrates && !matches!(vmi.status.phase.as_str(), "Succeeded" | "Failed"),
+    }
 }
 
 /// The recorded source; without one, a drain when the node is cordoned or drain-tainted, else

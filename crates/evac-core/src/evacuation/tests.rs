@@ -3,6 +3,7 @@
 //! descheduler's annotations; and that the decision asks for nothing more once carried out.
 
 mod fixtures;
+mod kubevirt;
 
 use serde_json::{json, Value};
 

@@ -20,6 +20,7 @@ use serde_json::{json, Value};
 
 use super::quantity;
 use super::{annotation, conditions_without, text, with_disruption_target};
+use crate::kinds::{pods, vmis};
 use crate::store::{Kind, Patch, Store, TERMINATE_AT_ANNOTATION};
 use crate::ApiError;
 use evac_core::model::MEMORY_AVAILABLE_ANNOTATION;
@@ -58,14 +59,6 @@ impl Default for Kubelet {
             hard_threshold: 10.0 * 1024.0 * 1024.0,
         }
     }
-}
-
-fn pods() -> Kind {
-    Kind::new("v1", "Pod")
-}
-
-fn vmis() -> Kind {
-    Kind::new("kubevirt.io/v1", "VirtualMachineInstance")
 }
 
 impl Kubelet {

@@ -10,13 +10,16 @@
 //! the migration object, so the store stays the only state.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
+use evac_core::model::Migration;
 use serde_json::{json, Value};
 
 use super::quantity;
 use super::{annotation, text};
-use crate::store::{Kind, Patch, Store};
+use crate::kinds::{migrations, nodes, pods, vmis};
+use crate::store::{Patch, Store};
 use crate::ApiError;
 
 /// How fast the VM writes memory, e.g. `100Mi` (per second).
@@ -25,23 +28,6 @@ pub const DIRTY_RATE_ANNOTATION: &str = "sim.evac.io/dirty-rate";
 const ENDS_AT_ANNOTATION: &str = "sim.evac.io/ends-at-ms";
 /// How a running migration ends: `Succeeded` or `Failed`.
 const OUTCOME_ANNOTATION: &str = "sim.evac.io/outcome";
-
-/// The store kind of `VirtualMachineInstanceMigration`s.
-pub fn migrations() -> Kind {
-    Kind::new("kubevirt.io/v1", "VirtualMachineInstanceMigration")
-}
-
-fn vmis() -> Kind {
-    Kind::new("kubevirt.io/v1", "VirtualMachineInstance")
-}
-
-fn pods() -> Kind {
-    Kind::new("v1", "Pod")
-}
-
-fn nodes() -> Kind {
-    Kind::new("v1", "Node")
-}
 
 /// KubeVirt's migration settings that shape disruptions.
 #[derive(Debug, Clone)]
@@ -99,13 +85,22 @@ impl MigrationController {
                 _ => {}
             }
         }
-        // Oldest first, as KubeVirt's queue does.
-        waiting.sort_by_key(|m| text(m, "/metadata/resourceVersion").parse::<u64>().unwrap_or(0));
+        // KubeVirt's priority queue (VEP 62): the highest `spec.priority` first, then the oldest.
+        waiting.sort_by_key(|m| {
+            let created = text(m, "/metadata/creationTimestamp").to_owned();
+            let version = text(m, "/metadata/resourceVersion").parse::<u64>().unwrap_or(0);
+            (std::cmp::Reverse(queue_priority(m)), created, version)
+        });
         // The candidate targets and their load, read once and only when a migration waits.
         let mut targets: Option<Targets> = None;
         for migration in waiting {
             if running_total >= self.parallel_per_cluster {
                 break;
+            }
+            if let Some(until) = backoff_until(store, migration, &all) {
+                // Held Pending after failed evacuations (`handleMigrationBackoff`).
+                wake(until);
+                continue;
             }
             let namespace = text(migration, "/metadata/namespace");
             let Ok(vmi) = store.get(&vmis(), namespace, text(migration, "/spec/vmiName")) else {
@@ -229,6 +224,39 @@ impl MigrationController {
         }
         self.set_phase(store, migration, "Succeeded", end)
     }
+}
+
+/// The queue priority of a migration's `spec.priority`
+/// (`pkg/util/migrations/migrations.go`, `PriorityFromMigration`).
+fn queue_priority(migration: &Value) -> u32 {
+    match text(migration, "/spec/priority") {
+        "system-critical" => 100,
+        "user-triggered" => 50,
+        "system-maintenance" => 20,
+        _ => 0,
+    }
+}
+
+/// Until when (simulated time) KubeVirt holds a waiting evacuation migration after earlier ones of
+/// its VMI failed; `None` when it may start now.
+fn backoff_until(store: &Store, migration: &Value, all: &[Arc<Value>]) -> Option<Duration> {
+    let namespace = text(migration, "/metadata/namespace");
+    let vmi = text(migration, "/spec/vmiName");
+    let of_vmi: Vec<&Value> = all
+        .iter()
+        .map(|m| &**m)
+        .filter(|m| text(m, "/metadata/namespace") == namespace && text(m, "/spec/vmiName") == vmi)
+        .collect();
+    // The core's models read annotations lazily from JSON text, so they decode from text.
+    let texts: Vec<String> = of_vmi.iter().map(|m| m.to_string()).collect();
+    let decoded: Vec<Migration<'_>> = texts.iter().filter_map(|t| serde_json::from_str(t).ok()).collect();
+    let this_text = migration.to_string();
+    let this: Migration<'_> = serde_json::from_str(&this_text).ok()?;
+    let until = evac_core::evacuation::kubevirt_backoff_until(&this, &decoded)?;
+    let start = store.clock().now() - chrono::Duration::from_std(store.clock().elapsed()).ok()?;
+    let since_start = until - (start - chrono::DateTime::UNIX_EPOCH).as_seconds_f64();
+    let until = Duration::from_secs_f64(since_start.max(0.0));
+    (until > store.clock().elapsed()).then_some(until)
 }
 
 /// The nodes a VM can migrate to, with the number of VMIs each runs.

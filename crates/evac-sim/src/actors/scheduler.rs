@@ -29,6 +29,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use super::{memory_of, text, with_disruption_target};
+use crate::kinds::pods;
 use crate::store::{Kind, Patch, Store};
 use crate::ApiError;
 
@@ -40,10 +41,6 @@ const DEFAULT_SCHEDULER: &str = "default-scheduler";
 /// kube-scheduler as an actor: binds pending pods, and preempts for those that fit nowhere.
 #[derive(Debug, Default, Clone)]
 pub struct Scheduler;
-
-fn pods() -> Kind {
-    Kind::new("v1", "Pod")
-}
 
 /// A pod holding memory on a node.
 struct Placed<'a> {

@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::actors::migration::migrations;
 use crate::actors::{annotation, text};
 use crate::api::eviction::{ApiEvictor, EvictionRecord};
+use crate::kinds::migrations;
 use crate::store::{Event, EventType, Kind, Store};
 use crate::Actor;
 use crate::ApiError;
@@ -46,6 +46,16 @@ pub struct Observed {
     pub max_running_on_a_node: usize,
     /// Pods marked as disruption targets, by the component's reason.
     pub disruption_targets: HashMap<String, usize>,
+    /// VMIs marked for evacuation (`status.evacuationNodeName` set).
+    pub marks: usize,
+    /// Marks taken off a VMI that had not left the node (called off, cancelled, given up).
+    pub marks_cleared: usize,
+    /// Launcher pods that got the descheduler's `eviction-in-progress` annotation.
+    pub in_progress_annotations: usize,
+    /// The mark last seen on each VMI.
+    marked_for: HashMap<String, String>,
+    /// Pods seen with `eviction-in-progress`.
+    in_progress_pods: std::collections::HashSet<String>,
     /// Last phase seen, per migration and per VMI.
     phases: HashMap<String, String>,
     /// Revision seen, per kind.
@@ -175,7 +185,14 @@ impl Observed {
         let key = format!("{}/{name}", text(pod, "/metadata/namespace"));
         if event.type_ == EventType::Deleted {
             self.marked_pods.remove(&key);
+            self.in_progress_pods.remove(&key);
             return;
+        }
+        let in_progress = annotation(pod, evac_core::kubevirt::EVICTION_IN_PROGRESS_ANNOTATION) == "true";
+        if in_progress && self.in_progress_pods.insert(key.clone()) {
+            self.in_progress_annotations += 1;
+        } else if !in_progress {
+            self.in_progress_pods.remove(&key);
         }
         let reason = pod
             .pointer("/status/conditions")
@@ -209,6 +226,7 @@ impl Observed {
         let vmi = &*event.object;
         let name = text(vmi, "/metadata/name");
         let key = vm_key(vmi, name);
+        self.mark(at, &key, vmi, event.type_ == EventType::Deleted);
         let phase = text(vmi, "/status/phase").to_owned();
         let before = self.phases.insert(format!("vmi/{key}"), phase.clone()).unwrap_or_default();
         if before == phase {
@@ -225,6 +243,27 @@ impl Observed {
                 self.log(at, format!("VM {key} running again on {}", text(vmi, "/status/nodeName")))
             }
             _ => {}
+        }
+    }
+
+    /// Notes a VMI's mark being set or taken off.
+    fn mark(&mut self, at: f64, key: &str, vmi: &Value, deleted: bool) {
+        let now = if deleted { "" } else { text(vmi, "/status/evacuationNodeName") };
+        let before = self.marked_for.get(key).cloned().unwrap_or_default();
+        if now == before {
+            return;
+        }
+        if now.is_empty() {
+            self.marked_for.remove(key);
+        } else {
+            self.marked_for.insert(key.to_owned(), now.to_owned());
+        }
+        if !now.is_empty() {
+            self.marks += 1;
+            self.log(at, format!("VM {key} marked for evacuation from {now}"));
+        } else if !deleted && text(vmi, "/status/nodeName") == before {
+            self.marks_cleared += 1;
+            self.log(at, format!("VM {key}: its evacuation from {before} was called off"));
         }
     }
 

@@ -114,6 +114,12 @@ pub struct VmOutcome {
 #[derive(Debug, Clone, Default, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct MigrationCounts {
+    /// VMIs marked for evacuation (`status.evacuationNodeName` set), by anyone.
+    pub marks: usize,
+    /// Marks taken off VMIs that had not left their node.
+    pub marks_cleared: usize,
+    /// Launcher pods annotated `eviction-in-progress`.
+    pub in_progress_annotations: usize,
     pub created: usize,
     pub succeeded: usize,
     pub failed: usize,
@@ -185,6 +191,11 @@ impl Report {
             out,
             "\nMigrations: {} created, {} succeeded, {} failed; at most {} running in the cluster, {} from one node",
                 m.created, m.succeeded, m.failed, m.max_running_in_cluster, m.max_running_from_a_node
+            );
+            let _ = writeln!(
+                out,
+                "Evacuations: {} VMIs marked, {} marks called off; {} launcher pods annotated eviction-in-progress",
+                m.marks, m.marks_cleared, m.in_progress_annotations
             );
         }
         if !sections.contains(&Section::Evictions) {

@@ -21,6 +21,7 @@ use crate::actors::{
 };
 use crate::api::eviction::ApiEvictor;
 use crate::driver::StartingAt;
+use crate::kinds::vmis;
 use crate::store::{Kind, Store};
 use crate::{Actor, SimClock, Simulation};
 
@@ -139,6 +140,9 @@ pub fn run(scenario: &Scenario, mode: &Mode, progress: &mut dyn Progress) -> Res
         vms,
         disrupted_vms,
         migrations: MigrationCounts {
+            marks: observed.marks,
+            marks_cleared: observed.marks_cleared,
+            in_progress_annotations: observed.in_progress_annotations,
             created: observed.migrations_created,
             succeeded: observed.migrations_succeeded,
             failed: observed.migrations_failed,
@@ -210,11 +214,7 @@ fn actors(
     }
     actors.insert(0, Box::new(Steps::new(steps)));
     actors.push(Box::new(Scheduler));
-    actors.push(Box::new(VirtController {
-        parallel_per_cluster: kubevirt.parallel_migrations_per_cluster,
-        parallel_outbound_per_node: kubevirt.parallel_outbound_migrations_per_node,
-        evacuation: kubevirt_evacuation,
-    }));
+    actors.push(Box::new(VirtController::new(kubevirt_evacuation)));
     actors.push(Box::new(MigrationController {
         parallel_per_cluster: kubevirt.parallel_migrations_per_cluster,
         parallel_outbound_per_node: kubevirt.parallel_outbound_migrations_per_node,
@@ -231,10 +231,6 @@ fn actors(
     }));
     actors.push(Box::new(TaintManager));
     Ok((actors, drains, descheduler))
-}
-
-fn vmis() -> Kind {
-    Kind::new("kubevirt.io/v1", "VirtualMachineInstance")
 }
 
 fn list(store: &Store, kind: &Kind) -> Vec<Arc<Value>> {

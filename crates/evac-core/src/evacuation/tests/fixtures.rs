@@ -86,8 +86,7 @@ impl TestCluster {
                     let name = format!("kubevirt-evacuation-{}", self.created);
                     let mut migration = migration(&name, &vmi.name, "Pending");
                     migration["metadata"]["namespace"] = json!(vmi.namespace);
-                    migration["metadata"]["annotations"] =
-                        json!({EVACUATION_MIGRATION_ANNOTATION: node, CAUSE_ANNOTATION: cause.as_str()});
+                    migration["metadata"]["annotations"] = json!({EVACUATION_MIGRATION_ANNOTATION: node, CAUSE_ANNOTATION: cause.map(MigrationCause::as_str)});
                     self.objects.push(migration);
                 }
                 Effect::AnnotatePod { pod, annotations } => {
@@ -362,7 +361,7 @@ pub fn kubevirt(strategy: Option<&str>, limits: Option<(u32, u32)>) -> Value {
 // --- Expected effects ------------------------------------------------------------------------
 
 pub fn migrate(vmi: &str, cause: MigrationCause, priority: MigrationPriority) -> Effect {
-    Effect::CreateMigration { vmi: ObjectRef::new(NS, vmi), node: NODE.into(), cause, priority }
+    Effect::CreateMigration { vmi: ObjectRef::new(NS, vmi), node: NODE.into(), cause: Some(cause), priority }
 }
 
 /// The migration of a drain: cause `drain`, `system-critical`.

@@ -139,3 +139,51 @@ fn a_migration_waits_for_a_node_that_can_take_the_vm() {
     controller.reconcile(&cluster.store).unwrap();
     assert_eq!(cluster.phases(), ["Running"]);
 }
+
+impl Cluster {
+    /// An evacuation migration of `vmi` from `node`, with a priority.
+    fn evacuate(&self, vmi: &str, node: &str, priority: &str) -> String {
+        let migration = json!({"metadata": {"generateName": "kubevirt-evacuation-",
+                                            "annotations": {"kubevirt.io/evacuationMigration": node}},
+                               "spec": {"vmiName": vmi, "priority": priority}});
+        let created = self.store.create(&migrations(), "default", migration, false).unwrap();
+        text(&created, "/metadata/name").to_owned()
+    }
+
+    fn phase_of(&self, name: &str) -> String {
+        text(&self.store.get(&migrations(), "default", name).unwrap(), "/status/phase").to_owned()
+    }
+}
+
+#[test]
+fn system_critical_migrations_go_before_maintenance_ones() {
+    // One slot: the descheduler's rebalancing (`system-maintenance`, created first) waits behind a
+    // drain's (`system-critical`), as KubeVirt's priority queue orders them (VEP 62).
+    let cluster = Cluster::new(&["n1", "n2", "target"]);
+    cluster.vm("rebalanced", "n1", "1Gi", None);
+    cluster.vm("drained", "n2", "1Gi", None);
+    let maintenance = cluster.evacuate("rebalanced", "n1", "system-maintenance");
+    let critical = cluster.evacuate("drained", "n2", "system-critical");
+    let controller = MigrationController { parallel_per_cluster: 1, ..MigrationController::default() };
+    controller.reconcile(&cluster.store).unwrap();
+    assert_eq!(cluster.phase_of(&critical), "Running");
+    assert_eq!(cluster.phase_of(&maintenance), "");
+}
+
+#[test]
+fn a_new_evacuation_waits_out_the_back_off_of_failed_ones() {
+    // `handleMigrationBackoff`: 20 s after the first failure, counted from its end.
+    let cluster = Cluster::new(&["n1", "target"]);
+    cluster.vm("vm", "n1", "1Gi", None);
+    let first = cluster.evacuate("vm", "n1", "system-critical");
+    let status = |phase: &str| json!({"status": {"phase": phase, "migrationState": {"endTimestamp": cluster.store.clock().timestamp()}}});
+    cluster.store.patch(&migrations(), "default", &first, &Patch::Merge(status("Failed")), false).unwrap();
+    cluster.store.clock().advance(Duration::from_secs(5));
+    let second = cluster.evacuate("vm", "n1", "system-critical");
+    let controller = MigrationController::default();
+    assert_eq!(controller.reconcile(&cluster.store).unwrap(), Some(Duration::from_secs(20)));
+    assert_eq!(cluster.phase_of(&second), "", "held Pending");
+    cluster.store.clock().advance(Duration::from_secs(15));
+    controller.reconcile(&cluster.store).unwrap();
+    assert_eq!(cluster.phase_of(&second), "Running");
+}

@@ -7,21 +7,38 @@ use super::*;
 use crate::SimClock;
 
 fn store() -> Store {
-    Store::new(Arc::new(SimClock::default()), 10_000)
+    let store = Store::new(Arc::new(SimClock::default()), 10_000);
+    for node in ["n1", "n2", "n3", "n4"] {
+        store.create(&nodes(), "", json!({"metadata": {"name": node}}), false).unwrap();
+    }
+    store
 }
 
-/// A running VMI on `node`, marked for evacuation from `marked` ("" for none).
+/// A running, live-migratable `LiveMigrate` VMI on `node` with its launcher pod, marked for
+/// evacuation from `marked` ("" for none).
 fn vmi(store: &Store, name: &str, node: &str, marked: &str) {
-    let mut status = json!({"nodeName": node, "phase": "Running"});
+    vmi_with(store, name, node, marked, "LiveMigrate", "Running");
+}
+
+fn vmi_with(store: &Store, name: &str, node: &str, marked: &str, strategy: &str, phase: &str) {
+    let mut status = json!({"nodeName": node, "phase": phase,
+                            "conditions": [{"type": "LiveMigratable", "status": "True"}]});
     if !marked.is_empty() {
         status["evacuationNodeName"] = json!(marked);
     }
-    let vmi = json!({"metadata": {"name": name}, "status": status});
+    let vmi = json!({"metadata": {"name": name, "labels": {"kubevirt.io/nodeName": node}},
+                     "spec": {"evictionStrategy": strategy}, "status": status});
     store.create(&vmis(), "default", vmi, false).unwrap();
+    let pod = json!({"metadata": {"name": format!("virt-launcher-{name}-abcde"),
+                                  "labels": {"kubevirt.io": "virt-launcher"},
+                                  "annotations": {"kubevirt.io/domain": name,
+                                                  "descheduler.alpha.kubernetes.io/request-evict-only": ""}},
+                     "spec": {"nodeName": node}, "status": {"phase": "Running"}});
+    store.create(&pods(), "default", pod, false).unwrap();
 }
 
 fn all_migrations(store: &Store) -> Vec<Arc<Value>> {
-    store.list(&migrations(), None, None, None).0
+    store.list(&crate::kinds::migrations(), None, None, None).0
 }
 
 fn is_active(migration: &Value) -> bool {
@@ -40,7 +57,7 @@ fn active_vmis(store: &Store) -> BTreeSet<String> {
 fn set_migration_phase(store: &Store, name: &str, phase: &str) {
     let status = json!({"status": {"phase": phase,
                                    "migrationState": {"endTimestamp": store.clock().timestamp()}}});
-    store.patch(&migrations(), "default", name, &Patch::Merge(status), false).unwrap();
+    store.patch(&crate::kinds::migrations(), "default", name, &Patch::Merge(status), false).unwrap();
 }
 
 fn migration_of(store: &Store, vmi: &str) -> String {
@@ -53,8 +70,16 @@ fn set(names: &[&str]) -> BTreeSet<String> {
     names.iter().map(|n| n.to_string()).collect()
 }
 
+fn in_progress(store: &Store, vmi: &str) -> bool {
+    let (pods, _) = store.list(&pods(), Some("default"), None, None);
+    let pod = pods.iter().find(|p| annotation(p, "kubevirt.io/domain") == vmi).expect("a launcher pod");
+    annotation(pod, "descheduler.alpha.kubernetes.io/eviction-in-progress") == "true"
+}
+
 #[test]
-fn marked_vmis_get_a_migration_each_within_the_parallel_limits() {
+fn every_marked_vmi_gets_a_migration_at_once() {
+    // KubeVirt 1.9 creates a migration per candidate; its migration controller holds them for
+    // the parallel limits.
     let store = store();
     for name in ["a0", "a1", "a2"] {
         vmi(&store, name, "n1", "n1");
@@ -64,36 +89,39 @@ fn marked_vmis_get_a_migration_each_within_the_parallel_limits() {
     }
     vmi(&store, "unmarked", "n1", "");
     vmi(&store, "moved", "n3", "n1");
-    // Marked, but not running (yet): no migration.
-    let scheduling = json!({"metadata": {"name": "scheduling"},
-                            "status": {"nodeName": "n1", "evacuationNodeName": "n1", "phase": "Scheduled"}});
-    store.create(&vmis(), "default", scheduling, false).unwrap();
 
-    let controller =
-        VirtController { parallel_per_cluster: 3, parallel_outbound_per_node: 2, evacuation: true };
+    let controller = VirtController::default();
     assert_eq!(controller.reconcile(&store).unwrap(), None);
-    assert_eq!(active_vmis(&store), set(&["a0", "a1", "b0"]), "2 from n1 at most, 3 in all");
-    let all = all_migrations(&store);
-    assert_eq!(all.len(), 3);
-    for migration in &all {
+    assert_eq!(active_vmis(&store), set(&["a0", "a1", "a2", "b0", "b1"]));
+    for migration in &all_migrations(&store) {
         assert!(text(migration, "/metadata/name").starts_with("kubevirt-evacuation-"));
         let node = if text(migration, "/spec/vmiName").starts_with('a') { "n1" } else { "n2" };
-        assert_eq!(annotation(migration, EVACUATION_MIGRATION_ANNOTATION), node);
+        assert_eq!(annotation(migration, evac_core::kubevirt::EVACUATION_MIGRATION_ANNOTATION), node);
+        assert_eq!(
+            annotation(migration, evac_core::kubevirt::CAUSE_ANNOTATION),
+            "",
+            "KubeVirt records no cause"
+        );
+        assert_eq!(text(migration, "/spec/priority"), "system-critical");
         assert_eq!(text(migration, "/metadata/namespace"), "default");
     }
+    // The VMI controller's part: the marked VMIs' pods are being evicted in the background.
+    assert!(in_progress(&store, "a0") && in_progress(&store, "b1"));
+    assert!(!in_progress(&store, "unmarked"));
 
     // Nothing more while they run.
     controller.reconcile(&store).unwrap();
-    assert_eq!(all_migrations(&store).len(), 3);
+    assert_eq!(all_migrations(&store).len(), 5);
+}
 
-    // One succeeds (its VMI left n1): a2 gets its turn, b1 still waits for the cluster limit.
-    set_migration_phase(&store, &migration_of(&store, "a0"), "Succeeded");
-    store
-        .patch(&vmis(), "default", "a0", &Patch::Merge(json!({"status": {"nodeName": "n4"}})), false)
-        .unwrap();
-    controller.reconcile(&store).unwrap();
-    assert_eq!(active_vmis(&store), set(&["a1", "a2", "b0"]));
-    assert_eq!(all_migrations(&store).len(), 4);
+#[test]
+fn external_and_none_vmis_are_marked_but_never_migrated() {
+    // `VMIMigratableOnEviction`: somebody else acts on an External VMI's mark.
+    let store = store();
+    vmi_with(&store, "external", "n1", "n1", "External", "Running");
+    vmi_with(&store, "none", "n1", "n1", "None", "Running");
+    VirtController::default().reconcile(&store).unwrap();
+    assert!(all_migrations(&store).is_empty());
 }
 
 #[test]
@@ -112,22 +140,14 @@ fn no_second_migration_while_one_is_active() {
 }
 
 #[test]
-fn after_a_failed_migration_the_next_waits_twenty_seconds() {
+fn after_a_failed_migration_the_next_is_created_at_once() {
+    // The back-off is the migration controller's: the evacuation controller does not wait.
     let store = store();
     vmi(&store, "vm", "n1", "n1");
     let controller = VirtController::default();
     controller.reconcile(&store).unwrap();
     store.clock().advance(Duration::from_secs(7));
     set_migration_phase(&store, &migration_of(&store, "vm"), "Failed");
-    let failed_at = Duration::from_secs(7);
-
-    assert_eq!(controller.reconcile(&store).unwrap(), Some(failed_at + Duration::from_secs(20)));
-    assert_eq!(all_migrations(&store).len(), 1);
-    store.clock().advance(Duration::from_secs(19));
-    assert_eq!(controller.reconcile(&store).unwrap(), Some(failed_at + Duration::from_secs(20)));
-    assert_eq!(all_migrations(&store).len(), 1, "not before 20 s");
-
-    store.clock().advance(Duration::from_secs(1));
     controller.reconcile(&store).unwrap();
     assert_eq!(all_migrations(&store).len(), 2);
     assert_eq!(active_vmis(&store), set(&["vm"]));
@@ -137,9 +157,25 @@ fn after_a_failed_migration_the_next_waits_twenty_seconds() {
 fn without_the_evacuation_controller_no_migrations() {
     let store = store();
     vmi(&store, "vm", "n1", "n1");
-    let controller = VirtController { evacuation: false, ..VirtController::default() };
+    let controller = VirtController::new(false);
     assert_eq!(controller.reconcile(&store).unwrap(), None);
     assert!(all_migrations(&store).is_empty());
+}
+
+#[test]
+fn a_cancelled_mark_takes_the_pods_annotation_off() {
+    let store = store();
+    vmi(&store, "vm", "n1", "n1");
+    vmi_with(&store, "external", "n2", "n2", "External", "Running");
+    let controller = VirtController::default();
+    controller.reconcile(&store).unwrap();
+    assert!(in_progress(&store, "vm") && in_progress(&store, "external"));
+    // `evacuate/cancel` of the External VMI's mark.
+    let cancel = Patch::Merge(json!({"status": {"evacuationNodeName": null}}));
+    store.patch(&vmis(), "default", "external", &cancel, false).unwrap();
+    controller.reconcile(&store).unwrap();
+    assert!(!in_progress(&store, "external"));
+    assert!(in_progress(&store, "vm"));
 }
 
 fn failed_vmi(store: &Store, name: &str, run_strategy: Option<&str>) {
@@ -210,16 +246,17 @@ fn failed_vms_without_the_always_strategy_stay_down() {
 }
 
 #[test]
-fn only_running_vmis_still_on_the_marked_node_are_evacuated() {
+fn vmis_not_on_the_marked_node_or_final_are_not_evacuated() {
     let store = store();
     vmi(&store, "unmarked", "n1", "");
     vmi(&store, "moved", "n3", "n1");
-    let scheduling = json!({"metadata": {"name": "scheduling"},
-                            "status": {"nodeName": "n1", "evacuationNodeName": "n1", "phase": "Scheduled"}});
-    store.create(&vmis(), "default", scheduling, false).unwrap();
+    vmi_with(&store, "stopped", "n1", "n1", "LiveMigrate", "Succeeded");
     VirtController::default().reconcile(&store).unwrap();
     assert!(all_migrations(&store).is_empty());
+    // Not running yet but not final either: KubeVirt creates the migration, and its migration
+    // controller waits for the VMI to run.
+    vmi_with(&store, "scheduled", "n1", "n1", "LiveMigrate", "Scheduled");
     vmi(&store, "marked", "n1", "n1");
     VirtController::default().reconcile(&store).unwrap();
-    assert_eq!(active_vmis(&store), set(&["marked"]));
+    assert_eq!(active_vmis(&store), set(&["marked", "scheduled"]));
 }

@@ -1,0 +1,90 @@
+//! `evac control` on the kube-rs back end, in monitor mode: against the simulated API server
+//! (kube-rs watch caches, writes through the API), the controller evaluates `evacuation` on a
+//! marked VMI, records the migration it would create, and creates nothing; in protect mode the
+//! same pass creates it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use evac::control::{Controller, WATCHED};
+use evac_cluster::kube::KubeCluster;
+use evac_cluster::{Executor, Kind};
+use evac_e2e::*;
+use evac_evaluator::{Loader, Metrics, Pipeline, PoliciesFile, Registry};
+use evac_runtime::wapc::{EngineOptions, PolicyEngine};
+use evac_sim::{SimClock, Store};
+use serde_json::json;
+
+fn evacuation_policies(mode: &str) -> PoliciesFile {
+    let module = repo_root().join("dist/policies/evacuation.wasm");
+    let disruption = repo_root().join("dist/policies/disruption-cause.wasm");
+    let text = format!(
+        "evacuation:\n  module: {}\n  policyMode: {mode}\n  contextAwareResources:\n    - {{apiVersion: v1, kind: Node}}\n    - {{apiVersion: v1, kind: Pod}}\n    - {{apiVersion: kubevirt.io/v1, kind: VirtualMachineInstance}}\n    - {{apiVersion: kubevirt.io/v1, kind: VirtualMachineInstanceMigration}}\n    - {{apiVersion: kubevirt.io/v1, kind: KubeVirt}}\ndisruption-cause:\n  module: {}\n  policyMode: {mode}\n  contextAwareResources:\n    - {{apiVersion: v1, kind: Node}}\n    - {{apiVersion: kubevirt.io/v1, kind: VirtualMachineInstance}}\n    - {{apiVersion: kubevirt.io/v1, kind: KubeVirt}}\n",
+        module.display(),
+        disruption.display()
+    );
+    PoliciesFile::parse(&text, "/".into()).unwrap()
+}
+
+/// The simulated API server on a port the system chose, with a cordoned node and a VMI marked
+/// for evacuation from it (a drain under way).
+async fn simulated_api() -> (Arc<Store>, tempfile::TempDir) {
+    let store = Arc::new(Store::new(Arc::new(SimClock::default()), 10_000));
+    let node = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": NODE}, "spec": {"unschedulable": true}});
+    let vmi =
+        with(vmi(NS, "web", Some("LiveMigrate"), true, NODE), "/status/evacuationNodeName", json!(NODE));
+    let vmi = with(vmi, "/metadata/labels", json!({"kubevirt.io/nodeName": NODE}));
+    for object in [kubevirt_cr(None), node, vmi, launcher_pod(NS, "web", NODE)] {
+        store.insert(object).unwrap();
+    }
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let router = evac_sim::api::router(Arc::clone(&store));
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("kubeconfig"), evac_sim::kubeconfig(&url)).unwrap();
+    (store, dir)
+}
+
+/// One controller pass over the simulated API with the policies in `mode`: the migrations then in
+/// the cluster, and the pipeline's effect counts.
+async fn one_pass(mode: &str) -> (usize, std::collections::BTreeMap<String, usize>, evac::control::Pass) {
+    let (store, dir) = simulated_api().await;
+    let file = evacuation_policies(mode);
+    let mut resources: Vec<Kind> =
+        file.policies.values().flat_map(|p| p.context_aware_resources.iter().cloned()).collect();
+    resources.extend(WATCHED.iter().map(|(v, k)| Kind::new(v, k)));
+    let cluster =
+        Arc::new(KubeCluster::connect(Some(&dir.path().join("kubeconfig")), &resources).await.unwrap());
+    cluster.wait_synced(Duration::from_secs(10)).await.unwrap();
+    let engine =
+        PolicyEngine::new(EngineOptions { cache_dir: Some(server::cache_dir()), ..EngineOptions::default() })
+            .unwrap();
+    let metrics = Arc::new(Metrics::default());
+    let registry = Arc::new(
+        tokio::task::block_in_place(|| {
+            Registry::start(&file, Loader { engine, source: Arc::clone(&cluster) as _ }, Arc::clone(&metrics))
+        })
+        .unwrap(),
+    );
+    let pipeline = Pipeline::new(registry, Executor::new(Arc::clone(&cluster) as _), metrics);
+    let controller = Controller::new(pipeline.clone()).unwrap();
+    let pass = controller.reconcile(&*cluster, true).await.unwrap();
+    let (migrations, _) = store.list(&evac_sim::kinds::migrations(), None, None, None);
+    (migrations.len(), pipeline.effect_counts(), pass)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn monitor_mode_creates_nothing_through_the_api_and_records_what_it_would_have() {
+    let (created, effects, pass) = one_pass("monitor").await;
+    assert_eq!(created, 0, "monitor mode created a migration: {effects:?}");
+    assert_eq!(effects.get("evacuation CreateMigration monitored"), Some(&1), "{effects:?}");
+    assert!(effects.keys().all(|k| k.ends_with(" monitored")), "{effects:?}");
+    assert_eq!((pass.effects_applied, pass.effects_failed), (0, 0), "{pass:?}");
+    assert!(pass.effects_monitored >= 1, "{pass:?}");
+
+    // The same pass in protect mode creates it.
+    let (created, effects, _) = one_pass("protect").await;
+    assert_eq!(created, 1, "{effects:?}");
+    assert_eq!(effects.get("evacuation CreateMigration applied"), Some(&1), "{effects:?}");
+}
