@@ -8,12 +8,12 @@
 //! and the drain's 5 s retries of a 429 set the pace.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Output};
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
-use evac_e2e::server::{cache_dir, free_port, self_signed};
-use evac_e2e::{evac_bin, repo_root};
+use evac_e2e::repo_root;
+use evac_e2e::server::{cache_dir, self_signed, spawn_listening, Listening};
 use serde_json::{json, Value};
 
 const SPEED: &str = "20";
@@ -82,15 +82,10 @@ impl Process {
         let _ = self.child.wait();
     }
 
-    fn start(args: &[String], log: PathBuf) -> Self {
-        let child = Command::new(evac_bin())
-            .args(args)
-            .env("EVAC_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .expect("cannot start evac");
-        Self { child, log }
+    /// Starts a server on port 0 and returns it with the addresses it reported.
+    fn start(args: &[String], log: PathBuf) -> (Self, Listening) {
+        let (child, listening) = spawn_listening(args, &log);
+        (Self { child, log }, listening)
     }
 }
 
@@ -116,9 +111,8 @@ impl Cluster {
         let dir = tempfile::tempdir().unwrap();
         let objects = json!({"apiVersion": "v1", "kind": "List", "items": objects()});
         std::fs::write(dir.path().join("objects.json"), objects.to_string()).unwrap();
-        let api_port = free_port();
         let mut cluster = Self {
-            api: format!("http://127.0.0.1:{api_port}"),
+            api: String::new(),
             http: reqwest::Client::new(),
             processes: Vec::new(),
             metrics_port: 0,
@@ -126,26 +120,19 @@ impl Cluster {
             drain_started: Instant::now(),
             dir,
         };
-        let sim = ["sim", "serve", "--evac", "--speed", SPEED, "--addr", &format!("127.0.0.1:{api_port}")];
+        let sim = ["sim", "serve", "--evac", "--speed", SPEED, "--addr", "127.0.0.1:0"];
         let sim = args(
             &sim,
             &[("--kubeconfig", cluster.path("kubeconfig")), ("--objects", cluster.path("objects.json"))],
         );
-        cluster.spawn(&sim, "sim.log");
+        cluster.api = cluster.spawn(&sim, "sim.log").url("api").to_owned();
         let api = format!("{}/api", cluster.api);
         cluster.wait_for(&api, "evac sim serve").await;
 
         let (cert, key) = self_signed();
         std::fs::write(cluster.path("tls.crt"), &cert).unwrap();
         std::fs::write(cluster.path("tls.key"), key).unwrap();
-        let (port, probe_port) = (free_port(), free_port());
-        let serve = [
-            "serve",
-            "--addr",
-            &format!("127.0.0.1:{port}"),
-            "--probe-addr",
-            &format!("127.0.0.1:{probe_port}"),
-        ];
+        let serve = ["serve", "--addr", "127.0.0.1:0", "--probe-addr", "127.0.0.1:0"];
         let serve = args(
             &serve,
             &[
@@ -156,9 +143,9 @@ impl Cluster {
                 ("--cache-dir", cache_dir()),
             ],
         );
-        cluster.spawn(&serve, "serve.log");
-        cluster.wait_for(&format!("http://127.0.0.1:{probe_port}/readiness"), "evac serve").await;
-        cluster.register_webhook(&format!("https://127.0.0.1:{port}/validate/pod-eviction"), &cert).await;
+        let server = cluster.spawn(&serve, "serve.log");
+        cluster.wait_for(&format!("{}/readiness", server.url("probes")), "evac serve").await;
+        cluster.register_webhook(&format!("{}/validate/pod-eviction", server.url("admission")), &cert).await;
 
         cluster.start_control().await;
         cluster
@@ -168,13 +155,14 @@ impl Cluster {
         self.dir.path().join(name)
     }
 
-    fn spawn(&mut self, args: &[String], log: &str) {
-        self.processes.push(Process::start(args, self.path(log)));
+    fn spawn(&mut self, args: &[String], log: &str) -> Listening {
+        let (process, listening) = Process::start(args, self.path(log));
+        self.processes.push(process);
+        listening
     }
 
     async fn start_control(&mut self) {
-        self.metrics_port = free_port();
-        let control = ["control", "--metrics-addr", &format!("127.0.0.1:{}", self.metrics_port)];
+        let control = ["control", "--metrics-addr", "127.0.0.1:0"];
         let control = args(
             &control,
             &[
@@ -184,7 +172,7 @@ impl Cluster {
             ],
         );
         self.controls += 1;
-        self.spawn(&control, &format!("control-{}.log", self.controls));
+        self.metrics_port = self.spawn(&control, &format!("control-{}.log", self.controls)).port("metrics");
         // /metrics is served once the watch caches have synced and the modules are loaded.
         let metrics = format!("http://127.0.0.1:{}/metrics", self.metrics_port);
         self.wait_for(&metrics, "evac control").await;

@@ -2,10 +2,10 @@
 //! `evac serve --kubeconfig` reading it through kube-rs watch caches and carrying out
 //! `MarkForEvacuation` as a patch through it.
 
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
-use evac_e2e::server::free_port;
+use evac_e2e::server::spawn_listening;
 use evac_e2e::*;
 use serde_json::{json, Value};
 
@@ -18,16 +18,11 @@ impl Drop for Process {
     }
 }
 
-fn spawn(args: &[&str], log: &std::path::Path) -> Process {
-    Process(
-        Command::new(evac_bin())
-            .args(args)
-            .env("EVAC_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(log).unwrap())
-            .spawn()
-            .expect("cannot start evac"),
-    )
+/// Starts a server on port 0; its addresses come from the line it prints.
+fn spawn(args: &[&str], log: &std::path::Path) -> (Process, evac_e2e::server::Listening) {
+    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    let (child, listening) = spawn_listening(&args, log);
+    (Process(child), listening)
 }
 
 async fn wait_for(url: &str, what: &str, log: &std::path::Path) {
@@ -54,14 +49,13 @@ async fn json_of(request: reqwest::RequestBuilder) -> Value {
 async fn the_policy_server_reads_and_marks_through_the_simulated_api() {
     let dir = tempfile::tempdir().unwrap();
     let p = |name: &str| dir.path().join(name).to_str().unwrap().to_owned();
-    let (api_port, port, probe_port) = (free_port(), free_port(), free_port());
     let objects = example("context.yaml");
-    let _api = spawn(
+    let (_api, listening) = spawn(
         &[
             "sim",
             "serve",
             "--addr",
-            &format!("127.0.0.1:{api_port}"),
+            "127.0.0.1:0",
             "--kubeconfig",
             &p("kubeconfig"),
             "--objects",
@@ -69,7 +63,7 @@ async fn the_policy_server_reads_and_marks_through_the_simulated_api() {
         ],
         &dir.path().join("sim.log"),
     );
-    let api = format!("http://127.0.0.1:{api_port}");
+    let api = listening.url("api").to_owned();
     wait_for(&format!("{api}/api"), "the simulated API", &dir.path().join("sim.log")).await;
 
     let policies = format!(
@@ -77,7 +71,7 @@ async fn the_policy_server_reads_and_marks_through_the_simulated_api() {
         policy_path().display()
     );
     std::fs::write(p("policies.yml"), policies).unwrap();
-    let _server = spawn(
+    let (_server, listening) = spawn(
         &[
             "serve",
             "--config",
@@ -86,28 +80,25 @@ async fn the_policy_server_reads_and_marks_through_the_simulated_api() {
             &p("kubeconfig"),
             "--insecure-http",
             "--addr",
-            &format!("127.0.0.1:{port}"),
+            "127.0.0.1:0",
             "--probe-addr",
-            &format!("127.0.0.1:{probe_port}"),
+            "127.0.0.1:0",
             "--cache-dir",
             &p("cache"),
         ],
         &dir.path().join("server.log"),
     );
-    wait_for(
-        &format!("http://127.0.0.1:{probe_port}/readiness"),
-        "evac serve",
-        &dir.path().join("server.log"),
-    )
-    .await;
+    wait_for(&format!("{}/readiness", listening.url("probes")), "evac serve", &dir.path().join("server.log"))
+        .await;
 
+    let admission = listening.url("admission").to_owned();
     let client = reqwest::Client::new();
     let evict = |dry_run: bool| {
         let mut review = admission_review(eviction_request(NS, "virt-launcher-web-1-8xk2p"));
         review["request"]["dryRun"] = json!(dry_run);
-        let client = client.clone();
+        let (client, url) = (client.clone(), format!("{admission}/validate/pod-eviction"));
         async move {
-            let request = client.post(format!("http://127.0.0.1:{port}/validate/pod-eviction"));
+            let request = client.post(url);
             json_of(request.body(review.to_string())).await["response"].clone()
         }
     };

@@ -2,7 +2,6 @@
 //! self-signed certificate, `policies.yml` and a context file; the process on free loopback
 //! ports; an HTTPS client that trusts only that certificate.
 
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -18,9 +17,61 @@ pub fn self_signed() -> (String, String) {
     (certified.cert.pem(), certified.signing_key.serialize_pem())
 }
 
-/// A port nothing listens on right now.
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("free port").port()
+/// The addresses a server reported it listens on (its `listening:` line): name -> URL.
+#[derive(Debug, Clone)]
+pub struct Listening(std::collections::BTreeMap<String, String>);
+
+impl Listening {
+    /// The URL a server listens on for `what` (`admission`, `probes`, `api`, `metrics`).
+    pub fn url(&self, what: &str) -> &str {
+        self.0.get(what).unwrap_or_else(|| panic!("the server reported no {what} address: {:?}", self.0))
+    }
+
+    /// The port of that URL.
+    pub fn port(&self, what: &str) -> u16 {
+        let url = self.url(what);
+        url.rsplit(':').next().and_then(|p| p.parse().ok()).unwrap_or_else(|| panic!("no port in {url}"))
+    }
+}
+
+/// Starts an `evac` server whose addresses are port 0, with standard error to `log`, and waits
+/// (at most 60 s: a first start compiles modules) for the line it prints on standard output
+/// with the ports the system gave it: no port is ever chosen before the server binds it.
+pub fn spawn_listening(args: &[String], log: &Path) -> (Child, Listening) {
+    use std::io::BufRead;
+    let mut child = Command::new(evac_bin())
+        .args(args)
+        .env("EVAC_LOG", "info")
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(log).expect("log file"))
+        .spawn()
+        .expect("cannot start evac");
+    let stdout = child.stdout.take().expect("piped stdout");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { return };
+            if let Some(addresses) = line.strip_prefix("listening: ") {
+                let parsed = addresses
+                    .split_whitespace()
+                    .filter_map(|pair| pair.split_once('='))
+                    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                    .collect();
+                let _ = tx.send(parsed);
+            }
+        }
+    });
+    match rx.recv_timeout(Duration::from_secs(60)) {
+        Ok(addresses) => (child, Listening(addresses)),
+        Err(_) => {
+            let _ = child.kill();
+            panic!(
+                "evac {} did not report its addresses:\n{}",
+                args.join(" "),
+                std::fs::read_to_string(log).unwrap_or_default()
+            );
+        }
+    }
 }
 
 pub struct TestServer {
@@ -49,7 +100,6 @@ impl TestServer {
         write(dir.path(), "tls.key", &key);
         write(dir.path(), "policies.yml", setup.policies);
         write(dir.path(), "context.json", &serde_json::to_string(&setup.context).unwrap());
-        let (port, probe_port) = (free_port(), free_port());
         let log = dir.path().join("server.log");
         let p = |name: &str| dir.path().join(name).to_str().unwrap().to_owned();
         let mut args = vec![
@@ -63,20 +113,15 @@ impl TestServer {
             "--context".into(),
             p("context.json"),
             "--addr".into(),
-            format!("127.0.0.1:{port}"),
+            "127.0.0.1:0".into(),
             "--probe-addr".into(),
-            format!("127.0.0.1:{probe_port}"),
+            "127.0.0.1:0".into(),
             "--cache-dir".into(),
             cache_dir().to_str().unwrap().to_owned(),
         ];
         args.extend(setup.extra_args.iter().map(|a| a.to_string()));
-        let child = Command::new(evac_bin())
-            .args(&args)
-            .env("EVAC_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).expect("log file"))
-            .spawn()
-            .expect("cannot start evac serve");
+        let (child, listening) = spawn_listening(&args, &log);
+        let (port, probe_port) = (listening.port("admission"), listening.port("probes"));
         let client = client_trusting(&cert);
         let mut server = Self { child, dir, port, probe_port, client, log };
         server.wait_ready(Duration::from_secs(60));

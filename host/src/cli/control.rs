@@ -67,7 +67,11 @@ async fn control(args: ControlArgs) -> Result<()> {
     let pipeline =
         Pipeline::new(Arc::clone(&registry), Executor::new(Arc::clone(&cluster) as _), Arc::clone(&metrics));
     let controller = Controller::new(pipeline)?;
-    tokio::spawn(serve_metrics(args.metrics_addr, Arc::clone(&metrics)));
+    let listener = tokio::net::TcpListener::bind(args.metrics_addr)
+        .await
+        .with_context(|| format!("cannot serve metrics on {}", args.metrics_addr))?;
+    super::report_listening(&[("metrics", format!("http://{}", listener.local_addr()?))]);
+    tokio::spawn(serve_metrics(listener, Arc::clone(&metrics)));
     tracing::info!(policies = %args.policies.display(), "evac control started");
 
     let mut files = FileStamps::read(&args.policies);
@@ -122,7 +126,7 @@ impl FileStamps {
     }
 }
 
-async fn serve_metrics(addr: SocketAddr, metrics: Arc<Metrics>) {
+async fn serve_metrics(listener: tokio::net::TcpListener, metrics: Arc<Metrics>) {
     let router = axum::Router::new().route(
         "/metrics",
         axum::routing::get(move || {
@@ -130,12 +134,7 @@ async fn serve_metrics(addr: SocketAddr, metrics: Arc<Metrics>) {
             async move { metrics.encode() }
         }),
     );
-    match tokio::net::TcpListener::bind(addr).await {
-        Ok(listener) => {
-            if let Err(e) = axum::serve(listener, router).await {
-                tracing::warn!("the metrics server stopped: {e}");
-            }
-        }
-        Err(e) => tracing::warn!("cannot serve metrics on {addr}: {e}"),
+    if let Err(e) = axum::serve(listener, router).await {
+        tracing::warn!("the metrics server stopped: {e}");
     }
 }

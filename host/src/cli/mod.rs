@@ -53,6 +53,17 @@ impl Cli {
     }
 }
 
+/// Prints the addresses a server listens on, as one line on standard output:
+/// `listening: admission=https://127.0.0.1:8443 probes=http://127.0.0.1:8081`. With a port 0
+/// in its options, the port the system chose is only known from this line.
+pub fn report_listening(addresses: &[(&str, String)]) {
+    use std::io::Write;
+    let line: Vec<String> = addresses.iter().map(|(what, url)| format!("{what}={url}")).collect();
+    let mut stdout = std::io::stdout().lock();
+    let _ = writeln!(stdout, "listening: {}", line.join(" "));
+    let _ = stdout.flush();
+}
+
 /// Reads a file, or standard input for `-`.
 pub(crate) fn read_input(path: &str, what: &str) -> anyhow::Result<Vec<u8>> {
     use anyhow::Context;

@@ -90,6 +90,7 @@ fn serve(args: ServeArgs) -> Result<()> {
         let url = format!("http://{}", listener.local_addr()?);
         write_kubeconfig(&args.kubeconfig, &url)?;
         eprintln!("simulated cluster at {url}; kubeconfig: {}", args.kubeconfig.display());
+        super::report_listening(&[("api", url.clone())]);
         axum::serve(listener, api::router(store)).await.context("serving the simulated API")
     })
 }

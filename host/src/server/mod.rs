@@ -132,9 +132,16 @@ impl Server {
                 let _ = stopped.blocking_send(format!("admission thread {i} stopped: {served:?}"));
             })?;
         }
+        let probe_addr = probes.local_addr().context("probe address")?;
+        let reloader = reload::start(Arc::clone(&self));
+        // The addresses bound (a port 0 becomes the one the system chose), for whoever started us.
+        crate::cli::report_listening(&[
+            ("admission", format!("{scheme}://{addr}")),
+            ("probes", format!("http://{probe_addr}")),
+        ]);
         tracing::info!(
             addr = %addr,
-            probes = %probes.local_addr().context("probe address")?,
+            probes = %probe_addr,
             policies = ?self.registry().current().keys().collect::<Vec<_>>(),
             ready_after_ms = started.elapsed().as_millis() as u64,
             "serving admission requests over {scheme}"
@@ -143,7 +150,7 @@ impl Server {
         tokio::select! {
             Some(why) = stopped.recv() => anyhow::bail!(why),
             () = http::serve(probes, probe_router, None) => {}
-            () = reload::watch(Arc::clone(&self)) => {}
+            () = reloader.run() => {}
             () = shutdown_signal() => tracing::info!("stopping"),
         }
         Ok(())

@@ -18,9 +18,18 @@ use evac_evaluator::Registry;
 /// Changes closer together than this are taken as one (editors and `kubectl cp` write in steps).
 const SETTLE: Duration = Duration::from_millis(150);
 
-/// Runs until the server stops: reloads on file changes and on SIGHUP.
-pub async fn watch(server: Arc<Server>) {
-    let (tx, mut rx) = mpsc::unbounded_channel::<()>();
+/// The file watches and the SIGHUP handler, set up before the server says it is ready: a file
+/// replaced as soon as it is must be seen.
+pub struct Reloader {
+    server: Arc<Server>,
+    watcher: Option<notify::RecommendedWatcher>,
+    watched: BTreeSet<PathBuf>,
+    rx: mpsc::UnboundedReceiver<()>,
+}
+
+/// Starts watching the files the server was started from, and SIGHUP.
+pub fn start(server: Arc<Server>) -> Reloader {
+    let (tx, rx) = mpsc::unbounded_channel::<()>();
     let events = tx.clone();
     let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
         if event.is_ok_and(|e| !matches!(e.kind, notify::EventKind::Access(_))) {
@@ -39,15 +48,22 @@ pub async fn watch(server: Arc<Server>) {
         rewatch(watcher, &mut watched, &watch_dirs(&server, None));
     }
     spawn_sighup(tx);
+    Reloader { server, watcher, watched, rx }
+}
 
-    while rx.recv().await.is_some() {
-        tokio::time::sleep(SETTLE).await;
-        while rx.try_recv().is_ok() {}
-        let task = Arc::clone(&server);
-        // Compiling is heavy CPU work: never on the request path.
-        let file = tokio::task::spawn_blocking(move || reload(&task)).await.ok().flatten();
-        if let Some(watcher) = watcher.as_mut() {
-            rewatch(watcher, &mut watched, &watch_dirs(&server, file.as_ref()));
+impl Reloader {
+    /// Runs until the server stops: reloads on file changes and on SIGHUP.
+    pub async fn run(self) {
+        let Reloader { server, mut watcher, mut watched, mut rx } = self;
+        while rx.recv().await.is_some() {
+            tokio::time::sleep(SETTLE).await;
+            while rx.try_recv().is_ok() {}
+            let task = Arc::clone(&server);
+            // Compiling is heavy CPU work: never on the request path.
+            let file = tokio::task::spawn_blocking(move || reload(&task)).await.ok().flatten();
+            if let Some(watcher) = watcher.as_mut() {
+                rewatch(watcher, &mut watched, &watch_dirs(&server, file.as_ref()));
+            }
         }
     }
 }
