@@ -13,8 +13,8 @@ use evac_cluster::Executor;
 use evac_evaluator::admission;
 use evac_evaluator::{Loader, Metrics, Pipeline, PoliciesFile, Registry};
 use evac_runtime::wapc::{EngineOptions, PolicyEngine, WallClock};
-use evac_sim::api::eviction::WebhookService;
-use evac_sim::scenario::{ControllerStats, Evac, EvacRun, Scenario, EVAC_SERVICE};
+use evac_sim::api::eviction::{WebhookError, WebhookService};
+use evac_sim::scenario::{ControllerStats, Evac, EvacRun, Scenario, ScenarioError, EVAC_SERVICE};
 use evac_sim::{Actor, ApiError, Kind, Store};
 use futures::future::BoxFuture;
 use serde_json::Value;
@@ -37,8 +37,9 @@ impl Evac for EvacPolicies {
         store: &Arc<Store>,
         scenario: &Scenario,
         restarts: Vec<Duration>,
-    ) -> Result<Box<dyn EvacRun>, String> {
-        let running = start(store, &self.policies, &scenario.cluster.kubelet.eviction_soft.0, restarts)?;
+    ) -> Result<Box<dyn EvacRun>, ScenarioError> {
+        let running = start(store, &self.policies, &scenario.cluster.kubelet.eviction_soft.0, restarts)
+            .map_err(ScenarioError::Evac)?;
         Ok(Box::new(running))
     }
 }
@@ -136,7 +137,11 @@ pub struct PolicyWebhook {
 }
 
 impl WebhookService for PolicyWebhook {
-    fn review<'a>(&'a self, _store: &'a Store, review: &'a Value) -> BoxFuture<'a, Result<Value, String>> {
+    fn review<'a>(
+        &'a self,
+        _store: &'a Store,
+        review: &'a Value,
+    ) -> BoxFuture<'a, Result<Value, WebhookError>> {
         Box::pin(async move {
             let body = serde_json::to_vec(review).map_err(|e| e.to_string())?;
             let parsed = admission::parse_review(&body).map_err(|e| e.0)?;
@@ -151,7 +156,7 @@ impl WebhookService for PolicyWebhook {
             if let Some(shadow) = shadow {
                 shadow.run().await;
             }
-            serde_json::to_value(&answer).map_err(|e| e.to_string())
+            Ok(serde_json::to_value(&answer).map_err(|e| e.to_string())?)
         })
     }
 }

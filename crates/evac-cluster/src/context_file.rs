@@ -32,6 +32,10 @@ pub enum ContextError {
         /// What is wrong, naming the item (`items[3]: the object has no apiVersion`).
         why: String,
     },
+    /// Text or objects that are not a list of Kubernetes objects; says what is wrong, naming the
+    /// item (`items[3]: the object has no apiVersion`).
+    #[error("{0}")]
+    Malformed(String),
 }
 
 impl MemoryStore {
@@ -44,48 +48,50 @@ impl MemoryStore {
     pub fn from_file(path: &Path) -> Result<Self, ContextError> {
         let text = std::fs::read_to_string(path)
             .map_err(|source| ContextError::Read { path: path.to_owned(), source })?;
-        Self::from_list(&text).map_err(|why| ContextError::Invalid { path: path.to_owned(), why })
+        Self::from_list(&text)
+            .map_err(|e| ContextError::Invalid { path: path.to_owned(), why: e.to_string() })
     }
 
     /// A store with the objects of a `v1 List` in JSON or YAML, stamped by the wall clock.
-    pub fn from_list(text: &str) -> Result<Self, String> {
+    pub fn from_list(text: &str) -> Result<Self, ContextError> {
         Self::from_list_with_clock(text, Arc::new(SystemClock))
     }
 
     /// A store with the objects of a `v1 List`, stamped by `clock`.
-    pub fn from_list_with_clock(text: &str, clock: Arc<dyn Clock>) -> Result<Self, String> {
+    pub fn from_list_with_clock(text: &str, clock: Arc<dyn Clock>) -> Result<Self, ContextError> {
+        let malformed = ContextError::Malformed;
         if text.trim().is_empty() {
-            return Err(
+            return Err(malformed(
                 "the file is empty: expected a v1 List of Kubernetes objects (kind: List, items: [...])"
                     .into(),
-            );
+            ));
         }
         let list: Value = if text.trim_start().starts_with('{') {
-            serde_json::from_str(text).map_err(|e| format!("not valid JSON: {e}"))?
+            serde_json::from_str(text).map_err(|e| malformed(format!("not valid JSON: {e}")))?
         } else {
-            serde_yaml::from_str(text).map_err(|e| format!("not valid YAML: {e}"))?
+            serde_yaml::from_str(text).map_err(|e| malformed(format!("not valid YAML: {e}")))?
         };
         let kind = list.get("kind").and_then(Value::as_str).unwrap_or("<none>");
         let Some(items) = list.get("items").and_then(Value::as_array) else {
-            return Err(format!(
+            return Err(malformed(format!(
                 "expected a v1 List of Kubernetes objects (kind: List, items: [...]), got kind {kind}"
-            ));
+            )));
         };
         Self::from_objects_with_clock(items.iter().cloned(), clock)
     }
 
     /// A store with these objects, stamped by the wall clock.
-    pub fn from_objects(objects: impl IntoIterator<Item = Value>) -> Result<Self, String> {
+    pub fn from_objects(objects: impl IntoIterator<Item = Value>) -> Result<Self, ContextError> {
         Self::from_objects_with_clock(objects, Arc::new(SystemClock))
     }
 
     fn from_objects_with_clock(
         objects: impl IntoIterator<Item = Value>,
         clock: Arc<dyn Clock>,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, ContextError> {
         let store = Self::new(clock, HISTORY);
         for (i, object) in objects.into_iter().enumerate() {
-            store.insert(object).map_err(|why| format!("items[{i}]: {why}"))?;
+            store.insert(object).map_err(|e| ContextError::Malformed(format!("items[{i}]: {e}")))?;
         }
         Ok(store)
     }
@@ -171,13 +177,15 @@ items:
 
     #[test]
     fn bad_context_files_are_refused_clearly() {
-        let err = MemoryStore::from_list("").unwrap_err();
+        let err = MemoryStore::from_list("").unwrap_err().to_string();
         assert!(err.contains("the file is empty"), "{err}");
-        let err = MemoryStore::from_list(r#"{"kind": "Pod"}"#).unwrap_err();
+        let err = MemoryStore::from_list(r#"{"kind": "Pod"}"#).unwrap_err().to_string();
         assert!(err.contains("expected a v1 List"), "{err}");
-        let err = MemoryStore::from_list(r#"{"kind": "List", "items": [{"kind": "Pod"}]}"#).unwrap_err();
+        let err = MemoryStore::from_list(r#"{"kind": "List", "items": [{"kind": "Pod"}]}"#)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("items[0]: the object has no apiVersion"), "{err}");
-        let err = MemoryStore::from_list("{ not json").unwrap_err();
+        let err = MemoryStore::from_list("{ not json").unwrap_err().to_string();
         assert!(err.contains("not valid JSON"), "{err}");
         assert!(MemoryStore::from_list(r#"{"kind": "List", "items": []}"#).unwrap().is_empty());
         let err = MemoryStore::from_file(Path::new("/nonexistent/context.yaml")).unwrap_err().to_string();

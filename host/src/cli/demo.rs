@@ -64,13 +64,13 @@ fn compare(file: &Path, scenario: &Scenario, policies: &Path) -> Result<String> 
 }
 
 fn run_quietly(scenario: &Scenario, mode: &Mode) -> Result<Report> {
-    scenario::run(scenario, mode, &mut Quiet).map_err(anyhow::Error::msg)
+    Ok(scenario::run(scenario, mode, &mut Quiet)?)
 }
 
 fn load(file: &Path) -> Result<Scenario> {
     let name = file.display().to_string();
     let text = std::fs::read_to_string(file).with_context(|| format!("cannot read the scenario {name}"))?;
-    Scenario::parse(&text, &name).map_err(anyhow::Error::msg)
+    Ok(Scenario::parse(&text, &name)?)
 }
 
 fn file_name(path: &Path) -> String {

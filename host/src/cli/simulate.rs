@@ -29,7 +29,7 @@ pub fn run(args: SimulateArgs) -> Result<()> {
     let file = args.scenario.display().to_string();
     let text = std::fs::read_to_string(&args.scenario)
         .with_context(|| format!("cannot read the scenario {file}"))?;
-    let scenario = Scenario::parse(&text, &file).map_err(anyhow::Error::msg)?;
+    let scenario = Scenario::parse(&text, &file)?;
     let timeline = !args.json && !args.quiet && scenario.report.contains(&Section::Timeline);
     if timeline {
         println!("== {}", scenario.name);
@@ -44,7 +44,7 @@ pub fn run(args: SimulateArgs) -> Result<()> {
     } else {
         Mode::KubeVirt
     };
-    let report = scenario::run(&scenario, &mode, &mut progress).map_err(anyhow::Error::msg)?;
+    let report = scenario::run(&scenario, &mode, &mut progress)?;
     progress.bar.finish_and_clear();
     tracing::info!(wall_ms = started.elapsed().as_millis() as u64, "scenario run");
     if args.json {

@@ -133,7 +133,18 @@ pub trait WebhookService: Send + Sync {
         &'a self,
         store: &'a Store,
         review: &'a Value,
-    ) -> futures::future::BoxFuture<'a, Result<Value, String>>;
+    ) -> futures::future::BoxFuture<'a, Result<Value, WebhookError>>;
+}
+
+/// A webhook call that brought no answer: the API server reports it as `failed calling webhook`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct WebhookError(pub String);
+
+impl From<String> for WebhookError {
+    fn from(why: String) -> Self {
+        Self(why)
+    }
 }
 
 /// Calls one webhook; a denial or (unless its failure policy is Ignore) a failed call refuses
@@ -173,7 +184,7 @@ async fn admit(
     let answer = match in_process {
         Some(service) => service.review(store, &review).await,
         None if virt_api => virt_api::review(store, &review).await,
-        None => call(webhook, &review).await,
+        None => call(webhook, &review).await.map_err(WebhookError),
     };
     let answer = match answer {
         Ok(answer) => answer,

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use super::report::ControllerStats;
 use super::spec::Scenario;
+use super::ScenarioError;
 use crate::{Actor, Store};
 
 /// The service a scenario's eviction webhook names to reach evac's policy server: namespace,
@@ -46,7 +47,7 @@ pub trait Evac: Send + Sync {
         store: &Arc<Store>,
         scenario: &Scenario,
         restarts: Vec<Duration>,
-    ) -> Result<Box<dyn EvacRun>, String>;
+    ) -> Result<Box<dyn EvacRun>, ScenarioError>;
 }
 
 /// evac running in a simulated cluster.

@@ -3,6 +3,7 @@
 
 mod build;
 mod compare;
+mod error;
 mod evac;
 mod observer;
 mod report;
@@ -12,6 +13,7 @@ mod steps;
 
 pub use build::{EVAC_FEATURE_GATES, KUBEVIRT_WEBHOOK};
 pub use compare::{line as comparison_line, Tally};
+pub use error::ScenarioError;
 pub use evac::{Evac, EvacRun, Mode, SERVICE as EVAC_SERVICE, WEBHOOK_PATH as EVAC_WEBHOOK_PATH};
 pub use observer::Entry;
 pub use report::{ControllerStats, Outcome, Report};

@@ -13,6 +13,7 @@ use super::observer::{cause_name, Entry, Observer};
 use super::report::{DrainReport, EvictionCounts, MigrationCounts, Outcome, Report, VmCounts, VmOutcome};
 use super::spec::{Action, Scenario};
 use super::steps::Steps;
+use super::ScenarioError;
 use crate::actors::descheduler::DeschedulerSettings;
 use crate::actors::virt_controller::RESTARTS_ANNOTATION;
 use crate::actors::{
@@ -38,18 +39,21 @@ pub trait Progress {
 
 /// Runs a scenario to its end (its duration, or earlier when nothing is left to happen).
 /// Must be called outside an async runtime: webhooks are called from the simulation's thread.
-pub fn run(scenario: &Scenario, mode: &Mode, progress: &mut dyn Progress) -> Result<Report, String> {
+pub fn run(scenario: &Scenario, mode: &Mode, progress: &mut dyn Progress) -> Result<Report, ScenarioError> {
     let duration = scenario.duration.duration("duration")?;
     let store = Arc::new(Store::new(Arc::new(SimClock::default()), HISTORY));
     let with_evac = matches!(mode, Mode::Evac(_));
     let total_vms = build::populate(&store, scenario, with_evac)
-        .map_err(|e| format!("cannot build the cluster: {}", e.message))?;
+        .map_err(|error| ScenarioError::Cluster { what: "cannot build the cluster", error })?;
     let placement: HashMap<String, String> = list(&store, &vmis())
         .iter()
         .map(|vmi| (key(vmi), text(vmi, "/status/nodeName").to_owned()))
         .collect();
 
-    let evictor = Arc::new(ApiEvictor::new().map_err(|e| format!("cannot start the eviction client: {e}"))?);
+    let evictor = Arc::new(
+        ApiEvictor::new()
+            .map_err(|e| ScenarioError::Evac(format!("cannot start the eviction client: {e}")))?,
+    );
     let observer = Arc::new(Observer::new(store.revision(), Arc::clone(&evictor)));
     let (actors, drains, descheduler) = actors(scenario, &evictor, !with_evac)?;
     let mut all: Vec<Box<dyn Actor>> = actors;
@@ -75,8 +79,9 @@ pub fn run(scenario: &Scenario, mode: &Mode, progress: &mut dyn Progress) -> Res
     let mut until = Duration::ZERO;
     loop {
         until = (until + chunk).min(duration);
-        let busy =
-            simulation.run_until_idle(until).map_err(|e| format!("the simulation stopped: {}", e.message))?;
+        let busy = simulation
+            .run_until_idle(until)
+            .map_err(|error| ScenarioError::Cluster { what: "the simulation stopped", error })?;
         let entries = observer.entries_from(printed);
         printed += entries.len();
         entries.iter().for_each(|entry| progress.entry(entry));

@@ -3,6 +3,7 @@
 //! Every field is checked: an unknown field, a bad duration or quantity, or a disruption naming a
 //! node the cluster lacks is an error that names where it is.
 
+use super::ScenarioError;
 use std::collections::HashSet;
 use std::time::Duration;
 
@@ -353,16 +354,16 @@ fn default_target() -> f64 {
 
 impl Scenario {
     /// Parses a scenario file's text; `file` names it in errors.
-    pub fn parse(text: &str, file: &str) -> Result<Self, String> {
+    pub fn parse(text: &str, file: &str) -> Result<Self, ScenarioError> {
         let scenario: Self = serde_yaml::from_str(text).map_err(|e| {
             // serde's words for a disruption of no known kind name its internals; say what is known.
             let e = e.to_string().replace(
                 "no variant of enum Action found in flattened data",
                 "a disruption is one of drain, uncordon, taint, memoryPressure, preempt, descheduler, restartEvacControl (plus `at`)",
             );
-            format!("{file}: {e}")
+            ScenarioError::Invalid(format!("{file}: {e}"))
         })?;
-        scenario.check().map_err(|e| format!("{file}: {e}"))?;
+        scenario.check().map_err(|e| ScenarioError::Invalid(format!("{file}: {e}")))?;
         Ok(scenario)
     }
 
