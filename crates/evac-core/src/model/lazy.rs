@@ -123,6 +123,18 @@ mod tests {
         assert_eq!(format!("{:?}", holder("{}").items), "[]");
     }
 
+    /// A copy of an object keeps its lazily read fields (`ObjectMeta` holds `ownerReferences` so).
+    #[test]
+    fn clones_keep_the_raw_value() {
+        let text =
+            r#"{"ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": "virt-launcher-vm-x"}]}"#;
+        let meta: crate::model::ObjectMeta<'_> = serde_json::from_str(text).unwrap();
+        let copy = meta.clone();
+        assert_eq!(copy.owner_references.get().len(), 1);
+        assert_eq!(copy.owner_references.get()[0].name, "virt-launcher-vm-x");
+        assert!(!copy.owner_references.is_absent());
+    }
+
     /// Serialized as read: the raw text, or `null` when the field was missing.
     #[test]
     fn serialized_as_read() {
