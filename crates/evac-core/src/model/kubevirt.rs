@@ -76,8 +76,7 @@ impl KubeVirt<'_> {
 mod tests {
     use super::*;
 
-    /// A KubeVirt CR as `kubectl get kubevirt -o json` shows it, with the three gates evac's
-    /// decisions read among others, and the migration limits when given.
+    /// A KubeVirt CR with these feature gates and this `migrations` configuration.
     fn kubevirt(gates: &[&str], migrations: serde_json::Value) -> String {
         serde_json::json!({
             "apiVersion": "kubevirt.io/v1", "kind": "KubeVirt",
