@@ -9,7 +9,7 @@ EVAC         := target/release/evac
 DIST         := dist/policies
 POLICY_WASM  := $(foreach p,$(POLICIES),$(DIST)/$(p).wasm)
 
-.PHONY: all build host policies test test-core test-e2e lint fmt demo demo-evictions bench bench-control bench-load bench-sim clean setup
+.PHONY: all build host policies test test-core test-e2e lint fmt demo demo-evictions bench bench-control bench-load bench-sim mutants clean setup
 
 all: build
 
@@ -71,6 +71,22 @@ bench-sim: build
 ## evac control's passes on the 500-node, 10,000-VM drain (time per reconcile, in the report).
 bench-control: build
 	/usr/bin/time -f "%e s wall, %M KB max RSS" $(EVAC) simulate --json --evac examples/scenarios/drain-500-nodes.yaml | grep -A8 '"controller"'
+
+## Mutation testing with cargo-mutants (docs/benchmarks.md): every mutant of evac-core must be
+## caught by the core's own tests, or excluded with its reason in .cargo/mutants.toml; then each
+## policy's native tests over its own code, reported but not required. Slow (about half an hour
+## on 2 cores), so not part of `make test`. Reports: target/mutants/<crate>/mutants.out/.
+MUTANTS_VERSION := 27.1.0
+MUTANTS_FLAGS   ?=
+mutants:
+	@$(CARGO) mutants --version 2>/dev/null | grep -qx 'cargo-mutants $(MUTANTS_VERSION)' || \
+		$(CARGO) install --locked cargo-mutants@$(MUTANTS_VERSION)
+	@mkdir -p $(foreach c,evac-core $(POLICIES),target/mutants/$(c))
+	$(CARGO) mutants -p evac-core -o target/mutants/evac-core $(MUTANTS_FLAGS)
+	@for p in $(POLICIES); do \
+		$(CARGO) mutants -p $$p -o target/mutants/$$p $(MUTANTS_FLAGS); rc=$$?; \
+		case $$rc in 0|2|3) ;; *) exit $$rc;; esac; \
+	done
 
 clean:
 	$(CARGO) clean

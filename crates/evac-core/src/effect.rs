@@ -305,6 +305,83 @@ mod tests {
         assert_eq!(EvacuationSource::parse("kubectl"), None);
     }
 
+    /// The values of the cause annotation on evacuation migrations: what reports and tools read
+    /// back. Each is also the cause's wire form in a `CreateMigration` effect.
+    #[test]
+    fn migration_causes_read_as_kebab_case() {
+        let all = [
+            (MigrationCause::ApiEviction, "api-eviction"),
+            (MigrationCause::Descheduler, "descheduler"),
+            (MigrationCause::Preemption, "preemption"),
+            (MigrationCause::NoexecuteTaint, "noexecute-taint"),
+            (MigrationCause::NodePressure, "node-pressure"),
+            (MigrationCause::Drain, "drain"),
+        ];
+        for (cause, text) in all {
+            assert_eq!(cause.as_str(), text);
+            assert_eq!(serde_json::to_value(cause).unwrap(), text);
+        }
+    }
+
+    /// A mark's source becomes the cause of the migration it leads to.
+    #[test]
+    fn sources_become_causes_of_their_own_name() {
+        let all = [
+            (EvacuationSource::Descheduler, MigrationCause::Descheduler),
+            (EvacuationSource::Preemption, MigrationCause::Preemption),
+            (EvacuationSource::NoexecuteTaint, MigrationCause::NoexecuteTaint),
+            (EvacuationSource::NodePressure, MigrationCause::NodePressure),
+        ];
+        for (source, cause) in all {
+            assert_eq!(MigrationCause::from(source), cause);
+            assert_eq!(cause.as_str(), source.as_str());
+        }
+    }
+
+    /// KubeVirt's migration priorities (VEP #62), as `spec.priority` spells them.
+    #[test]
+    fn priorities_are_kubevirts_values() {
+        for (priority, text) in [
+            (MigrationPriority::SystemCritical, "system-critical"),
+            (MigrationPriority::SystemMaintenance, "system-maintenance"),
+        ] {
+            assert_eq!(priority.as_str(), text);
+            assert_eq!(serde_json::to_value(priority).unwrap(), text);
+        }
+    }
+
+    #[test]
+    fn type_names_are_the_type_tags() {
+        let vmi = || ObjectRef::new("default", "vm");
+        let effects = [
+            (
+                Effect::MarkForEvacuation { vmi: vmi(), node: "n".into(), dry_run: false, source: None },
+                "MarkForEvacuation",
+            ),
+            (
+                Effect::CreateMigration {
+                    vmi: vmi(),
+                    node: "n".into(),
+                    cause: Some(MigrationCause::Drain),
+                    priority: MigrationPriority::SystemCritical,
+                },
+                "CreateMigration",
+            ),
+            (Effect::AnnotatePod { pod: vmi(), annotations: BTreeMap::new() }, "AnnotatePod"),
+            (Effect::ClearEvacuation { vmi: vmi(), node: "n".into() }, "ClearEvacuation"),
+        ];
+        for (effect, name) in effects {
+            assert_eq!(effect.type_name(), name);
+            assert_eq!(serde_json::to_value(&effect).unwrap()["type"], name);
+        }
+    }
+
+    /// Objects read as `namespace/name` in messages and logs, as kubectl names them.
+    #[test]
+    fn object_refs_display_as_namespace_slash_name() {
+        assert_eq!(ObjectRef::new("default", "vm-cirros").to_string(), "default/vm-cirros");
+    }
+
     #[test]
     fn malformed_effects_are_refused_clearly() {
         let err = serde_json::from_str::<Effect>(r#"{"type":"MarkForEvacuation","node":"n","dryRun":false}"#)

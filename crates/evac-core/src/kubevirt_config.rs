@@ -72,3 +72,120 @@ impl KubeVirtConfig {
         self.feature_gates.iter().any(|g| g == gate)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{json, Value};
+
+    use super::*;
+    use crate::cluster::{GetResource, ListResourcesAll};
+
+    /// A cluster of KubeVirt CRs whose reads fail with `failure` when it is set.
+    struct Cluster {
+        kubevirts: Vec<Value>,
+        failure: Option<ReadError>,
+    }
+
+    impl ClusterReader for Cluster {
+        fn get_resource(&self, r: &GetResource<'_>) -> Result<Vec<u8>, ReadError> {
+            assert_eq!((r.api_version.as_str(), r.kind.as_str()), (KUBEVIRT_API_VERSION, "KubeVirt"));
+            if let Some(failure) = &self.failure {
+                return Err(failure.clone());
+            }
+            self.kubevirts
+                .iter()
+                .find(|o| {
+                    o["metadata"]["namespace"] == r.namespace.as_deref().unwrap_or("")
+                        && o["metadata"]["name"] == r.name.as_str()
+                })
+                .map(|o| serde_json::to_vec(o).unwrap())
+                .ok_or_else(|| ReadError::not_found(&r.api_version, &r.kind, &r.name))
+        }
+
+        fn list_resources_all(&self, r: &ListResourcesAll<'_>) -> Result<Vec<u8>, ReadError> {
+            assert_eq!((r.api_version.as_str(), r.kind.as_str()), (KUBEVIRT_API_VERSION, "KubeVirt"));
+            if let Some(failure) = &self.failure {
+                return Err(failure.clone());
+            }
+            Ok(serde_json::to_vec(&json!({"kind": "List", "items": self.kubevirts})).unwrap())
+        }
+    }
+
+    fn kubevirt(name: &str, configuration: Value) -> Value {
+        json!({
+            "apiVersion": "kubevirt.io/v1", "kind": "KubeVirt",
+            "metadata": {"name": name, "namespace": "kubevirt"},
+            "spec": {"configuration": configuration},
+        })
+    }
+
+    fn at(name: &str) -> KubeVirtRef {
+        KubeVirtRef { namespace: "kubevirt".into(), name: name.into() }
+    }
+
+    /// What a CR with every field decisions read becomes.
+    fn configured() -> KubeVirtConfig {
+        KubeVirtConfig {
+            eviction_strategy: Some(EvictionStrategy::LiveMigrate),
+            feature_gates: vec!["LiveMigration".into(), "PreemptionEvictionLiveMigration".into()],
+            parallel_migrations_per_cluster: 10,
+            parallel_outbound_migrations_per_node: 3,
+        }
+    }
+
+    fn cluster(failure: Option<ReadError>) -> Cluster {
+        let full = kubevirt(
+            "kubevirt",
+            json!({
+                "evictionStrategy": "LiveMigrate",
+                "developerConfiguration": {"featureGates": ["LiveMigration", "PreemptionEvictionLiveMigration"]},
+                "migrations": {"parallelMigrationsPerCluster": 10, "parallelOutboundMigrationsPerNode": 3},
+            }),
+        );
+        Cluster { kubevirts: vec![full, kubevirt("spare", json!({}))], failure }
+    }
+
+    #[test]
+    fn a_cluster_without_a_cr_has_kubevirts_defaults() {
+        let expected = KubeVirtConfig {
+            eviction_strategy: None,
+            feature_gates: vec![],
+            parallel_migrations_per_cluster: 5,
+            parallel_outbound_migrations_per_node: 2,
+        };
+        assert_eq!(KubeVirtConfig::default(), expected);
+        let empty = Cluster { kubevirts: vec![], failure: None };
+        assert_eq!(KubeVirtConfig::read(None, &empty), Ok(expected.clone()));
+        assert_eq!(KubeVirtConfig::read(Some(&at("kubevirt")), &empty), Ok(expected));
+    }
+
+    /// The CR the settings name, else the first one listed. A named CR that does not exist reads
+    /// as no CR; a read that fails is an error, never taken for a missing CR (whose defaults
+    /// would turn every gate off).
+    #[test]
+    fn the_named_cr_or_the_first() {
+        let timeout = ReadError::other("etcdserver: request timed out");
+        let rows = [
+            ("named", Some(at("kubevirt")), None, Ok(configured())),
+            ("named, another", Some(at("spare")), None, Ok(KubeVirtConfig::default())),
+            ("named, missing", Some(at("gone")), None, Ok(KubeVirtConfig::default())),
+            ("the first listed", None, None, Ok(configured())),
+            ("named, read fails", Some(at("kubevirt")), Some(timeout.clone()), Err(timeout.clone())),
+            ("listed, read fails", None, Some(timeout.clone()), Err(timeout)),
+        ];
+        for (row, at, failure, expected) in rows {
+            assert_eq!(KubeVirtConfig::read(at.as_ref(), &cluster(failure)), expected, "{row}");
+        }
+    }
+
+    #[test]
+    fn an_undecodable_cr_is_an_error() {
+        let broken =
+            Cluster { kubevirts: vec![kubevirt("kubevirt", json!({"evictionStrategy": 7}))], failure: None };
+        for at in [Some(at("kubevirt")), None] {
+            let error = KubeVirtConfig::read(at.as_ref(), &broken).unwrap_err();
+            assert!(!error.is_not_found(), "{error}");
+            assert!(error.message.starts_with("cannot decode the KubeVirt"), "{error}");
+        }
+    }
+}

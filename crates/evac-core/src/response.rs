@@ -111,3 +111,63 @@ impl From<Decision> for PolicyResponse {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ObjectRef;
+
+    fn clear() -> Effect {
+        Effect::ClearEvacuation { vmi: ObjectRef::new("default", "vm"), node: "node01".into() }
+    }
+
+    #[test]
+    fn only_allow_is_allowed() {
+        let rows = [
+            ("allow", Decision::allow(), true),
+            (
+                "allow with effects and annotations",
+                Decision::allow().with_effect(clear()).with_audit_annotation("k", "v"),
+                true,
+            ),
+            ("deny", Decision::deny("Eviction request for target Pod"), false),
+            ("deny with an effect", Decision::deny("no").with_effect(clear()), false),
+            (
+                "deny with another code",
+                Decision {
+                    verdict: Verdict::Deny { code: 500, message: "boom".into() },
+                    ..Decision::allow()
+                },
+                false,
+            ),
+        ];
+        for (row, decision, allowed) in rows {
+            assert_eq!(decision.is_allowed(), allowed, "{row}");
+        }
+    }
+
+    /// Kubewarden's ValidationResponse: a denial carries its message and code; audit annotations
+    /// are `null` unless set; effects are listed in order.
+    #[test]
+    fn decisions_become_validation_responses() {
+        let denied =
+            Decision::deny("Eviction request for target Pod").with_effect(clear()).with_effect(clear());
+        let response = PolicyResponse::from(denied);
+        assert!(!response.accepted);
+        assert_eq!(response.message.as_deref(), Some("Eviction request for target Pod"));
+        assert_eq!(response.code, Some(TOO_MANY_REQUESTS));
+        assert_eq!(response.effects, [clear(), clear()]);
+        assert_eq!(response.audit_annotations, None);
+
+        let allowed =
+            Decision::allow().with_audit_annotation("evac.kubevirt.io/disruption-cause", "preemption");
+        let response = PolicyResponse::from(allowed);
+        assert!(response.accepted);
+        assert_eq!((response.message, response.code), (None, None));
+        assert_eq!(
+            response.audit_annotations,
+            Some(BTreeMap::from([("evac.kubevirt.io/disruption-cause".to_owned(), "preemption".to_owned())]))
+        );
+        assert!(response.effects.is_empty());
+    }
+}

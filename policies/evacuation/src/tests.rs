@@ -178,3 +178,11 @@ fn settings_reach_the_decision() {
         response.effects.iter().filter(|e| matches!(e, Effect::CreateMigration { .. })).collect();
     assert_eq!(migrations, [&migrate("db-1")]);
 }
+
+/// Back-offs are measured against the wall clock, in seconds since the Unix epoch.
+#[test]
+fn the_clock_is_the_wall_clock() {
+    let wall = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64();
+    let now = super::now();
+    assert!((now - wall).abs() < 60.0, "now() = {now}, the wall clock = {wall}");
+}

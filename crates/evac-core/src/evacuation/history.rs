@@ -138,3 +138,28 @@ pub fn kubevirt_backoff_until(migration: &Migration<'_>, of_vmi: &[Migration<'_>
     let until = ended_at(eligible[1])? + backoff;
     (backoff > 0.0).then_some(until)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// (failures in a row, when the last one ended, when the next attempt may start): KubeVirt's
+    /// back-off from the last failure; no wait when nothing failed or the failure has no date.
+    #[test]
+    fn retry_after_the_last_failure() {
+        let rows = [
+            (0, None, None),
+            (0, Some(1_000.0), None),
+            (1, None, None),
+            (1, Some(1_000.0), Some(1_020.0)),
+            (2, Some(1_000.0), Some(1_040.0)),
+            (4, Some(1_000.0), Some(1_160.0)),
+            (5, Some(1_000.0), Some(1_300.0)),
+            (9, Some(1_000.0), Some(1_300.0)),
+        ];
+        for (failures, last_failure, retry_at) in rows {
+            let history = History { active: false, failures, last_failure };
+            assert_eq!(history.retry_at(), retry_at, "{failures} failures, last {last_failure:?}");
+        }
+    }
+}

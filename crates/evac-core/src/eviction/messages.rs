@@ -66,3 +66,69 @@ pub fn hotplug_pod_protected(pod: &str, vmi: &str, namespace: &str) -> String {
 pub fn failed_marking_vmi(err: &dyn Display) -> String {
     format!("{}: {err}", crate::kubevirt::FAILED_MARKING)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every text in full, as KubeVirt's pods/eviction admitter words it, with a Kubernetes
+    /// error where the text carries one.
+    #[test]
+    fn kubevirts_exact_wording() {
+        let vmi = ObjectRef::new("default", "vm-cirros");
+        let err = r#"pods "virt-launcher-vm-cirros-wn5v4" not found"#;
+        let rows: &[(&str, String, &str)] = &[
+            (
+                "evacuation_triggered",
+                evacuation_triggered(&vmi),
+                r#"Eviction triggered evacuation of VMI "default/vm-cirros""#,
+            ),
+            (
+                "evacuation_in_progress",
+                evacuation_in_progress(&vmi),
+                r#"Evacuation in progress: Eviction triggered evacuation of VMI "default/vm-cirros""#,
+            ),
+            (
+                "not_live_migratable",
+                not_live_migratable("vm-cirros"),
+                "VMI vm-cirros is configured with an eviction strategy but is not live-migratable",
+            ),
+            (
+                "failed_getting_vmi",
+                failed_getting_vmi(&"connection refused"),
+                "kubevirt failed getting the vmi: connection refused",
+            ),
+            (
+                "failed_getting_hotplug_owner",
+                failed_getting_hotplug_owner(&err),
+                r#"failed getting owner for hotplug pod: pods "virt-launcher-vm-cirros-wn5v4" not found"#,
+            ),
+            (
+                "failed_getting_cluster_config",
+                failed_getting_cluster_config(&"connection refused"),
+                "kubevirt failed getting the cluster-wide eviction strategy: connection refused",
+            ),
+            (
+                "failed_parsing_eviction",
+                failed_parsing_eviction(&"expected value at line 1 column 1"),
+                "failed to parse the eviction object: expected value at line 1 column 1",
+            ),
+            (
+                "hotplug_pod_protected",
+                hotplug_pod_protected("hp-volume-x7k2p", "vm-cirros", "default"),
+                "cannot evict hotplug pod: hp-volume-x7k2p associated with running vmi: vm-cirros in namespace default",
+            ),
+            (
+                "failed_marking_vmi",
+                failed_marking_vmi(&"the object has been modified"),
+                "kubevirt failed marking the vmi for eviction: the object has been modified",
+            ),
+        ];
+        for (name, got, want) in rows {
+            assert_eq!(got, want, "{name}");
+        }
+        // The descheduler matches this prefix of a 429's message (KEP-1397).
+        assert!(evacuation_triggered(&vmi).starts_with(EVACUATION_TRIGGERED));
+        assert!(evacuation_in_progress(&vmi).contains(EVACUATION_TRIGGERED));
+    }
+}

@@ -22,6 +22,8 @@ const POD: &str = "virt-launcher-vm-cirros-wn5v4";
 struct FakeCluster {
     objects: BTreeMap<(String, String, String), Value>,
     failing_kinds: BTreeMap<String, String>,
+    /// Objects whose read fails, by name, whatever their kind.
+    failing_names: BTreeMap<String, String>,
     reads: RefCell<Vec<String>>,
 }
 
@@ -39,6 +41,11 @@ impl FakeCluster {
         self
     }
 
+    fn failing_object(mut self, name: &str, message: &str) -> Self {
+        self.failing_names.insert(name.into(), message.into());
+        self
+    }
+
     fn read_kinds(&self) -> Vec<String> {
         self.reads.borrow().clone()
     }
@@ -47,7 +54,9 @@ impl FakeCluster {
 impl ClusterReader for FakeCluster {
     fn get_resource(&self, r: &GetResource<'_>) -> Result<Vec<u8>, ReadError> {
         self.reads.borrow_mut().push(r.kind.to_string());
-        if let Some(message) = self.failing_kinds.get(r.kind.as_str()) {
+        if let Some(message) =
+            self.failing_kinds.get(r.kind.as_str()).or_else(|| self.failing_names.get(r.name.as_str()))
+        {
             return Err(ReadError::other(message.clone()));
         }
         let key = (
@@ -554,6 +563,45 @@ fn hotplug_volume_pods() {
         &Expect::Deny("kubevirt failed getting the vmi: timeout".into()),
         None,
     );
+}
+
+/// A launcher pod that is gone frees its hotplug pod; one that cannot be read is no answer, and
+/// the eviction is refused with the read's error (KubeVirt's "failed getting owner").
+#[test]
+fn hotplug_owner_missing_or_unreadable() {
+    let vmi = Vmi::new(Some("None"), false);
+    let text = eviction_request("hp-volume-x7k2p", plain_eviction());
+    let request = parse(&text);
+    let mut undecodable = launcher_pod(NODE);
+    undecodable["status"] = json!("Running");
+    let rows = [
+        ("owner gone", FakeCluster::default(), Expect::Allow),
+        (
+            "owner unreadable",
+            FakeCluster::default()
+                .with(launcher_pod(NODE))
+                .failing_object(POD, "etcdserver: request timed out"),
+            Expect::Deny("failed getting owner for hotplug pod: etcdserver: request timed out".into()),
+        ),
+    ];
+    for (row, cluster, expect) in rows {
+        let cluster = cluster.with(hotplug_pod(owned_by_launcher())).with(vmi.json());
+        check(row, &run(&cluster, &request), &expect, None);
+        // The VMI is read only once the owner is known to be its running launcher pod.
+        assert_eq!(cluster.read_kinds(), ["Pod", "Pod"], "{row}");
+    }
+    // An owner that does not decode is refused the same way, with the decoding error.
+    let cluster =
+        FakeCluster::default().with(undecodable).with(hotplug_pod(owned_by_launcher())).with(vmi.json());
+    let decision = run(&cluster, &request);
+    match &decision.verdict {
+        Verdict::Deny { code: 429, message } => assert!(
+            message.starts_with("failed getting owner for hotplug pod: cannot decode the Pod: "),
+            "{message}"
+        ),
+        other => panic!("owner undecodable: {other:?}"),
+    }
+    assert!(decision.effects.is_empty());
 }
 
 #[test]

@@ -86,3 +86,95 @@ impl KubeVirt<'_> {
         self.spec.configuration.developer_configuration.feature_gates.iter().any(|g| g.as_str() == gate)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A KubeVirt CR with these feature gates and this `migrations` configuration.
+    fn kubevirt(gates: &[&str], migrations: serde_json::Value) -> String {
+        serde_json::json!({
+            "apiVersion": "kubevirt.io/v1", "kind": "KubeVirt",
+            "metadata": {"name": "kubevirt", "namespace": "kubevirt"},
+            "spec": {"configuration": {
+                "developerConfiguration": {"featureGates": gates},
+                "migrations": migrations,
+            }},
+        })
+        .to_string()
+    }
+
+    /// Feature gates are names matched exactly, as KubeVirt's `featureGates` list is read: a gate
+    /// is on when listed, whatever else is listed, and only then.
+    #[test]
+    fn feature_gates_are_listed_names() {
+        // (gates in the CR, gate asked for, enabled)
+        let rows: &[(&[&str], &str, bool)] = &[
+            (&[], "PreemptionEvictionLiveMigration", false),
+            (&["PreemptionEvictionLiveMigration"], "PreemptionEvictionLiveMigration", true),
+            (
+                &["LiveMigration", "NodePressureEvictionLiveMigration"],
+                "NodePressureEvictionLiveMigration",
+                true,
+            ),
+            (&["LiveMigration", "NodePressureEvictionLiveMigration"], "LiveMigration", true),
+            (&["LiveMigration"], "NoExecuteTaintEvictionLiveMigration", false),
+            // Gate names are case-sensitive and whole.
+            (&["preemptionevictionlivemigration"], "PreemptionEvictionLiveMigration", false),
+            (&["PreemptionEviction"], "PreemptionEvictionLiveMigration", false),
+            (&["PreemptionEvictionLiveMigration"], "PreemptionEviction", false),
+        ];
+        for (gates, gate, enabled) in rows {
+            let text = kubevirt(gates, serde_json::Value::Null);
+            let cr: KubeVirt<'_> = serde_json::from_str(&text).unwrap();
+            assert_eq!(cr.feature_gate_enabled(gate), *enabled, "{gate} in {gates:?}");
+            let config = crate::kubevirt_config::KubeVirtConfig::from(&cr);
+            assert_eq!(config.feature_gate_enabled(gate), *enabled, "config: {gate} in {gates:?}");
+        }
+        // A CR without a developer configuration (or with `null` gates) has no gate on.
+        for text in [
+            r#"{"spec": {"configuration": {}}}"#,
+            r#"{"spec": {"configuration": {"developerConfiguration": {"featureGates": null}}}}"#,
+        ] {
+            let cr: KubeVirt<'_> = serde_json::from_str(text).unwrap();
+            assert!(!cr.feature_gate_enabled("LiveMigration"), "{text}");
+        }
+    }
+
+    /// `parallelMigrationsPerCluster` and `parallelOutboundMigrationsPerNode`, each with KubeVirt's
+    /// default (5 and 2) when unset.
+    #[test]
+    fn parallel_limits_default_to_kubevirts() {
+        let rows = [
+            (serde_json::Value::Null, (5, 2)),
+            (serde_json::json!({}), (5, 2)),
+            (serde_json::json!({"parallelMigrationsPerCluster": 10}), (10, 2)),
+            (serde_json::json!({"parallelOutboundMigrationsPerNode": 1}), (5, 1)),
+            (
+                serde_json::json!({"parallelMigrationsPerCluster": 20, "parallelOutboundMigrationsPerNode": 4}),
+                (20, 4),
+            ),
+        ];
+        for (migrations, limits) in rows {
+            let text = kubevirt(&[], migrations.clone());
+            let cr: KubeVirt<'_> = serde_json::from_str(&text).unwrap();
+            assert_eq!(cr.parallel_limits(), limits, "{migrations}");
+        }
+    }
+
+    #[test]
+    fn the_cluster_wide_eviction_strategy() {
+        let rows = [
+            (r#"{"spec": {"configuration": {}}}"#, None),
+            (
+                r#"{"spec": {"configuration": {"evictionStrategy": "LiveMigrate"}}}"#,
+                Some(EvictionStrategy::LiveMigrate),
+            ),
+            (r#"{"spec": {"configuration": {"evictionStrategy": "None"}}}"#, Some(EvictionStrategy::None)),
+        ];
+        for (text, strategy) in rows {
+            let cr: KubeVirt<'_> = serde_json::from_str(text).unwrap();
+            assert_eq!(cr.eviction_strategy(), strategy.as_ref(), "{text}");
+        }
+    }
+}

@@ -89,4 +89,58 @@ mod tests {
         let holder: Holder<'_> = serde_json::from_str(r#"{}"#).unwrap();
         assert!(holder.items.get().is_empty());
     }
+
+    fn holder(text: &str) -> Holder<'_> {
+        serde_json::from_str(text).unwrap()
+    }
+
+    /// (JSON, absent, decoded): a field is absent when missing or `null`; malformed reads as the
+    /// default without being absent.
+    #[test]
+    fn absent_null_present_and_malformed() {
+        let rows: &[(&str, bool, Vec<u32>)] = &[
+            (r#"{}"#, true, vec![]),
+            (r#"{"items": null}"#, true, vec![]),
+            (r#"{"items": []}"#, false, vec![]),
+            (r#"{"items": [3]}"#, false, vec![3]),
+            (r#"{"items": "three"}"#, false, vec![]),
+        ];
+        for (text, absent, items) in rows {
+            let holder = holder(text);
+            assert_eq!(holder.items.is_absent(), *absent, "{text}");
+            assert_eq!(&holder.items.get(), items, "{text}");
+        }
+    }
+
+    /// Lazy fields compare and print as their decoded values, whatever the spacing of the raw text.
+    #[test]
+    fn compared_and_printed_as_decoded() {
+        let (a, b, c) =
+            (holder(r#"{"items": [1, 2]}"#), holder(r#"{"items":[1,2]}"#), holder(r#"{"items": [2, 1]}"#));
+        assert!(a.items == b.items);
+        assert!(a.items != c.items);
+        assert!(holder(r#"{}"#).items == holder(r#"{"items": null}"#).items);
+        assert_eq!(format!("{:?}", a.items), "[1, 2]");
+        assert_eq!(format!("{:?}", holder("{}").items), "[]");
+    }
+
+    /// A copy of an object keeps its lazily read fields (`ObjectMeta` holds `ownerReferences` so).
+    #[test]
+    fn clones_keep_the_raw_value() {
+        let text =
+            r#"{"ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": "virt-launcher-vm-x"}]}"#;
+        let meta: crate::model::ObjectMeta<'_> = serde_json::from_str(text).unwrap();
+        let copy = meta.clone();
+        assert_eq!(copy.owner_references.get().len(), 1);
+        assert_eq!(copy.owner_references.get()[0].name, "virt-launcher-vm-x");
+        assert!(!copy.owner_references.is_absent());
+    }
+
+    /// Serialized as read: the raw text, or `null` when the field was missing.
+    #[test]
+    fn serialized_as_read() {
+        let holder = holder(r#"{"items": [1, 2]}"#);
+        assert_eq!(serde_json::to_string(&holder.items).unwrap(), "[1, 2]");
+        assert_eq!(serde_json::to_string(&Lazy::<Vec<u32>>::default()).unwrap(), "null");
+    }
 }

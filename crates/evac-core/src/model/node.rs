@@ -96,3 +96,107 @@ impl Node<'_> {
         self.status.capacity.get("memory").and_then(|q| super::quantity::bytes(&q))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn node(value: serde_json::Value) -> String {
+        value.to_string()
+    }
+
+    /// `status.capacity.memory` and the memory-available annotation, in bytes; each absent or
+    /// unreadable figure is unknown, whatever the other says.
+    #[test]
+    fn memory_figures() {
+        let rows = [
+            (
+                json!({"status": {"capacity": {"cpu": "8", "memory": "32Gi", "pods": "110"}}}),
+                Some(34_359_738_368.0),
+                None,
+            ),
+            (json!({"status": {"capacity": {"memory": "16266380Ki"}}}), Some(16_656_773_120.0), None),
+            (
+                json!({"metadata": {"annotations": {MEMORY_AVAILABLE_ANNOTATION: "3500Mi"}},
+                       "status": {"capacity": {"memory": "32Gi"}, "allocatable": {"memory": "31Gi"}}}),
+                Some(34_359_738_368.0),
+                Some(3_670_016_000.0),
+            ),
+            (json!({"metadata": {"annotations": {MEMORY_AVAILABLE_ANNOTATION: "1G"}}}), None, Some(1e9)),
+            // Allocatable is not capacity.
+            (json!({"status": {"allocatable": {"memory": "31Gi"}}}), None, None),
+            (json!({"status": {"capacity": {"memory": "lots"}}}), None, None),
+            (json!({"metadata": {"annotations": {MEMORY_AVAILABLE_ANNOTATION: "-"}}}), None, None),
+            (json!({"metadata": {"annotations": {"memory-available": "1Gi"}}}), None, None),
+            (json!({}), None, None),
+        ];
+        for (value, capacity, available) in rows {
+            let text = node(value);
+            let node: Node<'_> = serde_json::from_str(&text).unwrap();
+            assert_eq!(node.memory_capacity(), capacity, "capacity of {text}");
+            assert_eq!(node.memory_available(), available, "available of {text}");
+        }
+    }
+
+    /// Taints are matched by key and effect both; KubeVirt's drain taint is
+    /// `kubevirt.io/drain:NoSchedule`.
+    #[test]
+    fn taints() {
+        let taint = |key: &str, effect: &str| json!({"key": key, "effect": effect});
+        // (taints, kubevirt.io/drain:NoSchedule, node.kubernetes.io/unreachable:NoExecute)
+        let rows = [
+            (json!([]), false, false),
+            (json!([taint(DRAIN_TAINT_KEY, "NoSchedule")]), true, false),
+            (json!([taint(DRAIN_TAINT_KEY, "NoExecute")]), false, false),
+            (json!([taint(DRAIN_TAINT_KEY, "PreferNoSchedule")]), false, false),
+            (json!([taint("node.kubernetes.io/unschedulable", "NoSchedule")]), false, false),
+            (json!([taint("node.kubernetes.io/unreachable", "NoExecute")]), false, true),
+            (
+                json!([
+                    taint("node.kubernetes.io/unreachable", "NoSchedule"),
+                    taint(DRAIN_TAINT_KEY, "NoExecute")
+                ]),
+                false,
+                false,
+            ),
+            (
+                json!([
+                    taint("node.kubernetes.io/unreachable", "NoExecute"),
+                    taint(DRAIN_TAINT_KEY, "NoSchedule")
+                ]),
+                true,
+                true,
+            ),
+        ];
+        for (taints, drain, unreachable) in rows {
+            let text = node(json!({"spec": {"taints": taints}}));
+            let node: Node<'_> = serde_json::from_str(&text).unwrap();
+            assert_eq!(node.is_drain_tainted(), drain, "{taints}");
+            assert_eq!(node.has_taint(DRAIN_TAINT_KEY, "NoSchedule"), drain, "{taints}");
+            assert_eq!(
+                node.has_taint("node.kubernetes.io/unreachable", "NoExecute"),
+                unreachable,
+                "{taints}"
+            );
+        }
+    }
+
+    #[test]
+    fn memory_pressure_is_the_condition_being_true() {
+        let condition = |type_: &str, status: &str| json!({"type": type_, "status": status});
+        let rows = [
+            (json!([]), false),
+            (json!([condition("Ready", "True"), condition(MEMORY_PRESSURE_CONDITION, "True")]), true),
+            (json!([condition(MEMORY_PRESSURE_CONDITION, "False")]), false),
+            (json!([condition(MEMORY_PRESSURE_CONDITION, "Unknown")]), false),
+            (json!([condition("DiskPressure", "True")]), false),
+        ];
+        for (conditions, pressure) in rows {
+            let text = node(json!({"status": {"conditions": conditions}}));
+            let node: Node<'_> = serde_json::from_str(&text).unwrap();
+            assert_eq!(node.has_memory_pressure(), pressure, "{conditions}");
+        }
+    }
+}

@@ -33,4 +33,43 @@ mod tests {
         assert_eq!(super::bytes("4Qi"), None);
         assert_eq!(super::bytes("Gi"), None);
     }
+
+    /// Each suffix of `resource.Quantity` that memory figures use, at its value in
+    /// k8s.io/apimachinery: decimal powers of 1000 (`k`, `M`, `G`, `T`) and binary powers of 1024
+    /// (`Ki`, `Mi`, `Gi`, `Ti`).
+    #[test]
+    fn every_suffix_at_its_value() {
+        let rows: &[(&str, f64)] = &[
+            ("1", 1.0),
+            ("1k", 1_000.0),
+            ("1M", 1_000_000.0),
+            ("1G", 1_000_000_000.0),
+            ("1T", 1_000_000_000_000.0),
+            ("1Ki", 1_024.0),
+            ("1Mi", 1_048_576.0),
+            ("1Gi", 1_073_741_824.0),
+            ("1Ti", 1_099_511_627_776.0),
+            ("3500Mi", 3_670_016_000.0),
+            ("16Gi", 17_179_869_184.0),
+            ("129M", 129_000_000.0),
+            ("123Ki", 125_952.0),
+            ("2T", 2_000_000_000_000.0),
+            ("0.5Gi", 536_870_912.0),
+            ("0", 0.0),
+            // A figure as a node agent may publish it, padded.
+            (" 4Gi\n", 4_294_967_296.0),
+        ];
+        for (quantity, bytes) in rows {
+            assert_eq!(super::bytes(quantity), Some(*bytes), "{quantity:?}");
+        }
+    }
+
+    /// Suffixes are case-sensitive (`K` and `gi` are not Kubernetes suffixes) and follow the number
+    /// directly; anything else is not a quantity.
+    #[test]
+    fn what_is_not_a_quantity() {
+        for text in ["", "Gi", "1K", "1gi", "1mi", "1 Gi", "1GiB", "1.2.3Gi", "one", "-", "Mi1"] {
+            assert_eq!(super::bytes(text), None, "{text:?}");
+        }
+    }
 }

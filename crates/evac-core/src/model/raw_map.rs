@@ -132,4 +132,46 @@ mod tests {
         assert_eq!(meta.labels.get("x"), None);
         assert!(serde_json::from_str::<Meta<'_>>(r#"{"labels": 3}"#).is_err());
     }
+
+    fn labels(text: &str) -> RawMap<'_> {
+        serde_json::from_str::<Meta<'_>>(text).unwrap().labels
+    }
+
+    /// Maps compare, print and serialize as their entries, whatever the order and spacing of the
+    /// raw text.
+    #[test]
+    fn behave_as_their_entries() {
+        let a = labels(r#"{"labels": {"app": "web", "tier": "db"}}"#);
+        let b = labels(r#"{"labels":{"tier":"db","app":"web"}}"#);
+        let c = labels(r#"{"labels": {"app": "web"}}"#);
+        assert!(a == b);
+        assert!(a != c);
+        assert!(labels(r#"{"labels": null}"#) == labels(r#"{"labels": {}}"#));
+        assert_eq!(format!("{a:?}"), r#"{"app": "web", "tier": "db"}"#);
+        assert_eq!(serde_json::to_string(&b).unwrap(), r#"{"app":"web","tier":"db"}"#);
+        assert_eq!(serde_json::to_string(&RawMap::default()).unwrap(), "{}");
+    }
+
+    #[test]
+    fn empty_maps() {
+        // (labels, empty)
+        let rows = [
+            (r#"{}"#, true),
+            (r#"{"labels": null}"#, true),
+            (r#"{"labels": {}}"#, true),
+            (r#"{"labels": {"app": "web"}}"#, false),
+        ];
+        for (text, empty) in rows {
+            assert_eq!(labels(text).is_empty(), empty, "{text}");
+        }
+    }
+
+    /// The first occurrence of a key wins, and a value that is not a string is not found.
+    #[test]
+    fn duplicate_keys_and_other_values() {
+        let map = labels(r#"{"labels": {"app": "web", "count": 3, "app": "db", "gone": null}}"#);
+        assert_eq!(map.get("app").as_deref(), Some("web"));
+        assert_eq!(map.get("count"), None);
+        assert_eq!(map.get("gone"), None);
+    }
 }

@@ -127,4 +127,56 @@ mod tests {
         assert!(serde_json::from_str::<Str<'_>>("3").is_err());
         assert_eq!(serde_json::from_str::<Str<'_>>("null").unwrap(), "");
     }
+
+    /// A `Str` reads, compares, prints and serializes as the text it holds.
+    #[test]
+    fn behaves_as_its_text() {
+        let borrowed = Str::from("node01");
+        let owned = Str::from(String::from("node01"));
+        for s in [&borrowed, &owned] {
+            assert_eq!(s.as_str(), "node01");
+            assert_eq!(s.len(), 6, "deref to str");
+            assert!(*s == *"node01" && *s == "node01");
+            assert!(*s != *"node02" && *s != "node02");
+            assert_eq!(s.to_string(), "node01");
+            // Debug quotes it as a str does: messages show names as "node01".
+            assert_eq!(format!("{s:?}"), r#""node01""#);
+            assert_eq!(serde_json::to_string(s).unwrap(), r#""node01""#);
+        }
+        assert_eq!(borrowed, owned);
+        let escaped = Str::from("a \"quoted\" name");
+        assert_eq!(format!("{escaped:?}"), r#""a \"quoted\" name""#);
+        assert_eq!(serde_json::to_string(&escaped).unwrap(), r#""a \"quoted\" name""#);
+    }
+
+    #[test]
+    fn into_owned_keeps_the_text() {
+        let text = String::from(r#""vm-cirros""#);
+        let owned: Str<'static> = serde_json::from_str::<Str<'_>>(&text).unwrap().into_owned();
+        drop(text);
+        assert!(matches!(owned.0, Cow::Owned(_)));
+        assert_eq!(owned, "vm-cirros");
+    }
+
+    /// Maps keyed by `Str` are looked up with a plain `&str`.
+    #[test]
+    fn map_keys_borrow_as_str() {
+        let labels = std::collections::BTreeMap::from([(Str::from("kubevirt.io"), 1), (Str::from("app"), 2)]);
+        assert_eq!(labels.get("kubevirt.io"), Some(&1));
+        assert_eq!(labels.get("app"), Some(&2));
+        assert_eq!(labels.get("kubevirt"), None);
+    }
+
+    /// From a `serde_json::Value` (an owned string) as from text; what is not a string is an
+    /// error that says a string was expected.
+    #[test]
+    fn reads_owned_strings_and_refuses_other_values() {
+        let from_value = Str::deserialize(serde_json::json!("node01")).unwrap();
+        assert_eq!(from_value, "node01");
+        assert_eq!(Str::deserialize(serde_json::Value::Null).unwrap(), "");
+        let error = serde_json::from_str::<Str<'_>>("3").unwrap_err().to_string();
+        assert_eq!(error, "invalid type: integer `3`, expected a string at line 1 column 1");
+        let error = Str::deserialize(serde_json::json!(true)).unwrap_err().to_string();
+        assert_eq!(error, "invalid type: boolean `true`, expected a string");
+    }
 }

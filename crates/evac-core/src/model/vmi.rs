@@ -139,3 +139,80 @@ impl From<EvictionStrategy> for String {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    /// KubeVirt's four strategies by name, and any other name kept as it was written.
+    #[test]
+    fn eviction_strategies_by_name() {
+        let rows = [
+            ("None", EvictionStrategy::None),
+            ("LiveMigrate", EvictionStrategy::LiveMigrate),
+            ("LiveMigrateIfPossible", EvictionStrategy::LiveMigrateIfPossible),
+            ("External", EvictionStrategy::External),
+            ("liveMigrate", EvictionStrategy::Unknown("liveMigrate".into())),
+            ("", EvictionStrategy::Unknown(String::new())),
+        ];
+        for (name, strategy) in rows {
+            assert_eq!(serde_json::from_value::<EvictionStrategy>(json!(name)).unwrap(), strategy, "{name}");
+            assert_eq!(serde_json::to_value(&strategy).unwrap(), json!(name), "{name}");
+        }
+    }
+
+    /// The guest's memory: `spec.domain.memory.guest`, else `resources.requests.memory`.
+    #[test]
+    fn guest_memory() {
+        let rows = [
+            (
+                json!({"memory": {"guest": "2Gi"}, "resources": {"requests": {"memory": "1Gi"}}}),
+                Some(2_147_483_648.0),
+            ),
+            (json!({"resources": {"requests": {"memory": "1Gi"}}}), Some(1_073_741_824.0)),
+            (json!({"resources": {"limits": {"memory": "1Gi"}}}), None),
+            (json!({"memory": {"hugepages": {"pageSize": "2Mi"}}}), None),
+            (json!({}), None),
+        ];
+        for (domain, memory) in rows {
+            let text = json!({"spec": {"domain": domain}}).to_string();
+            let vmi: VirtualMachineInstance<'_> = serde_json::from_str(&text).unwrap();
+            assert_eq!(vmi.memory(), memory, "{domain}");
+        }
+    }
+
+    #[test]
+    fn status_and_deletion() {
+        let migratable = |status: &str| json!({"conditions": [{"type": "LiveMigratable", "status": status}]});
+        // (VMI, migratable, marked for evacuation, being deleted)
+        let rows = [
+            (json!({}), false, false, false),
+            (json!({"status": migratable("True")}), true, false, false),
+            (json!({"status": migratable("False")}), false, false, false),
+            (json!({"status": {"evacuationNodeName": "node01"}}), false, true, false),
+            (json!({"status": {"evacuationNodeName": ""}}), false, false, false),
+            (json!({"metadata": {"deletionTimestamp": "2026-11-21T09:40:00Z"}}), false, false, true),
+        ];
+        for (value, is_migratable, marked, deleted) in rows {
+            let text = value.to_string();
+            let vmi: VirtualMachineInstance<'_> = serde_json::from_str(&text).unwrap();
+            assert_eq!(vmi.is_migratable(), is_migratable, "{text}");
+            assert_eq!(vmi.is_marked_for_evacuation(), marked, "{text}");
+            assert_eq!(vmi.is_being_deleted(), deleted, "{text}");
+        }
+    }
+
+    /// The VMI's own strategy, else the cluster-wide one.
+    #[test]
+    fn strategy_fallback() {
+        let cluster_wide = EvictionStrategy::LiveMigrate;
+        let own: VirtualMachineInstance<'_> =
+            serde_json::from_str(r#"{"spec": {"evictionStrategy": "None"}}"#).unwrap();
+        let none: VirtualMachineInstance<'_> = serde_json::from_str("{}").unwrap();
+        assert_eq!(own.eviction_strategy(Some(&cluster_wide)), Some(&EvictionStrategy::None));
+        assert_eq!(none.eviction_strategy(Some(&cluster_wide)), Some(&EvictionStrategy::LiveMigrate));
+        assert_eq!(none.eviction_strategy(None), None);
+    }
+}
