@@ -22,6 +22,37 @@ pub use cluster::{ClusterReader, GetResource, ListResourcesAll, ReadError, ReadE
 pub use effect::{Effect, ObjectRef};
 pub use response::{Decision, PolicyResponse, Verdict};
 
+/// Settings a decision cannot run with; the message names the field (`kubevirt: both namespace
+/// and name must be set`), as Kubewarden's `validate_settings` reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InvalidSettings(pub String);
+
+impl core::fmt::Display for InvalidSettings {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for InvalidSettings {}
+
+impl From<&str> for InvalidSettings {
+    fn from(why: &str) -> Self {
+        Self(why.to_owned())
+    }
+}
+
+impl From<String> for InvalidSettings {
+    fn from(why: String) -> Self {
+        Self(why)
+    }
+}
+
+impl PartialEq<&str> for InvalidSettings {
+    fn eq(&self, other: &&str) -> bool {
+        self.0 == *other
+    }
+}
+
 /// JSON bytes as text, checked as UTF-8 once: decoding from `&str` spares serde_json from
 /// re-checking every string it reads, which is most of a small document's decoding time.
 pub fn json_text(bytes: &[u8]) -> Result<&str, core::str::Utf8Error> {

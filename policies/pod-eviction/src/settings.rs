@@ -21,7 +21,7 @@ impl Settings {
 
 impl Validatable for Settings {
     fn validate(&self) -> Result<(), String> {
-        self.0.validate()
+        self.0.validate().map_err(|e| e.to_string())
     }
 }
 

@@ -116,7 +116,7 @@ pub enum DecideError {
     /// Not a request this decision evaluates: the policy is registered for the wrong resources.
     UnsupportedRequest(String),
     /// Settings that do not validate (Kubewarden validates them before any request).
-    InvalidSettings(String),
+    InvalidSettings(crate::InvalidSettings),
     /// A cluster object could not be read.
     Read(ReadError),
 }

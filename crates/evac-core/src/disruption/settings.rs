@@ -35,7 +35,7 @@ impl Default for NodePressure {
 
 impl NodePressure {
     /// `(threshold, headroom)` in bytes.
-    pub fn bytes(&self) -> Result<(f64, f64), String> {
+    pub fn bytes(&self) -> Result<(f64, f64), crate::InvalidSettings> {
         let parse = |field: &str, value: &str| {
             quantity::bytes(value).ok_or_else(|| {
                 format!("nodePressure.{field}: {value:?} is not a memory quantity (e.g. 3500Mi)")
@@ -49,12 +49,12 @@ impl Settings {
     /// Checks the settings: a `kubevirt` reference needs both fields (`kubevirt: both namespace and
     /// name must be set`), and `nodePressure`'s values must be memory quantities
     /// (`nodePressure.<field>: "<value>" is not a memory quantity (e.g. 3500Mi)`).
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), crate::InvalidSettings> {
         if let Some(at) = &self.kubevirt {
             if at.namespace.is_empty() || at.name.is_empty() {
                 return Err("kubevirt: both namespace and name must be set".into());
             }
         }
-        self.node_pressure.bytes().map(|_| ())
+        self.node_pressure.bytes().map(drop)
     }
 }

@@ -854,7 +854,7 @@ fn settings_validate_quantities() {
         Err(r#"nodePressure.threshold: "lots" is not a memory quantity (e.g. 3500Mi)"#.into())
     );
     let bad: Settings = serde_json::from_str(r#"{"nodePressure": {"headroom": "-1Gi"}}"#).unwrap();
-    assert!(bad.validate().unwrap_err().starts_with("nodePressure.headroom"));
+    assert!(bad.validate().unwrap_err().0.starts_with("nodePressure.headroom"));
     let half: Settings =
         serde_json::from_str(r#"{"kubevirt": {"namespace": "kubevirt", "name": ""}}"#).unwrap();
     assert_eq!(half.validate(), Err("kubevirt: both namespace and name must be set".into()));

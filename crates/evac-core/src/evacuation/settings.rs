@@ -47,7 +47,7 @@ impl Settings {
     /// Checks the settings. The errors: `kubevirt: both namespace and name must be set`,
     /// `maxFailedEvacuations must be greater than 0`, and
     /// `nodePressureRelease: "<value>" is not a quantity (e.g. 4500Mi)`.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), crate::InvalidSettings> {
         if let Some(at) = &self.kubevirt {
             if at.namespace.is_empty() || at.name.is_empty() {
                 return Err("kubevirt: both namespace and name must be set".into());
@@ -60,7 +60,8 @@ impl Settings {
             return Err(format!(
                 "nodePressureRelease: {:?} is not a quantity (e.g. 4500Mi)",
                 self.node_pressure_release
-            ));
+            )
+            .into());
         }
         Ok(())
     }

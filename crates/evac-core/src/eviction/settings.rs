@@ -22,7 +22,7 @@ pub struct KubeVirtRef {
 impl Settings {
     /// Checks the settings: a `kubevirt` reference needs both fields, else the error is
     /// `kubevirt: both namespace and name must be set`.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), crate::InvalidSettings> {
         if let Some(at) = &self.kubevirt {
             if at.namespace.is_empty() || at.name.is_empty() {
                 return Err("kubevirt: both namespace and name must be set".into());
