@@ -19,6 +19,7 @@ pub mod api;
 pub mod clock;
 pub mod driver;
 pub mod kinds;
+pub mod objects;
 pub mod scenario;
 pub mod store;
 

@@ -37,10 +37,11 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use serde::Serialize;
-use serde_json::Value;
 
-use super::{memory_of, quantity, text, Evictor};
-use crate::store::{Kind, Store};
+use super::{memory_of, Evictor};
+use crate::kinds::{nodes, pods};
+use crate::objects::{Node, Pod};
+use crate::store::Store;
 use crate::ApiError;
 
 /// Marks a pod whose eviction is expected to be taken over by another component (KubeVirt sets it
@@ -253,18 +254,19 @@ impl Descheduler {
             CycleStats { at_ms: u64::try_from(now.as_millis()).unwrap_or(u64::MAX), ..Default::default() };
 
         // One pass over the pods: who runs where, and what is in progress.
-        let (pods, _) = store.list(&Kind::new("v1", "Pod"), None, None, None);
+        let (all_pods, _) = store.list(&pods(), None, None, None);
         let mut by_node: HashMap<&str, Vec<PodView>> = HashMap::new();
         let mut in_progress: Vec<(&str, &str)> = Vec::new();
-        for pod in &pods {
-            if matches!(text(pod, "/status/phase"), "Failed" | "Succeeded") {
+        for pod in all_pods.iter().map(|p| Pod(p)) {
+            if pod.is_finished() {
                 continue;
             }
-            let uid = text(pod, "/metadata/uid");
-            let node = text(pod, "/spec/nodeName");
-            let namespace = text(pod, "/metadata/namespace");
-            let request_evict_only = has_annotation(pod, REQUEST_EVICT_ONLY);
-            let annotated = request_evict_only && has_annotation(pod, EVICTION_IN_PROGRESS);
+            let uid = pod.meta().uid();
+            let node = pod.node_name().unwrap_or_default();
+            let namespace = pod.meta().namespace();
+            // KEP-1397's annotations count by their presence (KubeVirt sets `request-evict-only` to "").
+            let request_evict_only = pod.meta().annotation(REQUEST_EVICT_ONLY).is_some();
+            let annotated = request_evict_only && pod.meta().annotation(EVICTION_IN_PROGRESS).is_some();
             let mut pod_in_progress = false;
             if background {
                 if let Some(entry) = state.cache.get_mut(uid) {
@@ -290,16 +292,16 @@ impl Descheduler {
                 }
             }
             // A terminating pod is leaving already: neither counted in its node's usage nor movable.
-            if node.is_empty() || pod.pointer("/metadata/deletionTimestamp").is_some() {
+            if node.is_empty() || pod.is_terminating() {
                 continue;
             }
-            let evictable = text(pod, "/status/phase") == "Running" && owned_but_not_by_a_daemon_set(pod);
+            let evictable = pod.phase() == Some("Running") && owned_but_not_by_a_daemon_set(pod);
             by_node.entry(node).or_default().push(PodView {
                 namespace,
-                name: text(pod, "/metadata/name"),
+                name: pod.meta().name(),
                 uid,
                 node,
-                memory: memory_of(store, pod),
+                memory: memory_of(store, pod.0),
                 request_evict_only,
                 in_progress: pod_in_progress,
                 evictable,
@@ -316,21 +318,20 @@ impl Descheduler {
         record.in_progress = in_progress.len();
 
         // Classify the nodes.
-        let (nodes, _) = store.list(&Kind::new("v1", "Node"), None, None, None);
+        let (all_nodes, _) = store.list(&nodes(), None, None, None);
         let mut sources: Vec<Source> = Vec::new();
         let mut room = 0.0;
         let mut any_under = false;
-        for node in &nodes {
-            let allocatable = quantity::bytes(text(node, "/status/allocatable/memory"))
-                .or_else(|| quantity::bytes(text(node, "/status/capacity/memory")))
-                .filter(|&bytes| bytes > 0.0);
+        for node in all_nodes.iter().map(|n| Node(n)) {
+            let allocatable =
+                node.allocatable_memory().or_else(|| node.capacity_memory()).filter(|&bytes| bytes > 0.0);
             let Some(allocatable) = allocatable else { continue };
-            let name = text(node, "/metadata/name");
+            let name = node.name();
             let used: f64 = by_node.get(name).into_iter().flatten().map(|p| p.memory).sum();
             let percent = used / allocatable * 100.0;
             let target = allocatable * self.settings.target_threshold / 100.0;
             // An unschedulable node takes no pods: it is no destination.
-            let schedulable = node.pointer("/spec/unschedulable").and_then(Value::as_bool) != Some(true);
+            let schedulable = !node.unschedulable();
             if percent < self.settings.threshold && schedulable {
                 any_under = true;
                 room += target - used;
@@ -425,17 +426,10 @@ impl Descheduler {
     }
 }
 
-/// Whether a pod has an annotation: KEP-1397's annotations count by their presence (KubeVirt sets
-/// `request-evict-only` to "").
-fn has_annotation(pod: &Value, key: &str) -> bool {
-    pod.pointer("/metadata/annotations").and_then(|a| a.get(key)).is_some_and(|v| !v.is_null())
-}
-
-/// Whether a controller would recreate the pod elsewhere: it has an owner, and that is not a
+/// Whether a controller would recreate the pod elsewhere: it has a controller, and that is not a
 /// DaemonSet (whose pods belong on their node).
-fn owned_but_not_by_a_daemon_set(pod: &Value) -> bool {
-    let owners = pod.pointer("/metadata/ownerReferences").and_then(Value::as_array);
-    owners.is_some_and(|owners| !owners.is_empty() && owners.iter().all(|o| text(o, "/kind") != "DaemonSet"))
+fn owned_but_not_by_a_daemon_set(pod: Pod<'_>) -> bool {
+    pod.meta().controller().is_some_and(|(kind, _, _)| kind != "DaemonSet")
 }
 
 impl crate::Actor for Descheduler {

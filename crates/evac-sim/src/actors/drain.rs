@@ -7,10 +7,12 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use serde_json::{json, Value};
+use serde_json::json;
 
-use super::{text, Evictor};
-use crate::store::{Kind, Patch, Store};
+use super::Evictor;
+use crate::kinds::{nodes, pods};
+use crate::objects::Pod;
+use crate::store::{Patch, Store};
 use crate::ApiError;
 
 /// kubectl's wait before asking again after a 429.
@@ -76,22 +78,21 @@ impl Drain {
         }
         if !state.cordoned {
             let patch = Patch::Merge(json!({"spec": {"unschedulable": true}}));
-            store.patch(&Kind::new("v1", "Node"), "", &self.node, &patch, false)?;
+            store.patch(&nodes(), "", &self.node, &patch, false)?;
             state.cordoned = true;
         }
         let selector = evac_cluster::FieldSelector::parse(&format!("spec.nodeName={}", self.node))
             .map_err(ApiError::bad_request)?;
-        let (pods, _) = store.list(&Kind::new("v1", "Pod"), None, None, Some(&selector));
+        let (pods, _) = store.list(&pods(), None, None, Some(&selector));
         let mut next: Option<Duration> = None;
         let mut left = 0;
-        for pod in pods.iter().filter(|p| !owned_by_daemon_set(p)) {
+        for pod in pods.iter().map(|p| Pod(p)).filter(|p| !owned_by_daemon_set(*p)) {
             // kubectl waits for deleted pods to go; finished ones it deletes like any other.
             left += 1;
-            if pod.pointer("/metadata/deletionTimestamp").is_some() {
+            if pod.is_terminating() {
                 continue;
             }
-            let namespace = text(pod, "/metadata/namespace");
-            let name = text(pod, "/metadata/name");
+            let (namespace, name) = (pod.meta().namespace(), pod.meta().name());
             let key = format!("{namespace}/{name}");
             if let Some(&at) = state.retry_at.get(&key) {
                 if at > now {
@@ -125,12 +126,8 @@ impl Drain {
     }
 }
 
-fn owned_by_daemon_set(pod: &Value) -> bool {
-    pod.pointer("/metadata/ownerReferences")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .any(|owner| text(owner, "/kind") == "DaemonSet")
+fn owned_by_daemon_set(pod: Pod<'_>) -> bool {
+    pod.meta().controller().is_some_and(|(kind, _, _)| kind == "DaemonSet")
 }
 
 impl crate::Actor for Drain {

@@ -16,12 +16,13 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use serde_json::{json, Value};
+use serde_json::json;
 
 use super::quantity;
-use super::{annotation, conditions_without, text, with_disruption_target};
-use crate::kinds::{pods, vmis};
-use crate::store::{Kind, Patch, Store, TERMINATE_AT_ANNOTATION};
+use super::{conditions_without, with_disruption_target};
+use crate::kinds::{nodes, pods, vmis};
+use crate::objects::{Node, Pod, Vmi};
+use crate::store::{Patch, Store, TERMINATE_AT_ANNOTATION};
 use crate::ApiError;
 use evac_core::model::MEMORY_AVAILABLE_ANNOTATION;
 
@@ -67,11 +68,11 @@ impl Kubelet {
         let now = store.clock().elapsed();
         let mut next: Option<Duration> = None;
         let mut wake = |at: Duration| next = Some(next.map_or(at, |n: Duration| n.min(at)));
-        let (nodes, _) = store.list(&Kind::new("v1", "Node"), None, None, None);
+        let (all_nodes, _) = store.list(&nodes(), None, None, None);
         // One read of the pods for all nodes: reconciling runs at every event of a simulation.
         let (all_pods, _) = store.list(&pods(), None, None, None);
-        let mut by_node: HashMap<&str, Vec<&Value>> = HashMap::new();
-        for pod in &all_pods {
+        let mut by_node: HashMap<&str, Vec<Pod>> = HashMap::new();
+        for pod in all_pods.iter().map(|p| Pod(p)) {
             // A deleted pod runs until its grace period ends; then its kubelet removes it.
             if let Some(due) = terminate_at(pod) {
                 if due <= now {
@@ -80,21 +81,20 @@ impl Kubelet {
                 }
                 wake(due);
             }
-            if text(pod, "/status/phase") != "Failed" {
-                by_node.entry(text(pod, "/spec/nodeName")).or_default().push(pod);
+            if pod.phase() != Some("Failed") {
+                by_node.entry(pod.node_name().unwrap_or_default()).or_default().push(pod);
             }
         }
-        for node in &nodes {
-            let name = text(node, "/metadata/name");
-            let Some(capacity) = quantity::bytes(text(node, "/status/capacity/memory")) else { continue };
+        for node in all_nodes.iter().map(|n| Node(n)) {
+            let name = node.name();
+            let Some(capacity) = node.capacity_memory() else { continue };
             let on_node = by_node.get(name).map(Vec::as_slice).unwrap_or_default();
 
             // Kill what is due first: that frees memory.
             let mut terminating = false;
-            let mut running: Vec<(&Value, f64)> = Vec::with_capacity(on_node.len());
+            let mut running: Vec<(Pod, f64)> = Vec::with_capacity(on_node.len());
             for &pod in on_node {
-                let kill_at = annotation(pod, KILL_AT_ANNOTATION);
-                if !kill_at.is_empty() {
+                if let Some(kill_at) = pod.meta().annotation(KILL_AT_ANNOTATION) {
                     let due = kill_at.parse().map(Duration::from_millis).unwrap_or_default();
                     if due <= now {
                         self.kill(store, pod)?;
@@ -103,9 +103,10 @@ impl Kubelet {
                     terminating = true;
                     wake(due);
                 }
-                running.push((pod, super::memory_of(store, pod)));
+                running.push((pod, super::memory_of(store, pod.0)));
             }
-            let system = quantity::bytes(annotation(node, SYSTEM_MEMORY_ANNOTATION)).unwrap_or(0.0);
+            let system =
+                node.meta().annotation(SYSTEM_MEMORY_ANNOTATION).and_then(quantity::bytes).unwrap_or(0.0);
             let used: f64 = system + running.iter().map(|(_, memory)| memory).sum::<f64>();
             let available = capacity - used;
             publish_available(store, node, available)?;
@@ -134,26 +135,26 @@ impl Kubelet {
             }
             let victim = running
                 .iter()
-                .filter(|(pod, _)| annotation(pod, KILL_AT_ANNOTATION).is_empty())
+                .filter(|(pod, _)| pod.meta().annotation(KILL_AT_ANNOTATION).is_none())
                 .max_by(|(_, a), (_, b)| a.total_cmp(b));
             if let Some((victim, _)) = victim {
-                let grace = if hard { Duration::ZERO } else { self.grace_of(victim) };
-                self.begin_eviction(store, victim, now + grace, available)?;
+                let grace = if hard { Duration::ZERO } else { self.grace_of(*victim) };
+                self.begin_eviction(store, *victim, now + grace, available)?;
                 wake(now + grace);
             }
         }
         Ok(next)
     }
 
-    fn grace_of(&self, pod: &Value) -> Duration {
-        let own = pod.pointer("/spec/terminationGracePeriodSeconds").and_then(Value::as_u64).unwrap_or(30);
+    fn grace_of(&self, pod: Pod<'_>) -> Duration {
+        let own = pod.termination_grace_period().unwrap_or(30);
         Duration::from_secs(own).min(self.max_pod_grace)
     }
 
     fn begin_eviction(
         &self,
         store: &Store,
-        pod: &Value,
+        pod: Pod<'_>,
         kill_at: Duration,
         available: f64,
     ) -> Result<(), ApiError> {
@@ -162,30 +163,29 @@ impl Kubelet {
             (self.soft_threshold / 1048576.0).round(),
             (available / 1048576.0).round()
         );
-        let conditions = with_disruption_target(pod, REASON, &message, &store.clock().timestamp());
+        let conditions = with_disruption_target(pod.0, REASON, &message, &store.clock().timestamp());
         let patch = Patch::Merge(json!({
             "metadata": {"annotations": {KILL_AT_ANNOTATION: kill_at.as_millis().to_string()}},
             "status": {"conditions": conditions, "message": message},
         }));
-        store.patch(&pods(), text(pod, "/metadata/namespace"), text(pod, "/metadata/name"), &patch, false)?;
+        store.patch(&pods(), pod.meta().namespace(), pod.meta().name(), &patch, false)?;
         Ok(())
     }
 
     /// The grace period is over: the pod fails as Evicted, and a VM still running in it stops.
-    fn kill(&self, store: &Store, pod: &Value) -> Result<(), ApiError> {
-        let namespace = text(pod, "/metadata/namespace");
-        let message = text(pod, "/status/message").to_owned();
+    fn kill(&self, store: &Store, pod: Pod<'_>) -> Result<(), ApiError> {
+        let message = pod.message().unwrap_or_default();
         let patch =
             Patch::Merge(json!({"status": {"phase": "Failed", "reason": "Evicted", "message": message}}));
-        store.patch(&pods(), namespace, text(pod, "/metadata/name"), &patch, false)?;
+        store.patch(&pods(), pod.meta().namespace(), pod.meta().name(), &patch, false)?;
         stop_vm(store, pod, "Evicted")
     }
 
     /// A deleted pod's grace period is over: its containers are stopped (the VM with them,
     /// unless it migrated away) and the pod is removed.
-    fn terminate(&self, store: &Store, pod: &Value) -> Result<(), ApiError> {
+    fn terminate(&self, store: &Store, pod: Pod<'_>) -> Result<(), ApiError> {
         stop_vm(store, pod, stop_reason(pod))?;
-        match store.delete(&pods(), text(pod, "/metadata/namespace"), text(pod, "/metadata/name"), false) {
+        match store.delete(&pods(), pod.meta().namespace(), pod.meta().name(), false) {
             Err(e) if e.code == 404 => Ok(()),
             other => other.map(|_| ()),
         }
@@ -194,44 +194,38 @@ impl Kubelet {
 
 /// Publishes the node's `memory.available` in [`MEMORY_AVAILABLE_ANNOTATION`], as a node agent
 /// reading the kubelet's summary API would, when it changed by a MiB or more.
-fn publish_available(store: &Store, node: &Value, available: f64) -> Result<(), ApiError> {
-    let published = quantity::bytes(annotation(node, MEMORY_AVAILABLE_ANNOTATION));
+fn publish_available(store: &Store, node: Node<'_>, available: f64) -> Result<(), ApiError> {
+    let published = node.meta().annotation(MEMORY_AVAILABLE_ANNOTATION).and_then(quantity::bytes);
     if published.is_some_and(|p| (p - available).abs() < 1024.0 * 1024.0) {
         return Ok(());
     }
     let value = format!("{}Mi", (available / (1024.0 * 1024.0)).floor() as i64);
     let patch = Patch::Merge(json!({"metadata": {"annotations": {MEMORY_AVAILABLE_ANNOTATION: value}}}));
-    store.patch(&Kind::new("v1", "Node"), "", text(node, "/metadata/name"), &patch, false)?;
+    store.patch(&nodes(), "", node.name(), &patch, false)?;
     Ok(())
 }
 
 /// When a deleted pod's grace period ends, if it was deleted.
-fn terminate_at(pod: &Value) -> Option<Duration> {
-    let at = annotation(pod, TERMINATE_AT_ANNOTATION);
-    (!at.is_empty()).then(|| Duration::from_millis(at.parse().unwrap_or_default()))
+fn terminate_at(pod: Pod<'_>) -> Option<Duration> {
+    pod.meta()
+        .annotation(TERMINATE_AT_ANNOTATION)
+        .map(|at| Duration::from_millis(at.parse().unwrap_or_default()))
 }
 
 /// Why a VM stopped with its pod: the component that disrupted the pod (its `DisruptionTarget`
 /// reason), else a plain deletion.
-fn stop_reason(pod: &Value) -> &str {
-    pod.pointer("/status/conditions")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .find(|c| text(c, "/type") == "DisruptionTarget")
-        .map_or("PodDeleted", |c| text(c, "/reason"))
+fn stop_reason(pod: Pod<'_>) -> &str {
+    pod.condition("DisruptionTarget").and_then(|c| c.reason()).unwrap_or("PodDeleted")
 }
 
 /// Stops the VM a launcher pod still runs (it did not migrate away in time): its VMI fails.
-fn stop_vm(store: &Store, pod: &Value, reason: &str) -> Result<(), ApiError> {
-    let namespace = text(pod, "/metadata/namespace");
-    let vmi = annotation(pod, "kubevirt.io/domain");
-    if vmi.is_empty() {
-        return Ok(());
-    }
+fn stop_vm(store: &Store, pod: Pod<'_>, reason: &str) -> Result<(), ApiError> {
+    let namespace = pod.meta().namespace();
+    let Some(vmi) = pod.vmi() else { return Ok(()) };
     if let Ok(current) = store.get(&vmis(), namespace, vmi) {
-        let running_here = text(&current, "/status/nodeName") == text(pod, "/spec/nodeName")
-            && !matches!(text(&current, "/status/phase"), "Failed" | "Succeeded");
+        let current = Vmi(&current);
+        let running_here =
+            current.node_name().is_some() && current.node_name() == pod.node_name() && !current.is_final();
         if running_here {
             let patch = Patch::Merge(json!({"status": {"phase": "Failed", "reason": reason}}));
             store.patch(&vmis(), namespace, vmi, &patch, false)?;
@@ -241,12 +235,12 @@ fn stop_vm(store: &Store, pod: &Value, reason: &str) -> Result<(), ApiError> {
 }
 
 /// When the node came under memory pressure, in simulated time.
-fn pressure_since(node: &Value) -> Option<Duration> {
-    annotation(node, PRESSURE_SINCE_ANNOTATION).parse().ok().map(Duration::from_millis)
+fn pressure_since(node: Node<'_>) -> Option<Duration> {
+    node.meta().annotation(PRESSURE_SINCE_ANNOTATION)?.parse().ok().map(Duration::from_millis)
 }
 
 fn set_pressure(store: &Store, node_name: &str, since: Option<Duration>) -> Result<(), ApiError> {
-    let nodes = Kind::new("v1", "Node");
+    let nodes = nodes();
     let node = store.get(&nodes, "", node_name)?;
     let mut conditions = conditions_without(&node, "MemoryPressure");
     let (status, reason, message) = match since {

@@ -13,12 +13,12 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use evac_core::model::Migration;
+use evac_core::model::Migration as MigrationModel;
 use serde_json::{json, Value};
 
 use super::quantity;
-use super::{annotation, text};
 use crate::kinds::{migrations, nodes, pods, vmis};
+use crate::objects::{Migration, Node, Pod, Vmi};
 use crate::store::{Patch, Store};
 use crate::ApiError;
 
@@ -66,10 +66,14 @@ impl MigrationController {
         let mut outbound: HashMap<String, usize> = Default::default();
         let mut waiting: Vec<&Value> = Vec::new();
         for migration in &all {
-            match text(migration, "/status/phase") {
-                "Running" => {
-                    let ends =
-                        annotation(migration, ENDS_AT_ANNOTATION).parse().ok().map(Duration::from_millis);
+            let view = Migration(migration);
+            match view.phase() {
+                Some("Running") => {
+                    let ends = view
+                        .meta()
+                        .annotation(ENDS_AT_ANNOTATION)
+                        .and_then(|e| e.parse().ok())
+                        .map(Duration::from_millis);
                     if ends.is_some_and(|ends| ends <= now) {
                         self.finish(store, migration)?;
                         continue;
@@ -78,18 +82,17 @@ impl MigrationController {
                         wake(ends);
                     }
                     running_total += 1;
-                    let source = text(migration, "/status/migrationState/sourceNode").to_owned();
+                    let source = view.source_node().unwrap_or_default().to_owned();
                     *outbound.entry(source).or_default() += 1;
                 }
-                "" | "Pending" => waiting.push(migration),
+                None | Some("Pending") => waiting.push(migration),
                 _ => {}
             }
         }
         // KubeVirt's priority queue (VEP 62): the highest `spec.priority` first, then the oldest.
         waiting.sort_by_key(|m| {
-            let created = text(m, "/metadata/creationTimestamp").to_owned();
-            let version = text(m, "/metadata/resourceVersion").parse::<u64>().unwrap_or(0);
-            (std::cmp::Reverse(queue_priority(m)), created, version)
+            let meta = Migration(m).meta();
+            (std::cmp::Reverse(queue_priority(m)), meta.creation_timestamp(), meta.resource_version())
         });
         // The candidate targets and their load, read once and only when a migration waits.
         let mut targets: Option<Targets> = None;
@@ -102,12 +105,12 @@ impl MigrationController {
                 wake(until);
                 continue;
             }
-            let namespace = text(migration, "/metadata/namespace");
-            let Ok(vmi) = store.get(&vmis(), namespace, text(migration, "/spec/vmiName")) else {
+            let namespace = Migration(migration).meta().namespace();
+            let Ok(vmi) = store.get(&vmis(), namespace, Migration(migration).vmi_name()) else {
                 self.set_phase(store, migration, "Failed", json!({"failed": true}))?;
                 continue;
             };
-            let source = text(&vmi, "/status/nodeName").to_owned();
+            let source = Vmi(&vmi).node_name().unwrap_or_default().to_owned();
             if outbound.get(&source).copied().unwrap_or(0) >= self.parallel_outbound_per_node {
                 continue;
             }
@@ -126,7 +129,7 @@ impl MigrationController {
                     "sourceNode": source, "targetNode": target, "startTimestamp": store.clock().timestamp(),
                 }},
             }));
-            store.patch(&migrations(), namespace, text(migration, "/metadata/name"), &patch, false)?;
+            store.patch(&migrations(), namespace, Migration(migration).meta().name(), &patch, false)?;
             running_total += 1;
             *outbound.entry(source).or_default() += 1;
             wake(ends);
@@ -137,12 +140,9 @@ impl MigrationController {
     /// How long a VM's migration takes, and whether it converges: memory over the bandwidth the
     /// dirty rate leaves; past the completion timeout it fails (at the timeout).
     fn duration(&self, vmi: &Value) -> (Duration, &'static str) {
-        let memory =
-            [text(vmi, "/spec/domain/memory/guest"), text(vmi, "/spec/domain/resources/requests/memory")]
-                .into_iter()
-                .find_map(quantity::bytes)
-                .unwrap_or(1024.0 * 1024.0 * 1024.0);
-        let dirty = quantity::bytes(annotation(vmi, DIRTY_RATE_ANNOTATION)).unwrap_or(0.0);
+        let vmi = Vmi(vmi);
+        let memory = vmi.memory().unwrap_or(1024.0 * 1024.0 * 1024.0);
+        let dirty = vmi.meta().annotation(DIRTY_RATE_ANNOTATION).and_then(quantity::bytes).unwrap_or(0.0);
         let gib = memory / (1024.0 * 1024.0 * 1024.0);
         let timeout = self.completion_timeout_per_gib.mul_f64(gib.max(1.0 / 1024.0));
         let effective = self.bandwidth - dirty;
@@ -159,22 +159,18 @@ impl MigrationController {
 
     fn set_phase(&self, store: &Store, migration: &Value, phase: &str, state: Value) -> Result<(), ApiError> {
         let patch = Patch::Merge(json!({"status": {"phase": phase, "migrationState": state}}));
-        store.patch(
-            &migrations(),
-            text(migration, "/metadata/namespace"),
-            text(migration, "/metadata/name"),
-            &patch,
-            false,
-        )?;
+        let meta = Migration(migration).meta();
+        store.patch(&migrations(), meta.namespace(), meta.name(), &patch, false)?;
         Ok(())
     }
 
     fn finish(&self, store: &Store, migration: &Value) -> Result<(), ApiError> {
-        let namespace = text(migration, "/metadata/namespace");
-        let vmi_name = text(migration, "/spec/vmiName");
-        let source = text(migration, "/status/migrationState/sourceNode").to_owned();
-        let target = text(migration, "/status/migrationState/targetNode").to_owned();
-        let outcome = annotation(migration, OUTCOME_ANNOTATION);
+        let view = Migration(migration);
+        let namespace = view.meta().namespace();
+        let vmi_name = view.vmi_name();
+        let source = view.source_node().unwrap_or_default().to_owned();
+        let target = view.target_node().unwrap_or_default().to_owned();
+        let outcome = view.meta().annotation(OUTCOME_ANNOTATION).unwrap_or_default();
         let end = json!({"endTimestamp": store.clock().timestamp(), "completed": outcome == "Succeeded",
                          "failed": outcome != "Succeeded"});
         if outcome != "Succeeded" {
@@ -192,7 +188,7 @@ impl MigrationController {
         let on_source = evac_cluster::FieldSelector::parse(&format!("spec.nodeName={source}"))
             .map_err(ApiError::bad_request)?;
         let (launchers, _) = store.list(&pods(), Some(namespace), None, Some(&on_source));
-        for pod in launchers.iter().filter(|p| annotation(p, "kubevirt.io/domain") == vmi_name) {
+        for pod in launchers.iter().filter(|p| Pod(p).vmi() == Some(vmi_name)) {
             let mut replacement = (**pod).clone();
             if let Some(meta) = replacement["metadata"].as_object_mut() {
                 for server_owned in [
@@ -220,7 +216,7 @@ impl MigrationController {
             replacement["spec"]["nodeName"] = json!(target);
             replacement["status"] = json!({"phase": "Running"});
             store.create(&pods(), namespace, replacement, false)?;
-            store.delete(&pods(), namespace, text(pod, "/metadata/name"), false)?;
+            store.delete(&pods(), namespace, Pod(pod).meta().name(), false)?;
         }
         self.set_phase(store, migration, "Succeeded", end)
     }
@@ -229,10 +225,10 @@ impl MigrationController {
 /// The queue priority of a migration's `spec.priority`
 /// (`pkg/util/migrations/migrations.go`, `PriorityFromMigration`).
 fn queue_priority(migration: &Value) -> u32 {
-    match text(migration, "/spec/priority") {
-        "system-critical" => 100,
-        "user-triggered" => 50,
-        "system-maintenance" => 20,
+    match Migration(migration).priority() {
+        Some("system-critical") => 100,
+        Some("user-triggered") => 50,
+        Some("system-maintenance") => 20,
         _ => 0,
     }
 }
@@ -240,18 +236,18 @@ fn queue_priority(migration: &Value) -> u32 {
 /// Until when (simulated time) KubeVirt holds a waiting evacuation migration after earlier ones of
 /// its VMI failed; `None` when it may start now.
 fn backoff_until(store: &Store, migration: &Value, all: &[Arc<Value>]) -> Option<Duration> {
-    let namespace = text(migration, "/metadata/namespace");
-    let vmi = text(migration, "/spec/vmiName");
+    let (namespace, vmi) = (Migration(migration).meta().namespace(), Migration(migration).vmi_name());
     let of_vmi: Vec<&Value> = all
         .iter()
         .map(|m| &**m)
-        .filter(|m| text(m, "/metadata/namespace") == namespace && text(m, "/spec/vmiName") == vmi)
+        .filter(|m| Migration(m).meta().namespace() == namespace && Migration(m).vmi_name() == vmi)
         .collect();
     // The core's models read annotations lazily from JSON text, so they decode from text.
     let texts: Vec<String> = of_vmi.iter().map(|m| m.to_string()).collect();
-    let decoded: Vec<Migration<'_>> = texts.iter().filter_map(|t| serde_json::from_str(t).ok()).collect();
+    let decoded: Vec<MigrationModel<'_>> =
+        texts.iter().filter_map(|t| serde_json::from_str(t).ok()).collect();
     let this_text = migration.to_string();
-    let this: Migration<'_> = serde_json::from_str(&this_text).ok()?;
+    let this: MigrationModel<'_> = serde_json::from_str(&this_text).ok()?;
     let until = evac_core::evacuation::kubevirt_backoff_until(&this, &decoded)?;
     let start = store.clock().now() - chrono::Duration::from_std(store.clock().elapsed()).ok()?;
     let since_start = until - (start - chrono::DateTime::UNIX_EPOCH).as_seconds_f64();
@@ -271,20 +267,15 @@ impl Targets {
         let (all_vmis, _) = store.list(&vmis(), None, None, None);
         let mut per_node: HashMap<&str, usize> = HashMap::new();
         for vmi in &all_vmis {
-            *per_node.entry(text(vmi, "/status/nodeName")).or_default() += 1;
+            *per_node.entry(Vmi(vmi).node_name().unwrap_or_default()).or_default() += 1;
         }
         let load = all_nodes
             .iter()
-            .filter(|n| n.pointer("/spec/unschedulable").and_then(Value::as_bool) != Some(true))
-            .filter(|n| {
-                !n.pointer("/spec/taints")
-                    .and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                    .any(|t| matches!(text(t, "/effect"), "NoSchedule" | "NoExecute"))
-            })
+            .map(|n| Node(n))
+            .filter(|n| !n.unschedulable())
+            .filter(|n| !n.taints().any(|t| matches!(t.effect(), "NoSchedule" | "NoExecute")))
             .map(|n| {
-                let name = text(n, "/metadata/name");
+                let name = n.name();
                 (per_node.get(name).copied().unwrap_or(0), name.to_owned())
             })
             .collect();

@@ -21,7 +21,8 @@ pub use virt_controller::VirtController;
 
 use serde_json::{json, Value};
 
-use crate::store::{Kind, Store};
+use crate::objects::{Condition, Pod, Vmi};
+use crate::store::Store;
 use crate::ApiError;
 
 /// KubeVirt's label of a VMI with the node it runs on (kept up to date by virt-controller).
@@ -36,11 +37,14 @@ pub trait Evictor: Send + Sync {
     fn evict(&self, store: &Store, namespace: &str, pod: &str, requester: &str) -> Result<(), ApiError>;
 }
 
-/// A string field of an object ("" when absent), by JSON pointer.
+/// A string field of an object ("" when absent), by JSON pointer: for tests' assertions; the
+/// components read through [`crate::objects`].
+#[cfg(test)]
 pub(crate) fn text<'a>(object: &'a Value, pointer: &str) -> &'a str {
     field(object, pointer).and_then(Value::as_str).unwrap_or_default()
 }
 
+#[cfg(test)]
 /// `Value::pointer` without its allocations for plain paths (no `~` escapes): actors read
 /// fields of every object at every reconcile.
 pub(crate) fn field<'a>(object: &'a Value, pointer: &str) -> Option<&'a Value> {
@@ -52,7 +56,8 @@ pub(crate) fn field<'a>(object: &'a Value, pointer: &str) -> Option<&'a Value> {
     })
 }
 
-/// An annotation's value ("" when absent).
+/// An annotation's value ("" when absent), for tests' assertions.
+#[cfg(test)]
 pub(crate) fn annotation<'a>(object: &'a Value, key: &str) -> &'a str {
     field(object, "/metadata/annotations")
         .and_then(|a| a.get(key))
@@ -78,7 +83,7 @@ pub(crate) fn conditions_without(object: &Value, type_: &str) -> Vec<Value> {
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
-        .filter(|c| text(c, "/type") != type_)
+        .filter(|c| Condition(c).type_() != type_)
         .cloned()
         .collect()
 }
@@ -86,19 +91,13 @@ pub(crate) fn conditions_without(object: &Value, type_: &str) -> Vec<Value> {
 /// A pod's memory, as the kubelet and the scheduler count it: its VMI's guest memory for a
 /// launcher pod, else its containers' memory requests.
 pub(crate) fn memory_of(store: &Store, pod: &Value) -> f64 {
-    let vmi = annotation(pod, "kubevirt.io/domain");
-    if !vmi.is_empty() {
-        let vmis = Kind::new("kubevirt.io/v1", "VirtualMachineInstance");
-        if let Ok(vmi) = store.get(&vmis, text(pod, "/metadata/namespace"), vmi) {
-            if let Some(memory) = quantity::bytes(text(&vmi, "/spec/domain/memory/guest")) {
+    let pod = Pod(pod);
+    if let Some(vmi) = pod.vmi() {
+        if let Ok(vmi) = store.get(&crate::kinds::vmis(), pod.meta().namespace(), vmi) {
+            if let Some(memory) = Vmi(&vmi).guest_memory() {
                 return memory;
             }
         }
     }
-    pod.pointer("/spec/containers")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(|c| quantity::bytes(text(c, "/resources/requests/memory")))
-        .sum()
+    pod.container_memory_requests()
 }

@@ -26,11 +26,12 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use serde_json::{json, Value};
+use serde_json::json;
 
-use super::{memory_of, text, with_disruption_target};
-use crate::kinds::pods;
-use crate::store::{Kind, Patch, Store};
+use super::{memory_of, with_disruption_target};
+use crate::kinds::{nodes, pods};
+use crate::objects::{Node, Pod, Taint};
+use crate::store::{Patch, Store};
 use crate::ApiError;
 
 /// The `DisruptionTarget` reason the scheduler sets on the pods it preempts: Kubernetes'
@@ -44,7 +45,7 @@ pub struct Scheduler;
 
 /// A pod holding memory on a node.
 struct Placed<'a> {
-    pod: &'a Value,
+    pod: Pod<'a>,
     priority: i64,
     memory: f64,
     terminating: bool,
@@ -52,7 +53,7 @@ struct Placed<'a> {
 
 /// A node as this reconcile sees it: `free` goes down as pods are bound or nominated to it.
 struct NodeState<'a> {
-    node: &'a Value,
+    node: Node<'a>,
     name: &'a str,
     free: f64,
     pods: Vec<Placed<'a>>,
@@ -64,43 +65,39 @@ impl Scheduler {
     pub fn reconcile(&self, store: &Store) -> Result<Option<Duration>, ApiError> {
         let (all_pods, _) = store.list(&pods(), None, None, None);
         // It runs at every round of the driver: with nothing pending, one pass is all it costs.
-        let mut pending: Vec<&Value> = all_pods.iter().map(|p| &**p).filter(|p| is_pending(p)).collect();
+        let mut pending: Vec<Pod> = all_pods.iter().map(|p| Pod(p)).filter(|p| is_pending(*p)).collect();
         if pending.is_empty() {
             return Ok(None);
         }
         pending.sort_by(|a, b| {
-            priority(b)
-                .cmp(&priority(a))
-                .then_with(|| {
-                    text(a, "/metadata/creationTimestamp").cmp(text(b, "/metadata/creationTimestamp"))
-                })
-                .then_with(|| text(a, "/metadata/name").cmp(text(b, "/metadata/name")))
+            b.priority()
+                .cmp(&a.priority())
+                .then_with(|| a.meta().creation_timestamp().cmp(&b.meta().creation_timestamp()))
+                .then_with(|| a.meta().name().cmp(b.meta().name()))
         });
 
-        let (node_list, _) = store.list(&Kind::new("v1", "Node"), None, None, None);
+        let (node_list, _) = store.list(&nodes(), None, None, None);
         let mut nodes: Vec<NodeState> = node_list
             .iter()
-            .map(|node| NodeState {
-                node,
-                name: text(node, "/metadata/name"),
-                free: allocatable(node),
-                pods: Vec::new(),
+            .map(|node| {
+                let node = Node(node);
+                NodeState { node, name: node.name(), free: allocatable(node), pods: Vec::new() }
             })
             .collect();
         let index: HashMap<&str, usize> = nodes.iter().enumerate().map(|(i, n)| (n.name, i)).collect();
-        for pod in &all_pods {
-            let on = text(pod, "/spec/nodeName");
-            if on.is_empty() || is_finished(pod) {
+        for pod in all_pods.iter().map(|p| Pod(p)) {
+            let Some(on) = pod.node_name() else { continue };
+            if pod.is_finished() {
                 continue;
             }
             if let Some(&i) = index.get(on) {
-                let memory = memory_of(store, pod);
+                let memory = memory_of(store, pod.0);
                 nodes[i].free -= memory;
                 nodes[i].pods.push(Placed {
                     pod,
-                    priority: priority(pod),
+                    priority: pod.priority(),
                     memory,
-                    terminating: is_terminating(pod),
+                    terminating: pod.is_terminating(),
                 });
             }
         }
@@ -130,12 +127,12 @@ impl crate::Actor for Scheduler {
 /// One scheduling cycle for one pod: bind, else preempt, else wait.
 fn schedule<'a>(
     store: &Store,
-    pod: &'a Value,
+    pod: Pod<'a>,
     nodes: &mut [NodeState<'a>],
     index: &HashMap<&str, usize>,
 ) -> Result<(), ApiError> {
-    let memory = memory_of(store, pod);
-    let nominated = index.get(text(pod, "/status/nominatedNodeName")).copied();
+    let memory = memory_of(store, pod.0);
+    let nominated = pod.nominated_node_name().and_then(|n| index.get(n)).copied();
     // The nominated node first, as the scheduler does: the room made there is this pod's.
     let fits = |n: &NodeState| admits(n.node, pod) && n.free >= memory;
     let target = nominated.filter(|&i| fits(&nodes[i])).or_else(|| {
@@ -145,23 +142,17 @@ fn schedule<'a>(
     });
     if let Some(i) = target {
         let patch = json!({"spec": {"nodeName": nodes[i].name}, "status": {"phase": "Running"}});
-        store.patch(
-            &pods(),
-            text(pod, "/metadata/namespace"),
-            text(pod, "/metadata/name"),
-            &Patch::Merge(patch),
-            false,
-        )?;
+        store.patch(&pods(), pod.meta().namespace(), pod.meta().name(), &Patch::Merge(patch), false)?;
         nodes[i].free -= memory;
-        nodes[i].pods.push(Placed { pod, priority: priority(pod), memory, terminating: false });
+        nodes[i].pods.push(Placed { pod, priority: pod.priority(), memory, terminating: false });
         return Ok(());
     }
 
-    let priority = priority(pod);
+    let priority = pod.priority();
     let waiting = nominated.is_some_and(|i| {
         admits(nodes[i].node, pod) && nodes[i].pods.iter().any(|p| p.terminating && p.priority < priority)
     });
-    let node = if text(pod, "/spec/preemptionPolicy") == "Never" || waiting {
+    let node = if pod.preemption_policy() == Some("Never") || waiting {
         nominated
     } else {
         let candidate = best_candidate(pod, priority, memory, nodes);
@@ -171,15 +162,9 @@ fn schedule<'a>(
         let chosen = candidate.map(|(i, _)| i);
         // A pod that preemption cannot help loses its nomination, as in Kubernetes.
         let nominate = chosen.map(|i| nodes[i].name);
-        if nominate.unwrap_or_default() != text(pod, "/status/nominatedNodeName") {
+        if nominate != pod.nominated_node_name() {
             let patch = Patch::Merge(json!({"status": {"nominatedNodeName": nominate}}));
-            store.patch(
-                &pods(),
-                text(pod, "/metadata/namespace"),
-                text(pod, "/metadata/name"),
-                &patch,
-                false,
-            )?;
+            store.patch(&pods(), pod.meta().namespace(), pod.meta().name(), &patch, false)?;
         }
         chosen
     };
@@ -193,7 +178,7 @@ fn schedule<'a>(
 
 /// The node to preempt on and the victims there (indexes into its pods), if preemption helps.
 fn best_candidate(
-    pod: &Value,
+    pod: Pod<'_>,
     priority: i64,
     memory: f64,
     nodes: &[NodeState],
@@ -214,7 +199,7 @@ fn best_candidate(
 /// The fewest pods of lower priority to remove from the node for the pod to fit, if that can
 /// make it fit: all of them are removed, then given back most important first while it still
 /// fits (Kubernetes' reprieve), so the victims are the lowest-priority, largest pods.
-fn victims_on(node: &NodeState, pod: &Value, priority: i64, memory: f64) -> Option<Vec<usize>> {
+fn victims_on(node: &NodeState, pod: Pod<'_>, priority: i64, memory: f64) -> Option<Vec<usize>> {
     if !admits(node.node, pod) {
         return None;
     }
@@ -230,7 +215,7 @@ fn victims_on(node: &NodeState, pod: &Value, priority: i64, memory: f64) -> Opti
         b.priority
             .cmp(&a.priority)
             .then(a.memory.total_cmp(&b.memory))
-            .then_with(|| text(a.pod, "/metadata/name").cmp(text(b.pod, "/metadata/name")))
+            .then_with(|| a.pod.meta().name().cmp(b.pod.meta().name()))
     });
     let mut victims = Vec::new();
     for i in lower {
@@ -247,21 +232,18 @@ fn victims_on(node: &NodeState, pod: &Value, priority: i64, memory: f64) -> Opti
 /// its memory until its kubelet removes it.
 fn preempt(
     store: &Store,
-    preemptor: &Value,
+    preemptor: Pod<'_>,
     node: &mut NodeState,
     victims: &[usize],
 ) -> Result<(), ApiError> {
-    let scheduler = match text(preemptor, "/spec/schedulerName") {
-        "" => DEFAULT_SCHEDULER,
-        name => name,
-    };
+    let scheduler = preemptor.scheduler_name().unwrap_or(DEFAULT_SCHEDULER);
     // The wording of Kubernetes' preemption (pkg/scheduler/framework/preemption).
     let message = format!("{scheduler}: preempting to accommodate a higher priority pod");
     let now = store.clock().timestamp();
     for &i in victims {
         let victim = node.pods[i].pod;
-        let (namespace, name) = (text(victim, "/metadata/namespace"), text(victim, "/metadata/name"));
-        let conditions = with_disruption_target(victim, REASON, &message, &now);
+        let (namespace, name) = (victim.meta().namespace(), victim.meta().name());
+        let conditions = with_disruption_target(victim.0, REASON, &message, &now);
         store.patch(
             &pods(),
             namespace,
@@ -275,69 +257,32 @@ fn preempt(
     Ok(())
 }
 
-fn is_pending(pod: &Value) -> bool {
-    text(pod, "/spec/nodeName").is_empty() && !is_terminating(pod) && !is_finished(pod)
-}
-
-fn is_terminating(pod: &Value) -> bool {
-    pod.pointer("/metadata/deletionTimestamp").is_some_and(|t| !t.is_null())
-}
-
-fn is_finished(pod: &Value) -> bool {
-    matches!(text(pod, "/status/phase"), "Failed" | "Succeeded")
-}
-
-fn priority(pod: &Value) -> i64 {
-    pod.pointer("/spec/priority").and_then(Value::as_i64).unwrap_or(0)
+fn is_pending(pod: Pod<'_>) -> bool {
+    pod.node_name().is_none() && !pod.is_terminating() && !pod.is_finished()
 }
 
 /// The memory a node offers pods: allocatable, else capacity, else no limit.
-fn allocatable(node: &Value) -> f64 {
-    ["/status/allocatable/memory", "/status/capacity/memory"]
-        .iter()
-        .find_map(|pointer| super::quantity::bytes(text(node, pointer)))
-        .unwrap_or(f64::INFINITY)
+fn allocatable(node: Node<'_>) -> f64 {
+    node.allocatable_memory().or_else(|| node.capacity_memory()).unwrap_or(f64::INFINITY)
 }
 
 /// Whether the node takes the pod, memory aside: its labels satisfy the pod's `nodeSelector`, it
 /// is not cordoned, and it has no taint the pod does not tolerate.
-fn admits(node: &Value, pod: &Value) -> bool {
-    let selected = pod.pointer("/spec/nodeSelector").and_then(Value::as_object).is_none_or(|selector| {
-        selector
-            .iter()
-            .all(|(key, value)| node.pointer("/metadata/labels").and_then(|l| l.get(key)) == Some(value))
-    });
+/// (`tolerationSeconds` do not matter for scheduling.)
+fn admits(node: Node<'_>, pod: Pod<'_>) -> bool {
+    let selected = pod
+        .node_selector()
+        .is_none_or(|selector| selector.iter().all(|(key, value)| node.meta().label(key) == value.as_str()));
     if !selected {
         return false;
     }
     let cordon = json!({"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"});
-    let cordoned = node.pointer("/spec/unschedulable").and_then(Value::as_bool).unwrap_or(false);
-    if cordoned && !tolerates(pod, &cordon) {
+    if node.unschedulable() && !pod.tolerates(Taint(&cordon)) {
         return false;
     }
-    node.pointer("/spec/taints")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter(|t| matches!(text(t, "/effect"), "NoSchedule" | "NoExecute"))
-        .all(|taint| tolerates(pod, taint))
-}
-
-/// Kubernetes' `ToleratesTaint`, for any of the pod's tolerations: the effect and key match when
-/// the toleration leaves them empty or names the taint's; `Exists` takes any value, `Equal` (the
-/// default) the taint's. `tolerationSeconds` do not matter for scheduling.
-fn tolerates(pod: &Value, taint: &Value) -> bool {
-    pod.pointer("/spec/tolerations").and_then(Value::as_array).into_iter().flatten().any(|t| {
-        let effect = text(t, "/effect");
-        let key = text(t, "/key");
-        (effect.is_empty() || effect == text(taint, "/effect"))
-            && (key.is_empty() || key == text(taint, "/key"))
-            && match text(t, "/operator") {
-                "" | "Equal" => text(t, "/value") == text(taint, "/value"),
-                "Exists" => true,
-                _ => false,
-            }
-    })
+    node.taints()
+        .filter(|t| matches!(t.effect(), "NoSchedule" | "NoExecute"))
+        .all(|taint| pod.tolerates(taint))
 }
 
 #[cfg(test)]

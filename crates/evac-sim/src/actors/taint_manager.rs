@@ -5,10 +5,12 @@
 
 use std::time::Duration;
 
-use serde_json::{json, Value};
+use serde_json::json;
 
-use super::{text, with_disruption_target};
-use crate::store::{Kind, Patch, Store};
+use super::with_disruption_target;
+use crate::kinds::{nodes, pods};
+use crate::objects::{Node, Pod, Taint};
+use crate::store::{Patch, Store};
 use crate::ApiError;
 
 /// The `DisruptionTarget` reason the taint manager sets on the pods it deletes: Kubernetes'
@@ -25,35 +27,30 @@ impl TaintManager {
     pub fn reconcile(&self, store: &Store) -> Result<Option<Duration>, ApiError> {
         let now = store.clock().now();
         let elapsed = store.clock().elapsed();
-        let (nodes, _) = store.list(&Kind::new("v1", "Node"), None, None, None);
-        let (pods, _) = store.list(&Kind::new("v1", "Pod"), None, None, None);
+        let (all_nodes, _) = store.list(&nodes(), None, None, None);
+        let (all_pods, _) = store.list(&pods(), None, None, None);
         // Pods by node, leaving out those already terminating.
-        let mut by_node: std::collections::HashMap<&str, Vec<&Value>> = Default::default();
-        for pod in pods.iter().filter(|p| super::field(p, "/metadata/deletionTimestamp").is_none()) {
-            by_node.entry(text(pod, "/spec/nodeName")).or_default().push(pod);
+        let mut by_node: std::collections::HashMap<&str, Vec<Pod>> = Default::default();
+        for pod in all_pods.iter().map(|p| Pod(p)).filter(|p| !p.is_terminating()) {
+            if let Some(node) = pod.node_name() {
+                by_node.entry(node).or_default().push(pod);
+            }
         }
         let mut next: Option<Duration> = None;
-        for node in &nodes {
-            let taints: Vec<&Value> = node
-                .pointer("/spec/taints")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .filter(|t| text(t, "/effect") == "NoExecute")
-                .collect();
+        for node in all_nodes.iter().map(|n| Node(n)) {
+            let taints: Vec<Taint> = node.taints().filter(|t| t.effect() == "NoExecute").collect();
             if taints.is_empty() {
                 continue;
             }
-            let node_name = text(node, "/metadata/name");
-            for &pod in by_node.get(node_name).into_iter().flatten() {
+            for &pod in by_node.get(node.name()).into_iter().flatten() {
                 // The earliest moment a taint requires the pod gone: now for an untolerated taint.
                 let mut due: Option<Duration> = None;
-                for taint in &taints {
+                for &taint in &taints {
                     let after = match toleration_seconds(pod, taint) {
                         Toleration::None => Some(Duration::ZERO),
                         Toleration::Forever => None,
                         Toleration::For(seconds) => {
-                            let added = text(taint, "/timeAdded");
+                            let added = taint.time_added().unwrap_or_default();
                             let added_at = chrono::DateTime::parse_from_rfc3339(added)
                                 .map(|t| t.with_timezone(&chrono::Utc))
                                 .unwrap_or(now);
@@ -85,21 +82,10 @@ enum Toleration {
 
 /// How long a pod tolerates a taint (Kubernetes' toleration matching: key and effect, with
 /// operator Exists or Equal).
-fn toleration_seconds(pod: &Value, taint: &Value) -> Toleration {
-    let tolerations = pod.pointer("/spec/tolerations").and_then(Value::as_array).into_iter().flatten();
+fn toleration_seconds(pod: Pod<'_>, taint: Taint<'_>) -> Toleration {
     let mut best = Toleration::None;
-    for toleration in tolerations {
-        let key_matches = match text(toleration, "/key") {
-            "" => text(toleration, "/operator") == "Exists",
-            key => key == text(taint, "/key"),
-        };
-        let value_matches =
-            text(toleration, "/operator") == "Exists" || text(toleration, "/value") == text(taint, "/value");
-        let effect_matches = matches!(text(toleration, "/effect"), "" | "NoExecute");
-        if !(key_matches && value_matches && effect_matches) {
-            continue;
-        }
-        match toleration.get("tolerationSeconds").and_then(Value::as_i64) {
+    for toleration in pod.tolerations().filter(|t| t.tolerates(taint)) {
+        match toleration.seconds() {
             None => return Toleration::Forever,
             Some(seconds) => {
                 best = match best {
@@ -113,12 +99,11 @@ fn toleration_seconds(pod: &Value, taint: &Value) -> Toleration {
 }
 
 /// Marks the pod as a disruption target, then deletes it, as the taint manager does.
-fn evict(store: &Store, pod: &Value) -> Result<(), ApiError> {
-    let pods = Kind::new("v1", "Pod");
-    let namespace = text(pod, "/metadata/namespace");
-    let name = text(pod, "/metadata/name");
+fn evict(store: &Store, pod: Pod<'_>) -> Result<(), ApiError> {
+    let pods = pods();
+    let (namespace, name) = (pod.meta().namespace(), pod.meta().name());
     let message = "Taint manager: deleting due to NoExecute taint";
-    let conditions = with_disruption_target(pod, REASON, message, &store.clock().timestamp());
+    let conditions = with_disruption_target(pod.0, REASON, message, &store.clock().timestamp());
     store.patch(
         &pods,
         namespace,
@@ -134,7 +119,11 @@ fn evict(store: &Store, pod: &Value) -> Result<(), ApiError> {
 mod tests {
     use std::sync::Arc;
 
+    use serde_json::Value;
+
     use super::*;
+    use crate::actors::text;
+    use crate::store::Kind;
     use crate::SimClock;
 
     fn cluster() -> Store {

@@ -24,11 +24,11 @@ use std::time::Duration;
 use evac_cluster::{CoreReader, Executor};
 use evac_core::evacuation::{self, Flavor};
 use evac_core::kubevirt::{DRAIN_TAINT_KEY, EVICTION_SOURCE_ANNOTATION, LAUNCHER_SELECTOR};
-use evac_core::model::Node;
+use evac_core::model::Node as NodeModel;
 use serde_json::{json, Value};
 
-use super::{annotation, text};
 use crate::kinds::{nodes, pods, vmis};
+use crate::objects::{Node, Pod, Vmi};
 use crate::store::{Patch, Store};
 use crate::ApiError;
 
@@ -77,21 +77,14 @@ impl VirtController {
     fn evacuate(&self, store: &Store, all_vmis: &[Arc<Value>]) -> Result<(), ApiError> {
         let mut wanted: BTreeSet<String> = all_vmis
             .iter()
-            .filter(|v| {
-                let node = text(v, "/status/evacuationNodeName");
-                !node.is_empty() && node == text(v, "/status/nodeName")
-            })
-            .map(|v| text(v, "/status/nodeName").to_owned())
+            .map(|v| Vmi(v))
+            .filter(|v| v.evacuation_node_name().is_some() && v.evacuation_node_name() == v.node_name())
+            .filter_map(|v| v.node_name().map(str::to_owned))
             .collect();
         let (all_nodes, _) = store.list(&nodes(), None, None, None);
-        let drained = |node: &Value| {
-            node.pointer("/spec/taints")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .any(|t| text(t, "/key") == DRAIN_TAINT_KEY && text(t, "/effect") == "NoSchedule")
-        };
-        wanted.extend(all_nodes.iter().filter(|n| drained(n)).map(|n| text(n, "/metadata/name").to_owned()));
+        let drained =
+            |node: Node<'_>| node.taints().any(|t| t.key() == DRAIN_TAINT_KEY && t.effect() == "NoSchedule");
+        wanted.extend(all_nodes.iter().map(|n| Node(n)).filter(|n| drained(*n)).map(|n| n.name().to_owned()));
         let look_at: BTreeSet<String> = {
             let mut visited = self.visited.lock().unwrap_or_else(PoisonError::into_inner);
             let all = visited.union(&wanted).cloned().collect();
@@ -104,7 +97,7 @@ impl VirtController {
         for name in look_at {
             let Ok(node) = store.get(&nodes(), "", &name) else { continue };
             let text = node.to_string();
-            let node: Node<'_> = serde_json::from_str(&text)
+            let node: NodeModel<'_> = serde_json::from_str(&text)
                 .map_err(|e| ApiError::bad_request(format!("node {name}: {e}")))?;
             let decision = evacuation::decide_as(
                 Flavor::KubeVirt,
@@ -126,13 +119,11 @@ impl VirtController {
 
     /// Starts stopped `Always` VMs again, and marks restarted ones running once their pod is bound.
     fn restart_vms(&self, store: &Store, all_vmis: &[std::sync::Arc<Value>]) -> Result<(), ApiError> {
-        for vmi in all_vmis {
-            let phase = text(vmi, "/status/phase");
-            let namespace = text(vmi, "/metadata/namespace");
-            let name = text(vmi, "/metadata/name");
-            if matches!(phase, "Failed" | "Succeeded") && annotation(vmi, RUN_STRATEGY_ANNOTATION) == "Always"
-            {
-                let restarts: u64 = annotation(vmi, RESTARTS_ANNOTATION).parse().unwrap_or(0);
+        for vmi in all_vmis.iter().map(|v| Vmi(v)) {
+            let (namespace, name, uid) = (vmi.meta().namespace(), vmi.meta().name(), vmi.meta().uid());
+            if vmi.is_final() && vmi.meta().annotation(RUN_STRATEGY_ANNOTATION) == Some("Always") {
+                let restarts: u64 =
+                    vmi.meta().annotation(RESTARTS_ANNOTATION).and_then(|r| r.parse().ok()).unwrap_or(0);
                 let patch = Patch::Merge(json!({
                     "metadata": {"annotations": {RESTARTS_ANNOTATION: (restarts + 1).to_string(),
                                                  EVICTION_SOURCE_ANNOTATION: null},
@@ -142,25 +133,22 @@ impl VirtController {
                 store.patch(&vmis(), namespace, name, &patch, false)?;
                 let pod = json!({
                     "metadata": {"generateName": format!("virt-launcher-{name}-"),
-                                 "labels": {"kubevirt.io": "virt-launcher", "kubevirt.io/created-by": text(vmi, "/metadata/uid")},
+                                 "labels": {"kubevirt.io": "virt-launcher", "kubevirt.io/created-by": uid},
                                  "annotations": {"kubevirt.io/domain": name},
                                  "ownerReferences": [{"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
-                                                      "name": name, "uid": text(vmi, "/metadata/uid"), "controller": true}]},
+                                                      "name": name, "uid": uid, "controller": true}]},
                     "spec": {"containers": [{"name": "compute", "image": "virt-launcher"}],
                              "terminationGracePeriodSeconds": 30},
                     "status": {"phase": "Pending"},
                 });
                 store.create(&pods(), namespace, pod, false)?;
-            } else if phase == "Scheduling" {
+            } else if vmi.phase() == Some("Scheduling") {
                 let selector = evac_cluster::LabelSelector::parse(LAUNCHER_SELECTOR).ok();
                 let (launchers, _) = store.list(&pods(), Some(namespace), selector.as_ref(), None);
-                let bound = launchers.iter().find(|p| {
-                    annotation(p, "kubevirt.io/domain") == name
-                        && !text(p, "/spec/nodeName").is_empty()
-                        && text(p, "/status/phase") == "Running"
+                let bound = launchers.iter().map(|p| Pod(p)).find(|p| {
+                    p.vmi() == Some(name) && p.node_name().is_some() && p.phase() == Some("Running")
                 });
-                if let Some(pod) = bound {
-                    let node = text(pod, "/spec/nodeName");
+                if let Some(node) = bound.and_then(|pod| pod.node_name()) {
                     let patch = Patch::Merge(json!({"metadata": {"labels": {super::NODE_NAME_LABEL: node}},
                                                     "status": {"phase": "Running", "nodeName": node}}));
                     store.patch(&vmis(), namespace, name, &patch, false)?;

@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::actors::{annotation, text};
 use crate::api::eviction::{ApiEvictor, EvictionRecord};
 use crate::kinds::migrations;
+use crate::objects::{Meta, Migration, Pod, Vmi};
 use crate::store::{Event, EventType, Kind, Store};
 use crate::Actor;
 use crate::ApiError;
@@ -153,7 +153,7 @@ impl Actor for Observer {
 }
 
 fn vm_key(object: &Value, name: &str) -> String {
-    format!("{}/{}", text(object, "/metadata/namespace"), name)
+    format!("{}/{}", Meta(object).namespace(), name)
 }
 
 impl Observed {
@@ -180,37 +180,31 @@ impl Observed {
     }
 
     fn pod(&mut self, at: f64, event: &Event) {
-        let pod = &*event.object;
-        let name = text(pod, "/metadata/name");
-        let key = format!("{}/{name}", text(pod, "/metadata/namespace"));
+        let pod = Pod(&event.object);
+        let name = pod.meta().name();
+        let key = pod.meta().key();
         if event.type_ == EventType::Deleted {
             self.marked_pods.remove(&key);
             self.in_progress_pods.remove(&key);
             return;
         }
-        let in_progress = annotation(pod, evac_core::kubevirt::EVICTION_IN_PROGRESS_ANNOTATION) == "true";
+        let in_progress =
+            pod.meta().annotation(evac_core::kubevirt::EVICTION_IN_PROGRESS_ANNOTATION) == Some("true");
         if in_progress && self.in_progress_pods.insert(key.clone()) {
             self.in_progress_annotations += 1;
         } else if !in_progress {
             self.in_progress_pods.remove(&key);
         }
-        let reason = pod
-            .pointer("/status/conditions")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .find(|c| text(c, "/type") == "DisruptionTarget")
-            .map(|c| text(c, "/reason"));
-        let Some(reason) = reason else { return };
+        let Some(target) = pod.condition("DisruptionTarget") else { return };
+        let reason = target.reason().unwrap_or_default();
         if !self.marked_pods.insert(key) {
             return;
         }
         *self.disruption_targets.entry(reason.to_owned()).or_default() += 1;
-        let vm = annotation(pod, "kubevirt.io/domain");
-        let node = text(pod, "/spec/nodeName");
+        let node = pod.node_name().unwrap_or_default();
         self.log(at, format!("{reason}: pod {name} on {node} is a disruption target"));
-        if !vm.is_empty() {
-            self.note_cause(&vm_key(pod, vm), &cause_name(reason));
+        if let Some(vm) = pod.vmi() {
+            self.note_cause(&vm_key(pod.0, vm), &cause_name(reason));
         }
     }
 
@@ -223,11 +217,10 @@ impl Observed {
     }
 
     fn vmi(&mut self, at: f64, event: &Event) {
-        let vmi = &*event.object;
-        let name = text(vmi, "/metadata/name");
-        let key = vm_key(vmi, name);
+        let vmi = Vmi(&event.object);
+        let key = vmi.meta().key();
         self.mark(at, &key, vmi, event.type_ == EventType::Deleted);
-        let phase = text(vmi, "/status/phase").to_owned();
+        let phase = vmi.phase().unwrap_or_default().to_owned();
         let before = self.phases.insert(format!("vmi/{key}"), phase.clone()).unwrap_or_default();
         if before == phase {
             return;
@@ -235,20 +228,21 @@ impl Observed {
         match (before.as_str(), phase.as_str()) {
             (_, "Failed") => {
                 self.vms.entry(key.clone()).or_default().stops += 1;
-                let reason = text(vmi, "/status/reason");
-                self.log(at, format!("VM {key} shut down on {} ({reason})", text(vmi, "/status/nodeName")));
+                let reason = vmi.reason().unwrap_or_default();
+                let node = vmi.node_name().unwrap_or_default();
+                self.log(at, format!("VM {key} shut down on {node} ({reason})"));
             }
             (_, "Scheduling") => self.log(at, format!("VM {key} restarting (run strategy Always)")),
             ("Scheduling", "Running") => {
-                self.log(at, format!("VM {key} running again on {}", text(vmi, "/status/nodeName")))
+                self.log(at, format!("VM {key} running again on {}", vmi.node_name().unwrap_or_default()))
             }
             _ => {}
         }
     }
 
     /// Notes a VMI's mark being set or taken off.
-    fn mark(&mut self, at: f64, key: &str, vmi: &Value, deleted: bool) {
-        let now = if deleted { "" } else { text(vmi, "/status/evacuationNodeName") };
+    fn mark(&mut self, at: f64, key: &str, vmi: Vmi<'_>, deleted: bool) {
+        let now = if deleted { "" } else { vmi.evacuation_node_name().unwrap_or_default() };
         let before = self.marked_for.get(key).cloned().unwrap_or_default();
         if now == before {
             return;
@@ -261,34 +255,32 @@ impl Observed {
         if !now.is_empty() {
             self.marks += 1;
             self.log(at, format!("VM {key} marked for evacuation from {now}"));
-        } else if !deleted && text(vmi, "/status/nodeName") == before {
+        } else if !deleted && vmi.node_name() == Some(before.as_str()) {
             self.marks_cleared += 1;
             self.log(at, format!("VM {key}: its evacuation from {before} was called off"));
         }
     }
 
     fn migration(&mut self, at: f64, event: &Event) {
-        let migration = &*event.object;
-        let name = text(migration, "/metadata/name");
-        let vmi = text(migration, "/spec/vmiName");
-        let key = vm_key(migration, vmi);
+        let migration = Migration(&event.object);
+        let name = migration.meta().name();
+        let key = vm_key(migration.0, migration.vmi_name());
         if event.type_ == EventType::Added {
             self.migrations_created += 1;
             // evac records why it migrates; a VM it moved before anything else touched it (node
             // pressure, ahead of the kubelet) has no other cause.
-            let cause = annotation(migration, evac_core::effect::CAUSE_ANNOTATION);
-            if !cause.is_empty() {
+            if let Some(cause) = migration.meta().annotation(evac_core::effect::CAUSE_ANNOTATION) {
                 self.note_cause(&key, &migration_cause_name(cause));
             }
         }
-        let phase = text(migration, "/status/phase").to_owned();
-        let id = format!("migration/{}/{name}", text(migration, "/metadata/namespace"));
+        let phase = migration.phase().unwrap_or_default().to_owned();
+        let id = format!("migration/{}", migration.meta().key());
         let before = self.phases.insert(id, phase.clone()).unwrap_or_default();
         if before == phase {
             return;
         }
-        let source = text(migration, "/status/migrationState/sourceNode").to_owned();
-        let target = text(migration, "/status/migrationState/targetNode");
+        let source = migration.source_node().unwrap_or_default().to_owned();
+        let target = migration.target_node().unwrap_or_default();
         if before == "Running" {
             self.running -= 1;
             if let Some(n) = self.running_by_node.get_mut(&source) {

@@ -17,12 +17,12 @@ use super::ScenarioError;
 use crate::actors::descheduler::DeschedulerSettings;
 use crate::actors::virt_controller::RESTARTS_ANNOTATION;
 use crate::actors::{
-    annotation, text, Descheduler, Drain, Kubelet, MigrationController, Scheduler, TaintManager,
-    VirtController,
+    Descheduler, Drain, Kubelet, MigrationController, Scheduler, TaintManager, VirtController,
 };
 use crate::api::eviction::ApiEvictor;
 use crate::driver::StartingAt;
 use crate::kinds::vmis;
+use crate::objects::{Meta, Vmi};
 use crate::store::{Kind, Store};
 use crate::{Actor, SimClock, Simulation};
 
@@ -47,7 +47,7 @@ pub fn run(scenario: &Scenario, mode: &Mode, progress: &mut dyn Progress) -> Res
         .map_err(|error| ScenarioError::Cluster { what: "cannot build the cluster", error })?;
     let placement: HashMap<String, String> = list(&store, &vmis())
         .iter()
-        .map(|vmi| (key(vmi), text(vmi, "/status/nodeName").to_owned()))
+        .map(|vmi| (key(vmi), Vmi(vmi).node_name().unwrap_or_default().to_owned()))
         .collect();
 
     let evictor = Arc::new(
@@ -98,8 +98,10 @@ pub fn run(scenario: &Scenario, mode: &Mode, progress: &mut dyn Progress) -> Res
     for vmi in list(&store, &vmis()) {
         let key = key(&vmi);
         let history = observed.vms.get(&key).cloned().unwrap_or_default();
-        let restarted = annotation(&vmi, RESTARTS_ANNOTATION).parse::<u64>().unwrap_or(0) > 0
-            && text(&vmi, "/status/phase") == "Running";
+        let view = Vmi(&vmi);
+        let restarted =
+            view.meta().annotation(RESTARTS_ANNOTATION).and_then(|r| r.parse::<u64>().ok()).unwrap_or(0) > 0
+                && view.is_running();
         let outcome = match (history.stops, history.migrations) {
             (0, 0) => Outcome::Untouched,
             (0, _) => Outcome::Migrated,
@@ -115,7 +117,7 @@ pub fn run(scenario: &Scenario, mode: &Mode, progress: &mut dyn Progress) -> Res
         if outcome != Outcome::Untouched || history.cause.is_some() {
             disrupted_vms.push(VmOutcome {
                 node_before: placement.get(&key).cloned().unwrap_or_default(),
-                node_after: text(&vmi, "/status/nodeName").to_owned(),
+                node_after: view.node_name().unwrap_or_default().to_owned(),
                 vm: key,
                 outcome,
                 cause: history.cause.unwrap_or_else(|| "evacuation".to_owned()),
@@ -243,5 +245,5 @@ fn list(store: &Store, kind: &Kind) -> Vec<Arc<Value>> {
 }
 
 fn key(object: &Value) -> String {
-    format!("{}/{}", text(object, "/metadata/namespace"), text(object, "/metadata/name"))
+    Meta(object).key()
 }

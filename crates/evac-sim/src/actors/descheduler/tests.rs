@@ -12,10 +12,6 @@ const LAUNCHER: &str = "test.evac.io/launcher";
 /// Marks a pod whose disruption budget refuses its eviction.
 const PDB: &str = "test.evac.io/pdb";
 
-fn pods() -> Kind {
-    Kind::new("v1", "Pod")
-}
-
 /// An eviction API with KubeVirt's eviction webhook (DeschedulerSupport on): a launcher pod's
 /// eviction is refused with 429 "Eviction triggered evacuation" while its VM would migrate in the
 /// background (it never does here: the pod stays); a pod under a budget gets a plain 429; any
@@ -42,14 +38,16 @@ impl Evictor for FakeEvictor {
         assert_eq!(requester, "descheduler");
         self.calls.lock().unwrap().push(format!("{namespace}/{pod}"));
         let object = store.get(&pods(), namespace, pod)?;
-        if has_annotation(&object, PDB) {
+        if Pod(&object).meta().annotation(PDB).is_some() {
             return Err(ApiError {
                 code: 429,
                 reason: "TooManyRequests",
                 message: "Cannot evict pod as it would violate the pod's disruption budget.".into(),
             });
         }
-        if has_annotation(&object, REQUEST_EVICT_ONLY) || has_annotation(&object, LAUNCHER) {
+        if Pod(&object).meta().annotation(REQUEST_EVICT_ONLY).is_some()
+            || Pod(&object).meta().annotation(LAUNCHER).is_some()
+        {
             if self.annotate {
                 let patch = json!({"metadata": {"annotations": {EVICTION_IN_PROGRESS: "kubevirt"}}});
                 store.patch(&pods(), namespace, pod, &Patch::Merge(patch), false)?;
@@ -77,7 +75,7 @@ fn cluster() -> Store {
 fn node(store: &Store, name: &str) {
     let node = json!({"metadata": {"name": name},
                       "status": {"capacity": {"memory": "12Gi"}, "allocatable": {"memory": "10Gi"}}});
-    store.create(&Kind::new("v1", "Node"), "", node, false).unwrap();
+    store.create(&nodes(), "", node, false).unwrap();
 }
 
 #[derive(Clone, Copy, PartialEq)]

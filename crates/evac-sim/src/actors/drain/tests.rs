@@ -8,10 +8,6 @@ use super::*;
 use crate::actors::Kubelet;
 use crate::{SimClock, Simulation};
 
-fn pods() -> Kind {
-    Kind::new("v1", "Pod")
-}
-
 /// An evictor that refuses a pod's first evictions with a given code, then deletes it gracefully,
 /// and records every call (pod, time).
 #[derive(Default)]
@@ -61,7 +57,7 @@ impl Evictor for FakeEvictor {
 fn cluster() -> Arc<Store> {
     let store = Arc::new(Store::new(Arc::new(SimClock::default()), 10_000));
     for node in ["n1", "n2"] {
-        store.create(&Kind::new("v1", "Node"), "", json!({"metadata": {"name": node}}), false).unwrap();
+        store.create(&nodes(), "", json!({"metadata": {"name": node}}), false).unwrap();
     }
     store
 }
@@ -74,12 +70,12 @@ fn pod(store: &Store, name: &str, node: &str, extra: Value) {
 }
 
 fn daemon_set_pod(store: &Store, name: &str, node: &str) {
-    let owner = json!({"metadata": {"ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "ds", "uid": "1"}]}});
+    let owner = json!({"metadata": {"ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "ds", "uid": "1", "controller": true}]}});
     pod(store, name, node, owner);
 }
 
 fn unschedulable(store: &Store) -> Option<Value> {
-    store.get(&Kind::new("v1", "Node"), "", "n1").unwrap().pointer("/spec/unschedulable").cloned()
+    store.get(&nodes(), "", "n1").unwrap().pointer("/spec/unschedulable").cloned()
 }
 
 fn exists(store: &Store, name: &str) -> bool {

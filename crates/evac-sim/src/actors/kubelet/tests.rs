@@ -3,7 +3,10 @@ use std::time::Duration;
 
 use serde_json::json;
 
+use serde_json::Value;
+
 use super::*;
+use crate::store::Kind;
 use crate::SimClock;
 
 /// A node with 8 GiB and VMs of the given sizes (GiB), each in its launcher pod.

@@ -4,6 +4,7 @@ use std::time::Duration;
 use serde_json::json;
 
 use super::*;
+use crate::actors::text;
 use crate::SimClock;
 
 struct Cluster {

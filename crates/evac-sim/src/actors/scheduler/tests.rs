@@ -1,6 +1,6 @@
 use std::sync::Arc;
 
-use serde_json::json;
+use serde_json::{json, Value};
 
 use super::*;
 use crate::actors::Kubelet;
@@ -16,7 +16,7 @@ fn node(store: &Store, name: &str, allocatable: u32, spec: Value) {
     let node = json!({"metadata": {"name": name}, "spec": spec,
                       "status": {"allocatable": {"memory": format!("{allocatable}Gi")},
                                  "capacity": {"memory": format!("{}Gi", allocatable + 4)}}});
-    store.create(&Kind::new("v1", "Node"), "", node, false).unwrap();
+    store.create(&nodes(), "", node, false).unwrap();
 }
 
 /// A pod requesting `memory` GiB, bound to `node` ("" for a pending one), with a 20 s grace period.
@@ -38,13 +38,13 @@ fn get(store: &Store, name: &str) -> Arc<Value> {
 }
 
 fn node_of(store: &Store, name: &str) -> String {
-    text(&get(store, name), "/spec/nodeName").to_owned()
+    Pod(&get(store, name)).node_name().unwrap_or_default().to_owned()
 }
 
 /// The pods being deleted, by name.
 fn terminating(store: &Store) -> Vec<String> {
     let (pods, _) = store.list(&pods(), None, None, None);
-    pods.iter().filter(|p| is_terminating(p)).map(|p| text(p, "/metadata/name").to_owned()).collect()
+    pods.iter().map(|p| Pod(p)).filter(|p| p.is_terminating()).map(|p| p.meta().name().to_owned()).collect()
 }
 
 #[test]
@@ -144,7 +144,7 @@ fn preempts_just_enough_lower_priority_pods_on_the_best_node_then_binds() {
     assert_eq!(victim["metadata"]["deletionGracePeriodSeconds"], 20);
     let preemptor = get(&store, "preemptor");
     assert_eq!(preemptor["status"]["nominatedNodeName"], "n1");
-    assert_eq!(text(&preemptor, "/spec/nodeName"), "", "it waits for its victim");
+    assert_eq!(Pod(&preemptor).node_name(), None, "it waits for its victim");
 
     // Its victim still holds the room: the preemptor waits, and preempts no one else.
     let revision = store.revision();
@@ -255,7 +255,7 @@ fn nothing_is_preempted_when_it_would_not_make_room() {
 #[test]
 fn a_launcher_pod_counts_its_vmis_memory() {
     let store = cluster();
-    let vmis = Kind::new("kubevirt.io/v1", "VirtualMachineInstance");
+    let vmis = crate::kinds::vmis();
     let launcher = |name: &str, node: &str, guest: &str| {
         let vmi = json!({"metadata": {"name": name}, "spec": {"domain": {"memory": {"guest": guest}}}});
         store.create(&vmis, "default", vmi, false).unwrap();

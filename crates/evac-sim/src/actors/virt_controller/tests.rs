@@ -4,6 +4,7 @@ use std::sync::Arc;
 use serde_json::{json, Value};
 
 use super::*;
+use crate::actors::{annotation, text};
 use crate::SimClock;
 
 fn store() -> Store {
