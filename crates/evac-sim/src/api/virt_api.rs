@@ -7,7 +7,10 @@
 
 use serde_json::{json, Value};
 
-use crate::store::Store;
+use crate::kinds::{nodes, vmis};
+use crate::objects::{Node, Vmi};
+use crate::store::{Patch, Store};
+use crate::ApiError;
 use evac_cluster::{CoreReader, Executor};
 use evac_core::eviction::{self, messages, Settings};
 use evac_core::model::AdmissionRequest;
@@ -42,4 +45,33 @@ fn answer(request: &AdmissionRequest<'_>, allowed: bool, code: u16, message: &st
         response["status"] = json!({"code": code, "message": message});
     }
     json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response})
+}
+
+/// KubeVirt's `evacuate/cancel` of a VMI, as `virtctl evacuate-cancel vmi <name>` calls it
+/// (`pkg/virt-api/rest/evacuate_cancel.go`, `EvacuateCancelHandler`): refused (400) while the
+/// node carries KubeVirt's drain taint; nothing to do without a mark; otherwise the mark is
+/// removed if it still names the VMI's node (the JSON patch's `test`). It does not touch a
+/// migration already under way.
+pub fn cancel_evacuation(store: &Store, namespace: &str, name: &str) -> Result<(), ApiError> {
+    let vmi = store.get(&vmis(), namespace, name)?;
+    let view = Vmi(&vmi);
+    let Some(node_name) = view.evacuation_node_name().or(view.node_name()) else { return Ok(()) };
+    let node = store.get(&nodes(), "", node_name)?;
+    let drain = evac_core::kubevirt::DRAIN_TAINT_KEY;
+    if Node(&node).taints().any(|t| t.key() == drain && t.effect() == "NoSchedule") {
+        return Err(ApiError::bad_request(format!(
+            "Node {node_name:?} has NodeDrainTaintKey \"{drain}:NoSchedule\""
+        )));
+    }
+    if view.evacuation_node_name().is_none() {
+        return Ok(());
+    }
+    // virtctl sends the node the VMI runs on.
+    let on = view.node_name().unwrap_or_default();
+    let patch: json_patch::Patch = serde_json::from_value(json!([
+        {"op": "test", "path": "/status/evacuationNodeName", "value": on},
+        {"op": "remove", "path": "/status/evacuationNodeName"},
+    ]))
+    .map_err(|e| ApiError::bad_request(e.to_string()))?;
+    store.patch(&vmis(), namespace, name, &Patch::Json(patch), false).map(drop)
 }

@@ -39,6 +39,7 @@ pub fn populate(store: &Store, scenario: &Scenario, with_evac: bool) -> Result<u
     )?;
     let mut vms = 0;
     for group in &scenario.cluster.vms {
+        let tolerations = serde_json::Value::Array(group.tolerations.clone());
         let placement: Vec<&String> =
             if group.nodes.is_empty() { nodes.iter().collect() } else { group.nodes.iter().collect() };
         let width = group.count.to_string().len().max(2);
@@ -86,6 +87,7 @@ pub fn populate(store: &Store, scenario: &Scenario, with_evac: bool) -> Result<u
                     "nodeName": node,
                     "priority": group.priority,
                     "terminationGracePeriodSeconds": group.termination_grace_period_seconds,
+                    "tolerations": tolerations,
                     "containers": [{"name": "compute", "image": "virt-launcher",
                                     "resources": {"requests": {"memory": group.memory.0}}}],
                 },

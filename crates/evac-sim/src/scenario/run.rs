@@ -219,7 +219,7 @@ fn actors(
             action => steps.push((at, action.clone())),
         }
     }
-    actors.insert(0, Box::new(Steps::new(steps)));
+    actors.insert(0, Box::new(Steps::new(steps, Arc::clone(evictor) as _)));
     actors.push(Box::new(Scheduler));
     actors.push(Box::new(VirtController::new(kubevirt_evacuation)));
     actors.push(Box::new(MigrationController {

@@ -133,6 +133,10 @@ pub struct VmGroup {
     /// descheduler contract).
     #[serde(default = "yes")]
     pub request_evict_only: bool,
+    /// The launcher pods' `spec.tolerations`, as Kubernetes writes them (`key`, `operator`,
+    /// `value`, `effect`, `tolerationSeconds`); KubeVirt copies the VMI's tolerations there.
+    #[serde(default)]
+    pub tolerations: Vec<serde_json::Value>,
 }
 
 fn default_namespace() -> String {
@@ -307,6 +311,26 @@ pub enum Action {
     },
     /// A descheduler from this moment on.
     Descheduler(DeschedulerSpec),
+    /// One eviction request for the VM's launcher pod, and no retry, as cluster-autoscaler's
+    /// scale-down or `kubectl evict` sends it.
+    Evict {
+        vm: String,
+        #[serde(default = "default_namespace")]
+        namespace: String,
+    },
+    /// The VM's VMI is deleted (its launcher pods go with it, as their owner is gone).
+    DeleteVm {
+        vm: String,
+        #[serde(default = "default_namespace")]
+        namespace: String,
+    },
+    /// `virtctl evacuate-cancel vmi <vm>` (KubeVirt's `evacuate/cancel`): refused while the node
+    /// carries KubeVirt's drain taint.
+    CancelEvacuation {
+        vm: String,
+        #[serde(default = "default_namespace")]
+        namespace: String,
+    },
     /// evac's controller restarts: it forgets all it knew and starts over from the cluster
     /// (with evac only; KubeVirt alone ignores it).
     RestartEvacControl {},
@@ -359,7 +383,7 @@ impl Scenario {
             // serde's words for a disruption of no known kind name its internals; say what is known.
             let e = e.to_string().replace(
                 "no variant of enum Action found in flattened data",
-                "a disruption is one of drain, uncordon, taint, memoryPressure, preempt, descheduler, restartEvacControl (plus `at`)",
+                "a disruption is one of drain, uncordon, taint, memoryPressure, preempt, descheduler, evict, deleteVm, cancelEvacuation, restartEvacControl (plus `at`)",
             );
             ScenarioError::Invalid(format!("{file}: {e}"))
         })?;
@@ -380,6 +404,25 @@ impl Scenario {
                     } else {
                         format!("{}{i:0width$}", group.name_prefix)
                     }
+                })
+            })
+            .collect()
+    }
+
+    /// The VMs: (namespace, name) of each, group by group, as the cluster is built.
+    pub fn vm_names(&self) -> Vec<(String, String)> {
+        self.cluster
+            .vms
+            .iter()
+            .flat_map(|group| {
+                let width = group.count.to_string().len().max(2);
+                (1..=group.count).map(move |i| {
+                    let name = if group.count == 1 {
+                        group.name_prefix.clone()
+                    } else {
+                        format!("{}{i:0width$}", group.name_prefix)
+                    };
+                    (group.namespace.clone(), name)
                 })
             })
             .collect()
@@ -418,7 +461,24 @@ impl Scenario {
             for node in &group.nodes {
                 node_exists(&format!("{at}.nodes"), node)?;
             }
+            for (j, toleration) in group.tolerations.iter().enumerate() {
+                let operator =
+                    toleration.get("operator").and_then(serde_json::Value::as_str).unwrap_or("Equal");
+                if !toleration.is_object() || !matches!(operator, "Equal" | "Exists") {
+                    return Err(format!(
+                        "{at}.tolerations[{j}]: expected a toleration (key, operator Equal or Exists, value, effect, tolerationSeconds)"
+                    ));
+                }
+            }
         }
+        let vms: HashSet<(String, String)> = self.vm_names().into_iter().collect();
+        let vm_exists = |at: &str, namespace: &str, vm: &str| -> Result<(), String> {
+            if vms.contains(&(namespace.to_owned(), vm.to_owned())) {
+                Ok(())
+            } else {
+                Err(format!("{at}: the cluster has no VM {namespace}/{vm}"))
+            }
+        };
         let kubevirt = &self.cluster.kubevirt;
         kubevirt.bandwidth_per_migration.bytes("cluster.kubevirt.bandwidthPerMigration")?;
         kubevirt.completion_timeout_per_gib.duration("cluster.kubevirt.completionTimeoutPerGiB")?;
@@ -464,6 +524,9 @@ impl Scenario {
                         return Err(format!("{at}.descheduler: thresholds must satisfy 0 <= threshold <= targetThreshold <= 100"));
                     }
                 }
+                Action::Evict { vm, namespace }
+                | Action::DeleteVm { vm, namespace }
+                | Action::CancelEvacuation { vm, namespace } => vm_exists(&at, namespace, vm)?,
                 Action::RestartEvacControl {} => {}
             }
         }

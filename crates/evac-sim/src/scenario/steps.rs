@@ -1,27 +1,37 @@
 //! The scenario's one-off disruptions (a taint, an uncordon, memory pressure, high-priority
-//! pods), as an actor that applies each at its moment. Drains and the descheduler are actors of
-//! their own.
+//! pods, a lone eviction, a VM deleted, an evacuation cancelled), as an actor that applies each
+//! at its moment. Drains and the descheduler are actors of their own.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::json;
 
 use super::spec::Action;
 use crate::actors::kubelet::SYSTEM_MEMORY_ANNOTATION;
+use crate::actors::Evictor;
+use crate::api::virt_api;
+use crate::kinds::{nodes, pods, vmis};
+use crate::objects::Pod;
 use crate::store::{Kind, Patch, Store};
 use crate::Actor;
 use crate::ApiError;
 
+/// Who asks for a scenario's lone evictions, in reports.
+pub const LONE_EVICTION: &str = "lone-eviction";
+
+/// The scenario's one-off disruptions, applied at their moments.
 pub struct Steps {
     /// Not yet applied, soonest last.
     pending: Mutex<Vec<(Duration, Action)>>,
+    evictor: Arc<dyn Evictor>,
 }
 
 impl Steps {
-    pub fn new(mut steps: Vec<(Duration, Action)>) -> Self {
+    /// The steps, in any order; `evictor` sends lone evictions.
+    pub fn new(mut steps: Vec<(Duration, Action)>, evictor: Arc<dyn Evictor>) -> Self {
         steps.sort_by_key(|step| std::cmp::Reverse(step.0));
-        Self { pending: Mutex::new(steps) }
+        Self { pending: Mutex::new(steps), evictor }
     }
 }
 
@@ -40,14 +50,14 @@ impl Actor for Steps {
         let now = store.clock().elapsed();
         while pending.last().is_some_and(|(at, _)| *at <= now) {
             let (_, action) = pending.pop().expect("checked above");
-            apply(store, &action)?;
+            apply(store, &action, &*self.evictor)?;
         }
         Ok(pending.last().map(|(at, _)| *at))
     }
 }
 
-fn apply(store: &Store, action: &Action) -> Result<(), ApiError> {
-    let nodes = Kind::new("v1", "Node");
+fn apply(store: &Store, action: &Action, evictor: &dyn Evictor) -> Result<(), ApiError> {
+    let nodes = nodes();
     match action {
         Action::Uncordon { node } => {
             store.patch(&nodes, "", node, &Patch::Merge(json!({"spec": {"unschedulable": null}})), false)?;
@@ -57,9 +67,9 @@ fn apply(store: &Store, action: &Action) -> Result<(), ApiError> {
             let mut taints =
                 current.pointer("/spec/taints").and_then(|t| t.as_array()).cloned().unwrap_or_default();
             taints.retain(|t| t["key"] != json!(key) || t["effect"] != json!(effect));
-            taints.push(
-                json!({"key": key, "value": value, "effect": effect, "timeAdded": store.clock().timestamp()}),
-            );
+            // As `kubectl taint` adds it: no `timeAdded` (only the node lifecycle controller
+            // writes one), which the taint manager does not read anyway.
+            taints.push(json!({"key": key, "value": value, "effect": effect}));
             store.patch(&nodes, "", node, &Patch::Merge(json!({"spec": {"taints": taints}})), false)?;
         }
         Action::MemoryPressure { node, used } => {
@@ -79,6 +89,24 @@ fn apply(store: &Store, action: &Action) -> Result<(), ApiError> {
                     pod["spec"]["nodeSelector"] = json!({"kubernetes.io/hostname": node});
                 }
                 store.create(&Kind::new("v1", "Pod"), "default", pod, false)?;
+            }
+        }
+        Action::Evict { vm, namespace } => {
+            // One request; its answer, whatever it is, is recorded and not retried.
+            let (launchers, _) = store.list(&pods(), Some(namespace), None, None);
+            let pod =
+                launchers.iter().map(|p| Pod(p)).find(|p| p.vmi() == Some(vm.as_str()) && !p.is_finished());
+            if let Some(pod) = pod {
+                let _ = evictor.evict(store, namespace, pod.meta().name(), LONE_EVICTION);
+            }
+        }
+        Action::DeleteVm { vm, namespace } => match store.delete(&vmis(), namespace, vm, false) {
+            Ok(_) | Err(ApiError { code: 404, .. }) => {}
+            Err(e) => return Err(e),
+        },
+        Action::CancelEvacuation { vm, namespace } => {
+            if let Err(e) = virt_api::cancel_evacuation(store, namespace, vm) {
+                tracing::info!(vm = %vm, "evacuate/cancel refused: {}", e.message);
             }
         }
         // Actors of their own.
