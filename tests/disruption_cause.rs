@@ -1,25 +1,23 @@
 //! The built disruption-cause module, run in-process by evac's wasmtime host against static
-//! clusters, with only the reads its metadata grants: each cause of a launcher pod's disruption
-//! under each feature gate, user deletions, node pressure, and what it cannot decide.
+//! clusters, with only the reads its metadata grants.
+//!
+//! Every row of the decision's table ([`evac_core::testing::disruption_cases`]: each cause of a
+//! launcher pod's disruption under each feature gate, user deletions, node pressure, what it
+//! cannot decide, failed reads) runs through the module; the other tests here are of what only
+//! the module and its host do: grants, settings validation, the protocol, the embedded metadata.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
 use evac_cluster::MemoryStore;
-use evac_core::effect::EvacuationSource;
-use evac_core::{Effect, ObjectRef, PolicyResponse};
+use evac_core::testing::{check_cases, disruption_cases};
 use evac_e2e::*;
 use evac_runtime::capabilities::{KubernetesCapabilities, ResourceGrant};
 use evac_runtime::kubewarden;
 use evac_runtime::kubewarden::metadata::{self, Metadata};
 use evac_runtime::wapc::{EngineOptions, Policy, PolicyEngine, PolicyModule};
 use serde_json::{json, Value};
-
-const PREEMPTION: &str = "PreemptionEvictionLiveMigration";
-const NOEXECUTE: &str = "NoExecuteTaintEvictionLiveMigration";
-const NODE_PRESSURE: &str = "NodePressureEvictionLiveMigration";
-const ALL_GATES: [&str; 3] = [PREEMPTION, NOEXECUTE, NODE_PRESSURE];
 
 /// The built module. Fails (does not skip) when it has not been built.
 fn module_path() -> PathBuf {
@@ -46,241 +44,42 @@ fn embedded_metadata() -> Metadata {
         .expect("the built module has no metadata: run `make build`")
 }
 
-/// The policy reading these objects, with the grants of its metadata and nothing more.
-fn policy_of(objects: impl IntoIterator<Item = Value>) -> Policy {
+/// The grants of the module's metadata, and nothing more.
+fn grants() -> Vec<ResourceGrant> {
     static GRANTS: OnceLock<BTreeSet<ResourceGrant>> = OnceLock::new();
-    let grants = GRANTS.get_or_init(|| embedded_metadata().context_aware_resources).clone();
-    let capabilities = KubernetesCapabilities::new(Arc::new(cluster(objects))).granting(grants);
-    Policy::new(module(), Arc::new(capabilities))
+    GRANTS.get_or_init(|| embedded_metadata().context_aware_resources).iter().cloned().collect()
 }
 
-fn evaluate(policy: &Policy, request: &Value) -> PolicyResponse {
-    validate(policy, request).expect("validate")
+/// Every row of the table, through the built module with the grants of its metadata.
+#[test]
+fn every_row_of_the_disruption_table() {
+    let (module, grants) = (module(), grants());
+    check_cases("disruption", &disruption_cases(), |case| validate_case(&module, &grants, case));
 }
 
-fn kubevirt_with(gates: &[&str]) -> Value {
-    with(kubevirt_cr(None), "/spec/configuration/developerConfiguration/featureGates", json!(gates))
-}
-
-/// VMI `vm`'s launcher pod on NODE, flagged `DisruptionTarget` with `reason` when given.
-fn launcher(reason: Option<&str>) -> Value {
-    let mut conditions = vec![json!({"type": "Ready", "status": "True"})];
-    if let Some(reason) = reason {
-        conditions.push(json!({"type": "DisruptionTarget", "status": "True", "reason": reason}));
-    }
-    with(launcher_pod(NS, "vm", NODE), "/status/conditions", json!(conditions))
-}
-
-fn node(pressure: bool, available: Option<&str>) -> Value {
-    let mut node = json!({
-        "apiVersion": "v1", "kind": "Node",
-        "metadata": {"name": NODE},
-        "status": {"capacity": {"memory": "32Gi"}, "conditions": [
-            {"type": "MemoryPressure", "status": if pressure { "True" } else { "False" }},
-        ]},
-    });
-    if let Some(available) = available {
-        node["metadata"]["annotations"] = json!({"evac.kubevirt.io/memory-available": available});
-    }
-    node
-}
-
-/// A core-group AdmissionRequest as Kubewarden passes it.
-fn admission(kind: &str, resource: &str, operation: &str, object: Value, old_object: Value) -> Value {
-    let metadata = if object.is_null() { &old_object["metadata"] } else { &object["metadata"] };
-    json!({
-        "uid": format!("e2e-{kind}-{operation}"),
-        "kind": {"group": "", "version": "v1", "kind": kind},
-        "resource": {"group": "", "version": "v1", "resource": resource},
-        "name": metadata["name"],
-        "namespace": metadata["namespace"].as_str().unwrap_or(""),
-        "operation": operation,
-        "userInfo": {"username": "system:serviceaccount:kube-system:e2e"},
-        "object": object,
-        "oldObject": old_object,
+/// A read the metadata does not grant is a failed read: the deletion is not blocked for it.
+#[test]
+fn reads_it_was_not_granted_are_warnings() {
+    let pod = with(
+        launcher_pod(NS, "vm", NODE),
+        "/status/conditions",
+        json!([{"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"}]),
+    );
+    let request = json!({
+        "uid": "e2e-Pod-DELETE",
+        "kind": {"group": "", "version": "v1", "kind": "Pod"},
+        "resource": {"group": "", "version": "v1", "resource": "pods"},
+        "name": pod["metadata"]["name"],
+        "namespace": NS,
+        "operation": "DELETE",
+        "object": null,
+        "oldObject": pod,
         "dryRun": false,
-    })
-}
-
-fn delete_pod(pod: Value) -> Value {
-    admission("Pod", "pods", "DELETE", Value::Null, pod)
-}
-
-fn update_node(node: Value) -> Value {
-    admission("Node", "nodes", "UPDATE", node, Value::Null)
-}
-
-fn mark(vmi: &str, source: EvacuationSource) -> Effect {
-    Effect::MarkForEvacuation {
-        vmi: ObjectRef::new(NS, vmi),
-        node: NODE.into(),
-        dry_run: false,
-        source: Some(source),
-    }
-}
-
-fn cause(value: &str) -> Option<BTreeMap<String, String>> {
-    Some([("evac.kubevirt.io/disruption-cause".to_owned(), value.to_owned())].into())
-}
-
-/// Allowed, with this cause recorded and exactly these effects.
-fn check_allowed(case: &str, response: &PolicyResponse, cause_value: &str, effects: &[Effect]) {
-    assert!(response.accepted, "{case}: expected allowed, got {response:?}");
-    assert_eq!((response.code, response.message.as_deref()), (None, None), "{case}");
-    assert_eq!(response.audit_annotations, cause(cause_value), "{case}: cause");
-    assert_eq!(response.effects, effects, "{case}: effects");
-    assert_eq!(response.mutated_object, None, "{case}: a validating policy mutated");
-}
-
-#[test]
-fn every_cause_under_each_gate_and_user_deletions() {
-    // (DisruptionTarget reason, node under MemoryPressure, cause, the gate and mark it needs)
-    let causes = [
-        (
-            Some("PreemptionByScheduler"),
-            false,
-            "preemption",
-            Some((PREEMPTION, EvacuationSource::Preemption)),
-        ),
-        (
-            Some("DeletionByTaintManager"),
-            false,
-            "taint-manager",
-            Some((NOEXECUTE, EvacuationSource::NoexecuteTaint)),
-        ),
-        (
-            Some("TerminationByKubelet"),
-            false,
-            "kubelet-eviction",
-            Some((NODE_PRESSURE, EvacuationSource::NodePressure)),
-        ),
-        (None, true, "node-pressure", Some((NODE_PRESSURE, EvacuationSource::NodePressure))),
-        (Some("EvictionByEvictionAPI"), false, "api-eviction", None),
-        (Some("DeletionByPodGC"), false, "pod-gc", None),
-        (None, false, "unknown", None),
-    ];
-    for (reason, pressure, cause_value, needs) in causes {
-        for gates in ["needed", "all others", "none"] {
-            for vmi_deleted in [false, true] {
-                let enabled: Vec<&str> = match (gates, needs) {
-                    ("needed", Some((gate, _))) => vec![gate],
-                    ("all others", needed) => {
-                        ALL_GATES.into_iter().filter(|g| needed.is_none_or(|(n, _)| n != *g)).collect()
-                    }
-                    _ => vec![],
-                };
-                let mut vm = vmi(NS, "vm", Some("LiveMigrate"), true, NODE);
-                if vmi_deleted {
-                    vm = with(vm, "/metadata/deletionTimestamp", json!("2026-11-21T09:40:00Z"));
-                }
-                let policy = policy_of([vm, kubevirt_with(&enabled), node(pressure, None)]);
-                let response = evaluate(&policy, &delete_pod(launcher(reason)));
-                let case = format!("{reason:?} pressure={pressure} gates={gates} vmi_deleted={vmi_deleted}");
-                match needs {
-                    _ if vmi_deleted => check_allowed(&case, &response, "user-deletion", &[]),
-                    Some((_, source)) if gates == "needed" => {
-                        check_allowed(&case, &response, cause_value, &[mark("vm", source)])
-                    }
-                    _ => check_allowed(&case, &response, cause_value, &[]),
-                }
-            }
-        }
-    }
-}
-
-#[test]
-fn the_eviction_strategy_decides_the_mark() {
-    // (VMI strategy, cluster-wide strategy, LiveMigratable, marked)
-    let cases = [
-        (Some("LiveMigrate"), None, true, true),
-        (Some("LiveMigrate"), None, false, false),
-        (Some("LiveMigrateIfPossible"), None, true, true),
-        (Some("LiveMigrateIfPossible"), None, false, false),
-        (Some("External"), None, false, true),
-        (Some("None"), Some("LiveMigrate"), true, false),
-        (None, Some("LiveMigrate"), true, true),
-        (None, None, true, false),
-    ];
-    for (strategy, cluster_wide, migratable, marked) in cases {
-        let cr = with(kubevirt_with(&ALL_GATES), "/spec/configuration/evictionStrategy", json!(cluster_wide));
-        let policy = policy_of([vmi(NS, "vm", strategy, migratable, NODE), cr]);
-        let response = evaluate(&policy, &delete_pod(launcher(Some("DeletionByTaintManager"))));
-        let effects = if marked { vec![mark("vm", EvacuationSource::NoexecuteTaint)] } else { vec![] };
-        let case = format!("{strategy:?}/{cluster_wide:?} migratable={migratable}");
-        check_allowed(&case, &response, "taint-manager", &effects);
-    }
-}
-
-#[test]
-fn the_condition_update_before_a_deletion_marks_too() {
-    let policy = policy_of([vmi(NS, "vm", Some("LiveMigrate"), true, NODE), kubevirt_with(&ALL_GATES)]);
-    let request = with(
-        admission("Pod", "pods", "UPDATE", launcher(Some("PreemptionByScheduler")), launcher(None)),
-        "/subResource",
-        json!("status"),
-    );
-    let response = evaluate(&policy, &request);
-    check_allowed("status UPDATE", &response, "preemption", &[mark("vm", EvacuationSource::Preemption)]);
-    // A migration target's pod: the VM runs on the other node.
-    let policy = policy_of([vmi(NS, "vm", Some("LiveMigrate"), true, OTHER_NODE), kubevirt_with(&ALL_GATES)]);
-    let response = evaluate(&policy, &delete_pod(launcher(Some("PreemptionByScheduler"))));
-    check_allowed("target pod", &response, "preemption", &[]);
-}
-
-#[test]
-fn a_node_short_of_memory_marks_the_fewest_vms() {
-    let sized = |name: &str, memory: &str| {
-        let vmi = vmi(NS, name, Some("LiveMigrate"), true, NODE);
-        let vmi = with(vmi, "/metadata/labels", json!({"kubevirt.io/nodeName": NODE}));
-        with(vmi, "/spec/domain/memory/guest", json!(memory))
-    };
-    let vms = || [sized("a", "4Gi"), sized("b", "2Gi"), sized("c", "1Gi")];
-    // The defaults want 3500Mi + 1Gi = 4524Mi available. (case, node, gates, marked)
-    let cases = [
-        ("1452Mi short: the smallest that covers it", node(false, Some("3Gi")), &ALL_GATES[..], vec!["b"]),
-        (
-            "4524Mi short: the largest, then what covers the rest",
-            node(true, Some("0")),
-            &ALL_GATES[..],
-            vec!["a", "c"],
-        ),
-        ("pressure, no figure: the largest", node(true, None), &ALL_GATES[..], vec!["a"]),
-        ("the gate is off", node(true, Some("0")), &[PREEMPTION, NOEXECUTE][..], vec![]),
-    ];
-    for (case, node, gates, marked) in cases {
-        let mut objects = vms().to_vec();
-        objects.push(kubevirt_with(gates));
-        let response = evaluate(&policy_of(objects), &update_node(node));
-        let effects: Vec<Effect> =
-            marked.iter().map(|name| mark(name, EvacuationSource::NodePressure)).collect();
-        check_allowed(case, &response, "node-pressure", &effects);
-    }
-    // A healthy node is allowed without a word.
-    let response = evaluate(&policy_of(vms()), &update_node(node(false, Some("16Gi"))));
-    assert!(
-        response.accepted && response.effects.is_empty() && response.audit_annotations.is_none(),
-        "{response:?}"
-    );
-}
-
-#[test]
-fn what_it_cannot_decide_is_rejected_with_the_reason() {
-    let policy = policy_of([kubevirt_with(&ALL_GATES)]);
-    let mut request = delete_pod(launcher(None));
-    request["kind"] = json!({"group": "apps", "version": "v1", "kind": "Deployment"});
-    request["operation"] = json!("CREATE");
-    let response = evaluate(&policy, &request);
-    assert!(!response.accepted);
-    assert_eq!(response.code, Some(400));
-    assert_eq!(
-        response.message.as_deref(),
-        Some("disruption-cause evaluates Pod UPDATE/DELETE and Node CREATE/UPDATE requests, not apps/v1 Deployment CREATE")
-    );
-    // A read the metadata does not grant is a failed read: the deletion is not blocked for it.
+    });
     let capabilities =
         KubernetesCapabilities::new(Arc::new(MemoryStore::empty())).granting([grant("v1", "Node")]);
     let policy = Policy::new(module(), Arc::new(capabilities));
-    let response = evaluate(&policy, &delete_pod(launcher(Some("PreemptionByScheduler"))));
+    let response = validate(&policy, &request).expect("validate");
     assert_eq!((response.accepted, response.code), (true, None), "{response:?}");
     assert!(response.warnings.unwrap()[0].contains("contextAwareResources"));
     assert!(response.effects.is_empty());
@@ -288,7 +87,7 @@ fn what_it_cannot_decide_is_rejected_with_the_reason() {
 
 #[test]
 fn settings_are_validated_by_the_module() {
-    let policy = policy_of([]);
+    let policy = Policy::new(module(), Arc::new(KubernetesCapabilities::new(Arc::new(MemoryStore::empty()))));
     let answer =
         |settings: Value| kubewarden::validate_settings(&policy, &raw(&settings)).expect("an answer");
     assert!(answer(json!({"nodePressure": {"threshold": "2Gi", "headroom": "0"}})).valid);

@@ -12,6 +12,7 @@ use evac_core::effect::{
     MigrationCause, MigrationPriority, EVICTION_IN_PROGRESS_ANNOTATION as IN_PROGRESS,
     REQUEST_EVICT_ONLY_ANNOTATION as EVICT_ONLY,
 };
+use evac_core::testing::ReadFailure;
 use evac_core::{Effect, ObjectRef, PolicyResponse};
 use evac_e2e::*;
 use evac_runtime::capabilities::{KubernetesCapabilities, ResourceGrant};
@@ -293,10 +294,12 @@ fn requests_it_cannot_decide_are_rejected() {
 
     let failing = Policy::new(
         module(),
-        Arc::new(FailingKind {
+        Arc::new(FailingReads {
             inner: KubernetesCapabilities::new(Arc::new(cluster([]))),
-            kind: "VirtualMachineInstanceMigration",
-            message: "etcdserver: request timed out",
+            failures: vec![ReadFailure::of_kind(
+                "VirtualMachineInstanceMigration",
+                "etcdserver: request timed out",
+            )],
         }),
     );
     let response = validate(&failing, &node_update(drained())).expect("validate");

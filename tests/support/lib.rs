@@ -12,6 +12,7 @@ use std::sync::{Arc, OnceLock};
 
 use evac_cluster::MemoryStore;
 use evac_core::effect::EvacuationSource;
+use evac_core::testing::{Case, ReadFailure};
 use evac_core::{Effect, ObjectRef, PolicyResponse};
 use evac_runtime::capabilities::{HostCapabilities, KubernetesCapabilities, ResourceGrant};
 use evac_runtime::kubewarden;
@@ -132,15 +133,15 @@ pub fn validate_with_settings(
     kubewarden::validate(policy, &raw(request), &raw(settings))
 }
 
-/// A host capability that answers from `inner`, except for reads of `kind`, which fail with
-/// `message` (as an unreachable or failing API server would).
-pub struct FailingKind {
+/// Host capabilities that answer from `inner`, except for the reads `failures` name (as
+/// [`TestCluster`](evac_core::testing::TestCluster) fails them), which fail with the failure's
+/// message, as an unreachable or failing API server would.
+pub struct FailingReads {
     pub inner: KubernetesCapabilities,
-    pub kind: &'static str,
-    pub message: &'static str,
+    pub failures: Vec<ReadFailure>,
 }
 
-impl HostCapabilities for FailingKind {
+impl HostCapabilities for FailingReads {
     fn call(
         &self,
         binding: &str,
@@ -149,11 +150,29 @@ impl HostCapabilities for FailingKind {
         payload: &[u8],
     ) -> Result<Vec<u8>, String> {
         let request: Value = serde_json::from_slice(payload).unwrap_or_default();
-        if request["kind"] == self.kind {
-            return Err(self.message.to_owned());
+        let kind = request["kind"].as_str().unwrap_or_default();
+        // A get names its object; a list does not.
+        let name = (operation == "get_resource").then(|| request["name"].as_str().unwrap_or_default());
+        if let Some(failure) = self.failures.iter().find(|f| f.matches(kind, name)) {
+            return Err(failure.message.clone());
         }
         self.inner.call(binding, namespace, operation, payload)
     }
+}
+
+/// A table case's answer from a built module, as Kubewarden runs it: the case's objects in the
+/// host's store (`MemoryStore`), read through Kubernetes capabilities limited to `grants`, the
+/// case's read failures failing, and `validate` called with the case's request and settings.
+pub fn validate_case(
+    module: &PolicyModule,
+    grants: &[ResourceGrant],
+    case: &Case,
+) -> Result<PolicyResponse, String> {
+    let store = MemoryStore::from_objects(case.objects.iter().cloned()).map_err(|e| format!("{e:#}"))?;
+    let inner = KubernetesCapabilities::new(Arc::new(store)).granting(grants.iter().cloned());
+    let policy =
+        Policy::new(module.clone(), Arc::new(FailingReads { inner, failures: case.failures.clone() }));
+    kubewarden::validate(&policy, &raw(&case.request), &raw(&case.settings)).map_err(|e| e.to_string())
 }
 
 // --- Requests --------------------------------------------------------------------------------

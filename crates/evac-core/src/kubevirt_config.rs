@@ -78,38 +78,7 @@ mod tests {
     use serde_json::{json, Value};
 
     use super::*;
-    use crate::cluster::{GetResource, ListResourcesAll};
-
-    /// A cluster of KubeVirt CRs whose reads fail with `failure` when it is set.
-    struct Cluster {
-        kubevirts: Vec<Value>,
-        failure: Option<ReadError>,
-    }
-
-    impl ClusterReader for Cluster {
-        fn get_resource(&self, r: &GetResource<'_>) -> Result<Vec<u8>, ReadError> {
-            assert_eq!((r.api_version.as_str(), r.kind.as_str()), (KUBEVIRT_API_VERSION, "KubeVirt"));
-            if let Some(failure) = &self.failure {
-                return Err(failure.clone());
-            }
-            self.kubevirts
-                .iter()
-                .find(|o| {
-                    o["metadata"]["namespace"] == r.namespace.as_deref().unwrap_or("")
-                        && o["metadata"]["name"] == r.name.as_str()
-                })
-                .map(|o| serde_json::to_vec(o).unwrap())
-                .ok_or_else(|| ReadError::not_found(&r.api_version, &r.kind, &r.name))
-        }
-
-        fn list_resources_all(&self, r: &ListResourcesAll<'_>) -> Result<Vec<u8>, ReadError> {
-            assert_eq!((r.api_version.as_str(), r.kind.as_str()), (KUBEVIRT_API_VERSION, "KubeVirt"));
-            if let Some(failure) = &self.failure {
-                return Err(failure.clone());
-            }
-            Ok(serde_json::to_vec(&json!({"kind": "List", "items": self.kubevirts})).unwrap())
-        }
-    }
+    use crate::testing::TestCluster;
 
     fn kubevirt(name: &str, configuration: Value) -> Value {
         json!({
@@ -133,7 +102,9 @@ mod tests {
         }
     }
 
-    fn cluster(failure: Option<ReadError>) -> Cluster {
+    /// The CRs `spare` and `kubevirt` (listed first, by name), the latter with every field
+    /// decisions read; reads of KubeVirt CRs fail with `failure`.
+    fn cluster(failure: Option<&str>) -> TestCluster {
         let full = kubevirt(
             "kubevirt",
             json!({
@@ -142,7 +113,11 @@ mod tests {
                 "migrations": {"parallelMigrationsPerCluster": 10, "parallelOutboundMigrationsPerNode": 3},
             }),
         );
-        Cluster { kubevirts: vec![full, kubevirt("spare", json!({}))], failure }
+        let cluster = TestCluster::new([kubevirt("spare", json!({})), full]);
+        match failure {
+            Some(message) => cluster.failing("KubeVirt", message),
+            None => cluster,
+        }
     }
 
     #[test]
@@ -154,34 +129,56 @@ mod tests {
             parallel_outbound_migrations_per_node: 2,
         };
         assert_eq!(KubeVirtConfig::default(), expected);
-        let empty = Cluster { kubevirts: vec![], failure: None };
+        let empty = TestCluster::default();
         assert_eq!(KubeVirtConfig::read(None, &empty), Ok(expected.clone()));
         assert_eq!(KubeVirtConfig::read(Some(&at("kubevirt")), &empty), Ok(expected));
+        assert_eq!(empty.reads(), ["list KubeVirt", "get KubeVirt kubevirt/kubevirt"]);
     }
 
-    /// The CR the settings name, else the first one listed. A named CR that does not exist reads
-    /// as no CR; a read that fails is an error, never taken for a missing CR (whose defaults
-    /// would turn every gate off).
+    /// The CR the settings name (read as `kubevirt.io/v1` `KubeVirt`), else the first one listed
+    /// (by namespace and name, as the API server lists them). A named CR that does not exist
+    /// reads as no CR; a read that fails is an error, never taken for a missing CR (whose
+    /// defaults would turn every gate off).
     #[test]
     fn the_named_cr_or_the_first() {
-        let timeout = ReadError::other("etcdserver: request timed out");
+        let timeout = "etcdserver: request timed out";
+        let failed = Err(ReadError::other(timeout));
         let rows = [
-            ("named", Some(at("kubevirt")), None, Ok(configured())),
-            ("named, another", Some(at("spare")), None, Ok(KubeVirtConfig::default())),
-            ("named, missing", Some(at("gone")), None, Ok(KubeVirtConfig::default())),
-            ("the first listed", None, None, Ok(configured())),
-            ("named, read fails", Some(at("kubevirt")), Some(timeout.clone()), Err(timeout.clone())),
-            ("listed, read fails", None, Some(timeout.clone()), Err(timeout)),
+            ("named", Some(at("kubevirt")), None, Ok(configured()), "get KubeVirt kubevirt/kubevirt"),
+            (
+                "named, another",
+                Some(at("spare")),
+                None,
+                Ok(KubeVirtConfig::default()),
+                "get KubeVirt kubevirt/spare",
+            ),
+            (
+                "named, missing",
+                Some(at("gone")),
+                None,
+                Ok(KubeVirtConfig::default()),
+                "get KubeVirt kubevirt/gone",
+            ),
+            ("the first listed", None, None, Ok(configured()), "list KubeVirt"),
+            (
+                "named, read fails",
+                Some(at("kubevirt")),
+                Some(timeout),
+                failed.clone(),
+                "get KubeVirt kubevirt/kubevirt",
+            ),
+            ("listed, read fails", None, Some(timeout), failed, "list KubeVirt"),
         ];
-        for (row, at, failure, expected) in rows {
-            assert_eq!(KubeVirtConfig::read(at.as_ref(), &cluster(failure)), expected, "{row}");
+        for (row, at, failure, expected, read) in rows {
+            let cluster = cluster(failure);
+            assert_eq!(KubeVirtConfig::read(at.as_ref(), &cluster), expected, "{row}");
+            assert_eq!(cluster.reads(), [read], "{row}");
         }
     }
 
     #[test]
     fn an_undecodable_cr_is_an_error() {
-        let broken =
-            Cluster { kubevirts: vec![kubevirt("kubevirt", json!({"evictionStrategy": 7}))], failure: None };
+        let broken = TestCluster::new([kubevirt("kubevirt", json!({"evictionStrategy": 7}))]);
         for at in [Some(at("kubevirt")), None] {
             let error = KubeVirtConfig::read(at.as_ref(), &broken).unwrap_err();
             assert!(!error.is_not_found(), "{error}");

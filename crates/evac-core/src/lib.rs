@@ -17,6 +17,8 @@ pub mod kubevirt;
 pub mod kubevirt_config;
 pub mod model;
 pub mod response;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 
 pub use cluster::{ClusterReader, GetResource, ListResourcesAll, ReadError, ReadErrorKind};
 pub use effect::{Effect, ObjectRef};

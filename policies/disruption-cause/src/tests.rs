@@ -1,9 +1,9 @@
 //! The policy's glue on the fixtures of `test_data/`: a context `List` served as a cluster, the
 //! AdmissionReviews decided through [`evaluate`], and its answers to what it cannot decide.
 
-use evac_core::cluster::{GetResource, ListResourcesAll};
 use evac_core::effect::EvacuationSource;
-use evac_core::{Effect, ObjectRef, ReadError};
+use evac_core::testing::TestCluster;
+use evac_core::{Effect, ObjectRef};
 use serde_json::{json, Value};
 
 use super::*;
@@ -14,51 +14,9 @@ fn fixture(name: &str) -> Value {
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 
-/// The objects of `context.json`, read as Kubewarden's host capabilities answer.
-struct Context {
-    items: Vec<Value>,
-    failing_kind: Option<&'static str>,
-}
-
-impl Context {
-    fn new() -> Self {
-        Self { items: fixture("context.json")["items"].as_array().unwrap().clone(), failing_kind: None }
-    }
-
-    fn check(&self, kind: &str) -> Result<(), ReadError> {
-        match self.failing_kind {
-            Some(failing) if failing == kind => Err(ReadError::other("the API server is unreachable")),
-            _ => Ok(()),
-        }
-    }
-}
-
-impl ClusterReader for Context {
-    fn get_resource(&self, r: &GetResource<'_>) -> Result<Vec<u8>, ReadError> {
-        self.check(&r.kind)?;
-        let namespace = r.namespace.as_deref().unwrap_or("");
-        self.items
-            .iter()
-            .find(|o| {
-                o["kind"] == r.kind.as_str()
-                    && o["metadata"]["namespace"].as_str().unwrap_or("") == namespace
-                    && o["metadata"]["name"] == r.name.as_str()
-            })
-            .map(|o| serde_json::to_vec(o).unwrap())
-            .ok_or_else(|| ReadError::not_found(&r.api_version, &r.kind, &r.name))
-    }
-
-    fn list_resources_all(&self, r: &ListResourcesAll<'_>) -> Result<Vec<u8>, ReadError> {
-        self.check(&r.kind)?;
-        let label = r.label_selector.as_deref().and_then(|s| s.split_once('='));
-        let items: Vec<&Value> = self
-            .items
-            .iter()
-            .filter(|o| o["kind"] == r.kind.as_str())
-            .filter(|o| label.is_none_or(|(key, value)| o["metadata"]["labels"][key] == value))
-            .collect();
-        Ok(serde_json::to_vec(&json!({"apiVersion": "v1", "kind": "List", "items": items})).unwrap())
-    }
+/// The objects of `context.json`.
+fn context() -> TestCluster {
+    TestCluster::new(fixture("context.json")["items"].as_array().unwrap().iter().cloned())
 }
 
 /// The ValidationRequest Kubewarden passes for a review fixture.
@@ -66,7 +24,7 @@ fn payload(review: &Value, settings: Value) -> Vec<u8> {
     serde_json::to_vec(&json!({"settings": settings, "request": review["request"]})).unwrap()
 }
 
-fn evaluate_review(review: &Value, cluster: &Context) -> PolicyResponse {
+fn evaluate_review(review: &Value, cluster: &TestCluster) -> PolicyResponse {
     let answer = evaluate(&payload(review, json!({})), cluster).expect("an answer");
     serde_json::from_slice(&answer).expect("a PolicyResponse")
 }
@@ -86,7 +44,7 @@ fn cause(value: &str) -> Option<std::collections::BTreeMap<String, String>> {
 
 #[test]
 fn a_preempted_launcher_pod_marks_its_vm() {
-    let response = evaluate_review(&fixture("preempted-launcher-update.json"), &Context::new());
+    let response = evaluate_review(&fixture("preempted-launcher-update.json"), &context());
     assert!(response.accepted, "{response:?}");
     assert_eq!((response.code, response.message.as_deref()), (None, None));
     assert_eq!(response.effects, [mark("web-1", EvacuationSource::Preemption)]);
@@ -97,23 +55,23 @@ fn a_preempted_launcher_pod_marks_its_vm() {
 fn a_node_short_of_memory_marks_the_fewest_vms() {
     // 3Gi available, 3500Mi + 1Gi wanted: db-1 (2Gi) covers the 1452Mi, web-1 (4Gi) is not
     // needed, gpu-1 may not migrate.
-    let response = evaluate_review(&fixture("node-pressure-update.json"), &Context::new());
+    let response = evaluate_review(&fixture("node-pressure-update.json"), &context());
     assert!(response.accepted, "{response:?}");
     assert_eq!(response.effects, [mark("db-1", EvacuationSource::NodePressure)]);
     assert_eq!(response.audit_annotations, cause("node-pressure"));
 
     // A lower threshold in the settings: 3Gi is plenty.
     let settings = json!({"nodePressure": {"threshold": "2Gi", "headroom": "512Mi"}});
-    let answer =
-        evaluate(&payload(&fixture("node-pressure-update.json"), settings), &Context::new()).unwrap();
+    let answer = evaluate(&payload(&fixture("node-pressure-update.json"), settings), &context()).unwrap();
     let response: PolicyResponse = serde_json::from_slice(&answer).unwrap();
     assert_eq!((response.accepted, response.effects.len(), response.audit_annotations), (true, 0, None));
 }
 
 #[test]
 fn a_gate_that_is_off_marks_nothing() {
-    let mut context = Context::new();
-    context.items[0]["spec"]["configuration"]["developerConfiguration"]["featureGates"] =
+    let mut context = context();
+    let kubevirt = context.objects_mut().iter_mut().find(|o| o["kind"] == "KubeVirt").unwrap();
+    kubevirt["spec"]["configuration"]["developerConfiguration"]["featureGates"] =
         json!(["NodePressureEvictionLiveMigration"]);
     let response = evaluate_review(&fixture("preempted-launcher-update.json"), &context);
     assert_eq!((response.accepted, response.effects), (true, vec![]));
@@ -125,7 +83,7 @@ fn requests_it_cannot_decide_are_rejected_with_the_reason() {
     let mut deployment = fixture("preempted-launcher-update.json");
     deployment["request"]["kind"] = json!({"group": "apps", "version": "v1", "kind": "Deployment"});
     deployment["request"]["operation"] = json!("CREATE");
-    let response = evaluate_review(&deployment, &Context::new());
+    let response = evaluate_review(&deployment, &context());
     assert!(!response.accepted);
     assert_eq!(response.code, Some(400));
     assert_eq!(
@@ -135,7 +93,7 @@ fn requests_it_cannot_decide_are_rejected_with_the_reason() {
         )
     );
 
-    let context = Context { failing_kind: Some("VirtualMachineInstance"), ..Context::new() };
+    let context = context().failing("VirtualMachineInstance", "the API server is unreachable");
     let response = evaluate_review(&fixture("preempted-launcher-update.json"), &context);
     // A failed read never blocks the request: allowed, with the failure as a warning.
     assert_eq!((response.accepted, response.code), (true, None));
@@ -148,7 +106,7 @@ fn requests_it_cannot_decide_are_rejected_with_the_reason() {
 
 #[test]
 fn a_payload_that_does_not_decode_is_an_error() {
-    let error = evaluate(b"{\"request\": 7}", &Context::new()).unwrap_err();
+    let error = evaluate(b"{\"request\": 7}", &context()).unwrap_err();
     assert!(error.starts_with("cannot decode the validation request"), "{error}");
 }
 
@@ -156,7 +114,7 @@ fn a_payload_that_does_not_decode_is_an_error() {
 fn other_pods_get_kubewardens_plain_answer() {
     let mut review = fixture("preempted-launcher-update.json");
     review["request"]["object"]["metadata"]["labels"] = json!({"app": "nginx"});
-    let answer = evaluate(&payload(&review, Value::Null), &Context::new()).unwrap();
+    let answer = evaluate(&payload(&review, Value::Null), &context()).unwrap();
     let json: Value = serde_json::from_slice(&answer).unwrap();
     assert_eq!(
         json,

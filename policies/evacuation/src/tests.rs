@@ -3,11 +3,11 @@
 
 use std::collections::BTreeMap;
 
-use evac_core::cluster::{GetResource, ListResourcesAll};
 use evac_core::effect::{
     MigrationCause, MigrationPriority, EVICTION_IN_PROGRESS_ANNOTATION, REQUEST_EVICT_ONLY_ANNOTATION,
 };
-use evac_core::{ClusterReader, Effect, ObjectRef, PolicyResponse, ReadError};
+use evac_core::testing::TestCluster;
+use evac_core::{ClusterReader, Effect, ObjectRef, PolicyResponse};
 use serde_json::{json, Value};
 
 use super::evaluate_at;
@@ -21,57 +21,9 @@ fn fixture(name: &str) -> Value {
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 
-/// The objects of `test_data/context.json`; lists honour `k=v` label and `a.b=v` field selectors.
-struct Context(Vec<Value>);
-
-impl Context {
-    fn load() -> Self {
-        Self(fixture("context.json")["items"].as_array().unwrap().clone())
-    }
-}
-
-fn matches(object: &Value, selector: Option<&str>, field: bool) -> bool {
-    selector.is_none_or(|selector| {
-        selector.split(',').all(|term| {
-            let (key, value) = term.split_once('=').unwrap();
-            let found = if field {
-                object.pointer(&format!("/{}", key.replace('.', "/")))
-            } else {
-                object["metadata"]["labels"].get(key)
-            };
-            found.is_some_and(|v| v == value)
-        })
-    })
-}
-
-impl ClusterReader for Context {
-    fn get_resource(&self, r: &GetResource<'_>) -> Result<Vec<u8>, ReadError> {
-        Err(ReadError::not_found(&r.api_version, &r.kind, &r.name))
-    }
-
-    fn list_resources_all(&self, r: &ListResourcesAll<'_>) -> Result<Vec<u8>, ReadError> {
-        let items: Vec<&Value> = self
-            .0
-            .iter()
-            .filter(|o| o["kind"] == r.kind.as_str())
-            .filter(|o| matches(o, r.label_selector.as_deref(), false))
-            .filter(|o| matches(o, r.field_selector.as_deref(), true))
-            .collect();
-        Ok(serde_json::to_vec(&json!({"apiVersion": "v1", "kind": "List", "items": items})).unwrap())
-    }
-}
-
-/// A cluster whose reads all fail.
-struct Unreachable;
-
-impl ClusterReader for Unreachable {
-    fn get_resource(&self, _: &GetResource<'_>) -> Result<Vec<u8>, ReadError> {
-        Err(ReadError::other("connection refused"))
-    }
-
-    fn list_resources_all(&self, _: &ListResourcesAll<'_>) -> Result<Vec<u8>, ReadError> {
-        Err(ReadError::other("connection refused"))
-    }
+/// The objects of `test_data/context.json`.
+fn context() -> TestCluster {
+    TestCluster::new(fixture("context.json")["items"].as_array().unwrap().iter().cloned())
 }
 
 fn payload(request: &Value, settings: Value) -> Vec<u8> {
@@ -103,7 +55,7 @@ fn annotate(namespace: &str, pod: &str, annotations: &[(&str, &str)]) -> Effect 
 
 #[test]
 fn a_drained_node() {
-    let response = evaluate(&payload(&drained_node_update(), json!({})), &Context::load());
+    let response = evaluate(&payload(&drained_node_update(), json!({})), &context());
     assert!(response.accepted);
     assert_eq!((response.code, response.message), (None, None));
     assert_eq!(
@@ -126,8 +78,7 @@ fn a_drained_node() {
 #[test]
 fn a_migration_in_the_way() {
     // One more active evacuation from node01 leaves room for one.
-    let mut context = Context::load();
-    context.0.push(json!({
+    let context = context().with(json!({
         "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstanceMigration",
         "metadata": {"name": "kubevirt-evacuation-zz", "namespace": "default",
                      "annotations": {"kubevirt.io/evacuationMigration": "node01"}},
@@ -143,7 +94,7 @@ fn a_migration_in_the_way() {
 fn requests_that_cannot_be_decided_are_rejected() {
     let mut pod_update = drained_node_update();
     pod_update["kind"] = json!({"group": "", "version": "v1", "kind": "Pod"});
-    let response = evaluate(&payload(&pod_update, json!({})), &Context::load());
+    let response = evaluate(&payload(&pod_update, json!({})), &context());
     assert!(!response.accepted);
     assert_eq!(response.code, Some(400));
     assert_eq!(
@@ -152,7 +103,10 @@ fn requests_that_cannot_be_decided_are_rejected() {
     );
     assert!(response.effects.is_empty());
 
-    let response = evaluate(&payload(&drained_node_update(), json!({})), &Unreachable);
+    let response = evaluate(
+        &payload(&drained_node_update(), json!({})),
+        &context().failing_every_read("connection refused"),
+    );
     assert_eq!(
         (response.accepted, response.code, response.message.as_deref()),
         (false, Some(500), Some("cannot read the cluster: connection refused"))
@@ -161,10 +115,10 @@ fn requests_that_cannot_be_decided_are_rejected() {
 
 #[test]
 fn payloads_that_do_not_decode_are_errors() {
-    let err = evaluate_at(b"{", &Context::load(), NOW).unwrap_err();
+    let err = evaluate_at(b"{", &context(), NOW).unwrap_err();
     assert!(err.starts_with("cannot decode the validation request: "), "{err}");
     let unknown = payload(&drained_node_update(), json!({"maxFailures": 1}));
-    let err = evaluate_at(&unknown, &Context::load(), NOW).unwrap_err();
+    let err = evaluate_at(&unknown, &context(), NOW).unwrap_err();
     assert!(err.contains("unknown field `maxFailures`"), "{err}");
 }
 
@@ -173,7 +127,7 @@ fn settings_reach_the_decision() {
     // Settings naming a KubeVirt CR that is not there: KubeVirt's defaults, no cluster-wide
     // strategy, so web-1 (no strategy of its own) stays.
     let settings = json!({"kubevirt": {"namespace": "elsewhere", "name": "kubevirt"}});
-    let response = evaluate(&payload(&drained_node_update(), settings), &Context::load());
+    let response = evaluate(&payload(&drained_node_update(), settings), &context());
     let migrations: Vec<&Effect> =
         response.effects.iter().filter(|e| matches!(e, Effect::CreateMigration { .. })).collect();
     assert_eq!(migrations, [&migrate("db-1")]);

@@ -45,53 +45,29 @@ pub fn evaluate<C: ClusterReader>(payload: &[u8], cluster: &C) -> Result<Vec<u8>
 
 #[cfg(test)]
 mod tests {
-    use evac_core::cluster::{GetResource, ListResourcesAll};
-    use evac_core::{Effect, ObjectRef, PolicyResponse, ReadError};
+    use evac_core::testing::TestCluster;
+    use evac_core::{Effect, ObjectRef, PolicyResponse};
     use serde_json::{json, Value};
 
     use super::*;
 
     /// A launcher pod of VMI `vm` on node01, the VMI (no strategy of its own, migratable) and a
     /// KubeVirt CR whose cluster-wide strategy is LiveMigrate.
-    struct Cluster(Vec<Value>);
-
-    impl Cluster {
-        fn new() -> Self {
-            Self(vec![
-                json!({"apiVersion": "v1", "kind": "Pod",
-                       "metadata": {"name": "virt-launcher-vm-x", "namespace": "default",
-                                    "labels": {"kubevirt.io": "virt-launcher"},
-                                    "annotations": {"kubevirt.io/domain": "vm"}},
-                       "spec": {"nodeName": "node01"}, "status": {"phase": "Running"}}),
-                json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
-                       "metadata": {"name": "vm", "namespace": "default"},
-                       "status": {"nodeName": "node01", "phase": "Running",
-                                  "conditions": [{"type": "LiveMigratable", "status": "True"}]}}),
-                json!({"apiVersion": "kubevirt.io/v1", "kind": "KubeVirt",
-                       "metadata": {"name": "kubevirt", "namespace": "kubevirt"},
-                       "spec": {"configuration": {"evictionStrategy": "LiveMigrate"}}}),
-            ])
-        }
-    }
-
-    impl ClusterReader for Cluster {
-        fn get_resource(&self, r: &GetResource<'_>) -> Result<Vec<u8>, ReadError> {
-            let namespace = r.namespace.as_deref().unwrap_or("");
-            self.0
-                .iter()
-                .find(|o| {
-                    o["kind"] == r.kind.as_str()
-                        && o["metadata"]["namespace"] == namespace
-                        && o["metadata"]["name"] == r.name.as_str()
-                })
-                .map(|o| serde_json::to_vec(o).unwrap())
-                .ok_or_else(|| ReadError::not_found(&r.api_version, &r.kind, &r.name))
-        }
-
-        fn list_resources_all(&self, r: &ListResourcesAll<'_>) -> Result<Vec<u8>, ReadError> {
-            let items: Vec<&Value> = self.0.iter().filter(|o| o["kind"] == r.kind.as_str()).collect();
-            Ok(serde_json::to_vec(&json!({"kind": "List", "items": items})).unwrap())
-        }
+    fn cluster() -> TestCluster {
+        TestCluster::new([
+            json!({"apiVersion": "v1", "kind": "Pod",
+                   "metadata": {"name": "virt-launcher-vm-x", "namespace": "default",
+                                "labels": {"kubevirt.io": "virt-launcher"},
+                                "annotations": {"kubevirt.io/domain": "vm"}},
+                   "spec": {"nodeName": "node01"}, "status": {"phase": "Running"}}),
+            json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+                   "metadata": {"name": "vm", "namespace": "default"},
+                   "status": {"nodeName": "node01", "phase": "Running",
+                              "conditions": [{"type": "LiveMigratable", "status": "True"}]}}),
+            json!({"apiVersion": "kubevirt.io/v1", "kind": "KubeVirt",
+                   "metadata": {"name": "kubevirt", "namespace": "kubevirt"},
+                   "spec": {"configuration": {"evictionStrategy": "LiveMigrate"}}}),
+        ])
     }
 
     /// The ValidationRequest Kubewarden passes for an eviction of the launcher pod.
@@ -131,8 +107,7 @@ mod tests {
             (json!({"kubevirt": {"namespace": "elsewhere", "name": "kubevirt"}}), false),
         ];
         for (settings, evacuates) in rows {
-            let response =
-                response(evaluate(&payload(settings.clone(), "eviction"), &Cluster::new()).unwrap());
+            let response = response(evaluate(&payload(settings.clone(), "eviction"), &cluster()).unwrap());
             if evacuates {
                 assert!(!response.accepted, "{settings}");
                 assert_eq!(response.code, Some(429), "{settings}");
@@ -151,9 +126,9 @@ mod tests {
 
     #[test]
     fn requests_it_cannot_decide_are_errors() {
-        let error = evaluate(&payload(json!({}), ""), &Cluster::new()).unwrap_err();
+        let error = evaluate(&payload(json!({}), ""), &cluster()).unwrap_err();
         assert_eq!(error, "this policy only evaluates pods/eviction CREATE requests, got CREATE pods");
-        let error = evaluate(b"{\"request\": 7}", &Cluster::new()).unwrap_err();
+        let error = evaluate(b"{\"request\": 7}", &cluster()).unwrap_err();
         assert!(error.starts_with("cannot decode the validation request"), "{error}");
     }
 }

@@ -35,12 +35,12 @@ fn a_marked_vmi_migrates() {
     );
     // The KubeVirt CR, then the node's VMIs and launcher pods by selector, then every migration.
     assert_eq!(
-        *cluster.reads.borrow(),
+        cluster.reads(),
         [
-            "list KubeVirt None None",
-            r#"list VirtualMachineInstance Some("kubevirt.io/nodeName=node01") None"#,
-            r#"list Pod Some("kubevirt.io=virt-launcher") Some("spec.nodeName=node01")"#,
-            "list VirtualMachineInstanceMigration None None",
+            "list KubeVirt",
+            "list VirtualMachineInstance kubevirt.io/nodeName=node01",
+            "list Pod kubevirt.io=virt-launcher spec.nodeName=node01",
+            "list VirtualMachineInstanceMigration",
         ]
     );
 }
@@ -283,7 +283,7 @@ fn settings_name_the_kubevirt_cr() {
         ..Settings::default()
     };
     assert_eq!(decide_with(&cluster, &cordoned(), &settings, NOW), [drain("a")]);
-    assert_eq!(cluster.reads.borrow()[0], "get KubeVirt");
+    assert_eq!(cluster.reads()[0], "get KubeVirt virt/kubevirt");
 }
 
 #[test]

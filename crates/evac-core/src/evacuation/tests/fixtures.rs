@@ -1,14 +1,13 @@
-//! An in-memory cluster for the evacuation tests (with just the selectors the decision uses, and
-//! an applier of effects), and builders of the objects it holds.
-
-use std::cell::RefCell;
+//! Builders of the objects the evacuation tests put in their [`TestCluster`], and of the effects
+//! they expect.
 
 use serde_json::{json, Value};
 
-use crate::cluster::{ClusterReader, GetResource, ListResourcesAll, ReadError};
+pub use crate::testing::TestCluster;
+
 use crate::effect::{
-    MigrationCause, MigrationPriority, CAUSE_ANNOTATION, EVACUATION_MIGRATION_ANNOTATION,
-    EVICTION_IN_PROGRESS_ANNOTATION, EVICTION_SOURCE_ANNOTATION, REQUEST_EVICT_ONLY_ANNOTATION,
+    MigrationCause, MigrationPriority, EVACUATION_MIGRATION_ANNOTATION, EVICTION_IN_PROGRESS_ANNOTATION,
+    EVICTION_SOURCE_ANNOTATION, REQUEST_EVICT_ONLY_ANNOTATION,
 };
 use crate::evacuation::{decide, Settings};
 use crate::model::Node;
@@ -37,125 +36,6 @@ pub fn set(mut value: Value, pointer: &str, new: Value) -> Value {
     }
     *target = new;
     value
-}
-
-/// Objects by value; lists filter on `k=v` label selectors and `a.b=v` field selectors.
-#[derive(Default)]
-pub struct TestCluster {
-    pub objects: Vec<Value>,
-    failing: Option<(String, String)>,
-    pub reads: RefCell<Vec<String>>,
-    created: usize,
-}
-
-impl TestCluster {
-    pub fn new(objects: impl IntoIterator<Item = Value>) -> Self {
-        Self { objects: objects.into_iter().collect(), ..Self::default() }
-    }
-
-    /// Reads of `kind` fail with `message`.
-    pub fn failing(mut self, kind: &str, message: &str) -> Self {
-        self.failing = Some((kind.into(), message.into()));
-        self
-    }
-
-    fn check(&self, kind: &str) -> Result<(), ReadError> {
-        match &self.failing {
-            Some((failing, message)) if failing == kind => Err(ReadError::other(message.clone())),
-            _ => Ok(()),
-        }
-    }
-
-    fn find(&mut self, kind: &str, object: &ObjectRef) -> &mut Value {
-        self.objects
-            .iter_mut()
-            .find(|o| {
-                o["kind"] == kind
-                    && o["metadata"]["namespace"] == object.namespace.as_str()
-                    && o["metadata"]["name"] == object.name.as_str()
-            })
-            .unwrap_or_else(|| panic!("no {kind} {object}"))
-    }
-
-    /// Carries out effects as evac's host would.
-    pub fn apply(&mut self, effects: &[Effect]) {
-        for effect in effects {
-            match effect {
-                Effect::CreateMigration { vmi, node, cause, .. } => {
-                    self.created += 1;
-                    let name = format!("kubevirt-evacuation-{}", self.created);
-                    let mut migration = migration(&name, &vmi.name, "Pending");
-                    migration["metadata"]["namespace"] = json!(vmi.namespace);
-                    migration["metadata"]["annotations"] = json!({EVACUATION_MIGRATION_ANNOTATION: node, CAUSE_ANNOTATION: cause.map(MigrationCause::as_str)});
-                    self.objects.push(migration);
-                }
-                Effect::AnnotatePod { pod, annotations } => {
-                    let pod = self.find("Pod", pod);
-                    for (key, value) in annotations {
-                        let map = pod["metadata"]["annotations"].as_object_mut().unwrap();
-                        match value {
-                            Some(value) => map.insert(key.clone(), json!(value)),
-                            None => map.remove(key),
-                        };
-                    }
-                }
-                Effect::ClearEvacuation { vmi, .. } => {
-                    let vmi = self.find("VirtualMachineInstance", vmi);
-                    vmi["status"].as_object_mut().unwrap().remove("evacuationNodeName");
-                    vmi["metadata"]["annotations"]
-                        .as_object_mut()
-                        .unwrap()
-                        .remove(EVICTION_SOURCE_ANNOTATION);
-                }
-                Effect::MarkForEvacuation { .. } => panic!("not an effect of evacuations: {effect:?}"),
-            }
-        }
-    }
-}
-
-fn selected(object: &Value, labels: Option<&str>, fields: Option<&str>) -> bool {
-    let labels_match = labels.is_none_or(|selector| {
-        selector.split(',').all(|term| {
-            let (key, value) = term.split_once('=').expect("k=v");
-            object["metadata"]["labels"][key] == value
-        })
-    });
-    let fields_match = fields.is_none_or(|selector| {
-        selector.split(',').all(|term| {
-            let (path, value) = term.split_once('=').expect("a.b=v");
-            object.pointer(&format!("/{}", path.replace('.', "/"))).is_some_and(|v| v == value)
-        })
-    });
-    labels_match && fields_match
-}
-
-impl ClusterReader for TestCluster {
-    fn get_resource(&self, r: &GetResource<'_>) -> Result<Vec<u8>, ReadError> {
-        self.reads.borrow_mut().push(format!("get {}", r.kind));
-        self.check(&r.kind)?;
-        let namespace = r.namespace.as_deref().unwrap_or("");
-        self.objects
-            .iter()
-            .find(|o| {
-                o["kind"] == r.kind.as_str()
-                    && o["metadata"]["namespace"].as_str().unwrap_or("") == namespace
-                    && o["metadata"]["name"] == r.name.as_str()
-            })
-            .map(|o| serde_json::to_vec(o).unwrap())
-            .ok_or_else(|| ReadError::not_found(&r.api_version, &r.kind, &r.name))
-    }
-
-    fn list_resources_all(&self, r: &ListResourcesAll<'_>) -> Result<Vec<u8>, ReadError> {
-        let (labels, fields) = (r.label_selector.as_deref(), r.field_selector.as_deref());
-        self.reads.borrow_mut().push(format!("list {} {labels:?} {fields:?}", r.kind));
-        self.check(&r.kind)?;
-        let items: Vec<&Value> = self
-            .objects
-            .iter()
-            .filter(|o| o["kind"] == r.kind.as_str() && selected(o, labels, fields))
-            .collect();
-        Ok(serde_json::to_vec(&json!({"apiVersion": "v1", "kind": "List", "items": items})).unwrap())
-    }
 }
 
 /// Decides `node` at `now`; the verdict must be Allow.

@@ -1,0 +1,772 @@
+//! The table of the disruption-cause decision: every cause × eviction strategy × migratability ×
+//! feature gate, for pod DELETEs and UPDATEs; user deletions; the pods that must be left alone;
+//! node pressure's choice of VMs; requests it does not evaluate and failed reads.
+
+use serde_json::{json, Value};
+
+use super::objects::{kubevirt_cr, launcher_pod, node, vmi, with, NODE, NS, OTHER_NODE};
+use super::{Case, Expected, ReadFailure, TestCluster, Text};
+use crate::disruption::{
+    self, DecideError, CAUSE_AUDIT_ANNOTATION, NODE_PRESSURE_GATE, NOEXECUTE_TAINT_GATE, PREEMPTION_GATE,
+};
+use crate::effect::{EvacuationSource, ObjectRef};
+use crate::model::AdmissionRequest;
+use crate::{Effect, PolicyResponse};
+
+const VM: &str = "vm";
+const ALL_GATES: [&str; 3] = [PREEMPTION_GATE, NOEXECUTE_TAINT_GATE, NODE_PRESSURE_GATE];
+const DELETED_AT: &str = "2026-11-21T09:40:00Z";
+
+/// The disruption decision's answer to a case, natively on `cluster` (build it with
+/// [`TestCluster::for_case`]), as the disruption-cause policy answers: a decision as it is, a
+/// failed read allowed with the warning `disruption-cause could not decide: <error>` (a pod's
+/// deletion is never blocked for it), any other error rejected with its code and message.
+pub fn disruption_answer(case: &Case, cluster: &TestCluster) -> Result<PolicyResponse, String> {
+    let text = case.request.to_string();
+    let request: AdmissionRequest<'_> =
+        serde_json::from_str(&text).map_err(|e| format!("the case's request does not decode: {e}"))?;
+    let settings: disruption::Settings = super::settings(&case.settings)?;
+    let none = PolicyResponse::from(crate::Decision::allow());
+    Ok(match disruption::decide(&request, &settings, cluster) {
+        Ok(decision) => PolicyResponse::from(decision),
+        Err(e @ DecideError::Read(_)) => {
+            PolicyResponse { warnings: Some(vec![format!("disruption-cause could not decide: {e}")]), ..none }
+        }
+        Err(e) => {
+            PolicyResponse { accepted: false, message: Some(e.to_string()), code: Some(e.code()), ..none }
+        }
+    })
+}
+
+// --- Requests --------------------------------------------------------------------------------
+
+/// An AdmissionRequest of `kind` (`group/version/Kind` or `version/Kind`).
+fn request(kind: &str, operation: &str, object: Value, old_object: Value) -> Value {
+    let (group, rest) = kind.split_once('/').filter(|(_, rest)| rest.contains('/')).unwrap_or(("", kind));
+    let (version, kind) = rest.split_once('/').expect("version/Kind");
+    let resource = if kind.is_empty() { String::new() } else { crate::cluster::resource_for_kind(kind) };
+    let field = |name: &str| {
+        object["metadata"][name].as_str().or(old_object["metadata"][name].as_str()).unwrap_or("").to_owned()
+    };
+    json!({
+        "uid": "00000000-0000-0000-0000-000000000001",
+        "kind": {"group": group, "version": version, "kind": kind},
+        "resource": {"group": group, "version": version, "resource": resource},
+        "name": field("name"),
+        "namespace": field("namespace"),
+        "operation": operation,
+        "userInfo": {"username": "system:serviceaccount:kube-system:disruptor"},
+        "object": object,
+        "oldObject": old_object,
+        "dryRun": false,
+    })
+}
+
+fn delete_pod(pod: Value) -> Value {
+    request("v1/Pod", "DELETE", Value::Null, pod)
+}
+
+fn update_pod(pod: Value) -> Value {
+    request("v1/Pod", "UPDATE", pod, launcher(None))
+}
+
+fn update_node(node: Value) -> Value {
+    request("v1/Node", "UPDATE", node, Value::Null)
+}
+
+fn dry_run(request: Value) -> Value {
+    with(request, "/dryRun", json!(true))
+}
+
+// --- Objects ---------------------------------------------------------------------------------
+
+/// VM's running launcher pod on NODE, with a `DisruptionTarget` condition of `reason`.
+fn launcher(reason: Option<&str>) -> Value {
+    let mut conditions = vec![json!({"type": "Ready", "status": "True"})];
+    if let Some(reason) = reason {
+        conditions.push(json!({"type": "DisruptionTarget", "status": "True", "reason": reason}));
+    }
+    with(launcher_pod(NS, VM, NODE), "/status/conditions", json!(conditions))
+}
+
+fn terminating(object: Value) -> Value {
+    with(object, "/metadata/deletionTimestamp", json!(DELETED_AT))
+}
+
+/// A running 1Gi VMI on NODE.
+fn vm(name: &str, strategy: Option<&str>, migratable: bool) -> Value {
+    vmi(NS, name, strategy, migratable, NODE)
+}
+
+/// The KubeVirt CR with these gates and cluster-wide strategy.
+fn kubevirt(gates: &[&str], strategy: Option<&str>) -> Value {
+    kubevirt_cr("kubevirt", strategy, gates)
+}
+
+/// A running VMI on NODE of `memory` (a quantity), strategy LiveMigrate, migratable.
+fn sized(name: &str, memory: &str) -> Value {
+    with(vm(name, Some("LiveMigrate"), true), "/spec/domain/memory/guest", json!(memory))
+}
+
+fn node_at(available: &str) -> Value {
+    node(NODE, false, Some(available))
+}
+
+// --- Answers ---------------------------------------------------------------------------------
+
+fn mark_in(namespace: &str, name: &str, node: &str, dry_run: bool, source: EvacuationSource) -> Effect {
+    Effect::MarkForEvacuation {
+        vmi: ObjectRef::new(namespace, name),
+        node: node.into(),
+        dry_run,
+        source: Some(source),
+    }
+}
+
+fn mark(name: &str, source: EvacuationSource) -> Effect {
+    mark_in(NS, name, NODE, false, source)
+}
+
+/// Allowed, with the cause recorded, and these effects.
+fn caused(cause: &str, effects: impl IntoIterator<Item = Effect>) -> Expected {
+    Expected::allow().with_audit_annotation(CAUSE_AUDIT_ANNOTATION, cause).with_effects(effects)
+}
+
+fn pressure_marks(names: &[&str]) -> Expected {
+    caused("node-pressure", names.iter().map(|name| mark(name, EvacuationSource::NodePressure)))
+}
+
+/// Every case of the disruption-cause decision.
+pub fn disruption_cases() -> Vec<Case> {
+    let mut cases = Vec::new();
+    causes(&mut cases);
+    user_deletions(&mut cases);
+    pods(&mut cases);
+    node_pressure(&mut cases);
+    bad_requests_and_failed_reads(&mut cases);
+    cases
+}
+
+/// How a pod's disruption reaches the decision.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Op {
+    /// DELETE: the pod in `oldObject`, without a deletionTimestamp yet.
+    Delete,
+    /// UPDATE of a pod with a deletionTimestamp.
+    UpdateTerminating,
+    /// UPDATE that only sets the condition (the scheduler and taint manager do this first).
+    UpdateCondition,
+}
+
+impl Op {
+    fn request(self, pod: Value) -> Value {
+        match self {
+            Op::Delete => delete_pod(pod),
+            Op::UpdateTerminating => update_pod(terminating(pod)),
+            Op::UpdateCondition => update_pod(pod),
+        }
+    }
+
+    fn describe(self) -> &'static str {
+        match self {
+            Op::Delete => "DELETE",
+            Op::UpdateTerminating => "UPDATE of a terminating pod",
+            Op::UpdateCondition => "UPDATE of the condition",
+        }
+    }
+}
+
+/// Every cause, under each feature gate, for every eviction strategy (the VMI's and the
+/// cluster-wide one) and migratability: only preemption, the taint manager and node pressure
+/// evacuate, each behind its own gate, and only VMIs whose strategy asks for a migration.
+fn causes(cases: &mut Vec<Case>) {
+    // (reason, node under MemoryPressure, cause, the gate and source it needs)
+    let causes = [
+        (
+            Some("PreemptionByScheduler"),
+            false,
+            "preemption",
+            Some((PREEMPTION_GATE, EvacuationSource::Preemption)),
+        ),
+        (
+            Some("DeletionByTaintManager"),
+            false,
+            "taint-manager",
+            Some((NOEXECUTE_TAINT_GATE, EvacuationSource::NoexecuteTaint)),
+        ),
+        (
+            Some("TerminationByKubelet"),
+            false,
+            "kubelet-eviction",
+            Some((NODE_PRESSURE_GATE, EvacuationSource::NodePressure)),
+        ),
+        (None, true, "node-pressure", Some((NODE_PRESSURE_GATE, EvacuationSource::NodePressure))),
+        // The condition names the cause even on a node under pressure.
+        (
+            Some("PreemptionByScheduler"),
+            true,
+            "preemption",
+            Some((PREEMPTION_GATE, EvacuationSource::Preemption)),
+        ),
+        (Some("EvictionByEvictionAPI"), false, "api-eviction", None),
+        (Some("DeletionByPodGC"), false, "pod-gc", None),
+        (Some("SomethingNew"), true, "unknown", None),
+        (None, false, "unknown", None),
+    ];
+    // (VMI strategy, cluster-wide strategy, whether a migratable / unmigratable VMI is marked)
+    let strategies = [
+        (Some("LiveMigrate"), None, (true, false)),
+        (Some("LiveMigrateIfPossible"), None, (true, false)),
+        (Some("External"), None, (true, true)),
+        (Some("None"), None, (false, false)),
+        (Some("Bogus"), None, (false, false)),
+        (None, None, (false, false)),
+        (None, Some("LiveMigrate"), (true, false)),
+        (None, Some("LiveMigrateIfPossible"), (true, false)),
+        (None, Some("External"), (true, true)),
+        (Some("None"), Some("LiveMigrate"), (false, false)),
+        (Some("LiveMigrate"), Some("None"), (true, false)),
+    ];
+    for op in [Op::Delete, Op::UpdateTerminating, Op::UpdateCondition] {
+        for (reason, pressure, cause, needs) in causes {
+            let mut gate_sets = vec!["the one needed", "all others", "none"];
+            if needs.is_some() {
+                gate_sets.push("all");
+            }
+            for (strategy, cluster_wide, (marks_migratable, marks_unmigratable)) in strategies {
+                for migratable in [true, false] {
+                    for &gates in &gate_sets {
+                        let needed = needs.map(|(gate, _)| gate);
+                        let enabled: Vec<&str> = match gates {
+                            "the one needed" => needed.into_iter().collect(),
+                            "all others" => ALL_GATES.into_iter().filter(|g| Some(*g) != needed).collect(),
+                            "all" => ALL_GATES.to_vec(),
+                            _ => vec![],
+                        };
+                        let objects = vec![
+                            vm(VM, strategy, migratable),
+                            kubevirt(&enabled, cluster_wide),
+                            node(NODE, pressure, None),
+                        ];
+                        let marks = if migratable { marks_migratable } else { marks_unmigratable };
+                        let expected = match needs {
+                            // An UPDATE that neither deletes nor flags the pod is no disruption.
+                            _ if op == Op::UpdateCondition && reason.is_none() => Expected::allow(),
+                            Some((gate, source)) if enabled.contains(&gate) && marks => {
+                                caused(cause, [mark(VM, source)])
+                            }
+                            _ => caused(cause, []),
+                        };
+                        let name = format!(
+                            "cause: {}, {}{}, VMI {}, cluster-wide {}, {}, gates {gates}",
+                            op.describe(),
+                            reason.unwrap_or("no condition"),
+                            if pressure { ", node under memory pressure" } else { "" },
+                            strategy.unwrap_or("unset"),
+                            cluster_wide.unwrap_or("unset"),
+                            if migratable { "migratable" } else { "not migratable" },
+                        );
+                        cases.push(Case::new(name, objects, op.request(launcher(reason)), expected));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A VMI being deleted is its user's shutdown, whatever else holds: never marked.
+fn user_deletions(cases: &mut Vec<Case>) {
+    let reasons = [
+        Some("PreemptionByScheduler"),
+        Some("DeletionByTaintManager"),
+        Some("TerminationByKubelet"),
+        Some("EvictionByEvictionAPI"),
+        Some("DeletionByPodGC"),
+        Some("SomethingNew"),
+        None,
+    ];
+    for reason in reasons {
+        for strategy in ["LiveMigrate", "LiveMigrateIfPossible", "External"] {
+            for op in [Op::Delete, Op::UpdateTerminating] {
+                for (gates, enabled) in [("all", &ALL_GATES[..]), ("none", &[][..])] {
+                    let objects = vec![
+                        terminating(vm(VM, Some(strategy), true)),
+                        kubevirt(enabled, None),
+                        node(NODE, true, None),
+                    ];
+                    let name = format!(
+                        "user deletion: {}, {}, VMI {strategy}, gates {gates}",
+                        op.describe(),
+                        reason.unwrap_or("no condition")
+                    );
+                    cases.push(Case::new(
+                        name,
+                        objects,
+                        op.request(launcher(reason)),
+                        caused("user-deletion", []),
+                    ));
+                }
+            }
+        }
+    }
+}
+
+/// A cluster where a preempted launcher pod's VM would be marked.
+fn preemption_cluster(vmi: Value) -> Vec<Value> {
+    vec![vmi, kubevirt(&ALL_GATES, None), node(NODE, false, None)]
+}
+
+/// Which pods' disruptions count, and which VMIs they mark.
+fn pods(cases: &mut Vec<Case>) {
+    let preempted = || delete_pod(launcher(Some("PreemptionByScheduler")));
+    let lm = || vm(VM, Some("LiveMigrate"), true);
+    let marked = || caused("preemption", [mark(VM, EvacuationSource::Preemption)]);
+    let unmarked = || caused("preemption", []);
+
+    // Not from the pod the VM runs in (a migration target's), not a VM that has stopped or is not
+    // running yet, and not twice.
+    let rows = [
+        ("the VM runs in this pod", lm(), marked()),
+        ("a migration target pod", with(lm(), "/status/nodeName", json!(OTHER_NODE)), unmarked()),
+        ("a VMI still scheduling", with(lm(), "/status/phase", json!("Scheduled")), unmarked()),
+        ("a VMI that has stopped", with(lm(), "/status/phase", json!("Succeeded")), unmarked()),
+        ("already marked for this node", with(lm(), "/status/evacuationNodeName", json!(NODE)), unmarked()),
+        // A stale mark for another node does not stand for this one.
+        ("marked for another node", with(lm(), "/status/evacuationNodeName", json!(OTHER_NODE)), marked()),
+    ];
+    for (row, vmi, expected) in rows {
+        cases.push(Case::new(
+            format!("the pod the VM runs in: {row}"),
+            preemption_cluster(vmi),
+            preempted(),
+            expected,
+        ));
+    }
+
+    // Pods that are not disrupted launcher pods: nothing is read, nothing recorded.
+    let plain = with(
+        with(launcher(None), "/metadata/labels", json!({"app": "nginx"})),
+        "/metadata/annotations",
+        json!({}),
+    );
+    let hotplug = with(
+        launcher(Some("PreemptionByScheduler")),
+        "/metadata/labels",
+        json!({"kubevirt.io": "hotplug-disk"}),
+    );
+    let condition_false = with(
+        launcher(None),
+        "/status/conditions",
+        json!([{"type": "DisruptionTarget", "status": "False", "reason": "PreemptionByScheduler"}]),
+    );
+    let preemption_condition =
+        json!([{"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"}]);
+    let rows = [
+        ("a plain pod deleted", delete_pod(terminating(plain.clone()))),
+        ("a plain pod preempted", delete_pod(with(plain, "/status/conditions", preemption_condition))),
+        ("a hotplug volume pod", delete_pod(hotplug)),
+        ("a launcher UPDATE without disruption", update_pod(launcher(None))),
+        ("a DisruptionTarget condition that is False", update_pod(condition_false)),
+        // The old pod's condition is history: the UPDATE's object is what the pod becomes.
+        (
+            "the condition only in oldObject",
+            request("v1/Pod", "UPDATE", launcher(None), launcher(Some("PreemptionByScheduler"))),
+        ),
+        (
+            "a DELETE without oldObject",
+            request("v1/Pod", "DELETE", launcher(Some("PreemptionByScheduler")), Value::Null),
+        ),
+        (
+            "an UPDATE without object",
+            request("v1/Pod", "UPDATE", Value::Null, launcher(Some("PreemptionByScheduler"))),
+        ),
+        ("an undecodable pod", delete_pod(json!({"metadata": "nope"}))),
+    ];
+    for (row, request) in rows {
+        cases.push(Case::new(
+            format!("left alone: {row}"),
+            preemption_cluster(lm()),
+            request,
+            Expected::allow(),
+        ));
+    }
+
+    // The scheduler's status UPDATE that sets the condition, before it deletes the pod.
+    let status_update = with(
+        request("v1/Pod", "UPDATE", launcher(Some("PreemptionByScheduler")), launcher(None)),
+        "/subResource",
+        json!("status"),
+    );
+    cases.push(Case::new(
+        "a status UPDATE setting the condition",
+        vec![lm(), kubevirt(&ALL_GATES, None)],
+        status_update,
+        marked(),
+    ));
+
+    cases.push(Case::new(
+        "a dry run marks as a dry run",
+        preemption_cluster(lm()),
+        dry_run(delete_pod(launcher(Some("DeletionByTaintManager")))),
+        caused("taint-manager", [mark_in(NS, VM, NODE, true, EvacuationSource::NoexecuteTaint)]),
+    ));
+
+    // Missing objects: the cause is recorded, nothing is marked.
+    let no_domain = with(launcher(Some("PreemptionByScheduler")), "/metadata/annotations", json!({}));
+    let unscheduled = with(launcher(None), "/spec/nodeName", json!(""));
+    let rows = [
+        ("no VMI", vec![kubevirt(&ALL_GATES, None)], preempted(), unmarked()),
+        ("the pod names no VMI", preemption_cluster(lm()), delete_pod(no_domain), unmarked()),
+        // No KubeVirt CR: no gate is on.
+        ("no KubeVirt CR", vec![lm()], preempted(), unmarked()),
+        // No node: no pressure.
+        (
+            "no node",
+            vec![lm(), kubevirt(&ALL_GATES, None)],
+            delete_pod(launcher(None)),
+            caused("unknown", []),
+        ),
+        (
+            "a pod without a node",
+            vec![lm(), kubevirt(&ALL_GATES, None)],
+            delete_pod(unscheduled),
+            caused("unknown", []),
+        ),
+    ];
+    for (row, objects, request, expected) in rows {
+        cases.push(Case::new(format!("missing: {row}"), objects, request, expected));
+    }
+
+    // The settings name the KubeVirt CR; without them, the first one listed.
+    let named = |name: &str, gates: &[&str]| kubevirt_cr(name, None, gates);
+    let objects = || vec![lm(), named("a-first", &[]), named("kv", &ALL_GATES)];
+    let settings = |name: &str| json!({"kubevirt": {"namespace": "kubevirt", "name": name}});
+    let rows = [
+        ("the named CR", settings("kv"), marked()),
+        ("another CR", settings("a-first"), unmarked()),
+        ("none named: the first listed", json!({}), unmarked()),
+    ];
+    for (row, settings, expected) in rows {
+        cases.push(
+            Case::new(format!("settings: {row}"), objects(), preempted(), expected).with_settings(settings),
+        );
+    }
+
+    let tenant_vmi = with(lm(), "/metadata/namespace", json!("tenant"));
+    let tenant_pod = with(launcher(Some("PreemptionByScheduler")), "/metadata/namespace", json!("tenant"));
+    cases.push(Case::new(
+        "the pod's namespace names the VMI",
+        preemption_cluster(tenant_vmi),
+        delete_pod(tenant_pod),
+        caused("preemption", [mark_in("tenant", VM, NODE, false, EvacuationSource::Preemption)]),
+    ));
+}
+
+/// Node pressure ahead of the kubelet: the fewest VMs that cover the deficit, eligible ones only.
+fn node_pressure(cases: &mut Vec<Case>) {
+    // Threshold 12Gi and headroom 1Gi: a node wants 13Gi available.
+    let pressure_settings = || json!({"nodePressure": {"threshold": "12Gi", "headroom": "1Gi"}});
+    // The VMs a, b, c, d (4, 2, 2, 1 Gi), all gates on, plus `extra` objects.
+    let pressure_cluster = |extra: Vec<Value>| {
+        let mut objects = vec![sized("c", "2Gi"), sized("a", "4Gi"), sized("d", "1Gi"), sized("b", "2Gi")];
+        objects.push(kubevirt(&ALL_GATES, None));
+        objects.extend(extra);
+        objects
+    };
+    let marked =
+        |name: &str, memory: &str| with(sized(name, memory), "/status/evacuationNodeName", json!(NODE));
+    // (case, MemoryPressure, memory-available, extra objects, VMs marked in order)
+    type Row<'a> = (&'a str, bool, Option<&'a str>, Vec<Value>, Vec<&'a str>);
+    let rows: Vec<Row<'_>> = vec![
+        ("3Gi short: one VM covers it", false, Some("10Gi"), vec![], vec!["a"]),
+        (
+            "1.5Gi short: the smallest that covers it, first by name",
+            false,
+            Some("11776Mi"),
+            vec![],
+            vec!["b"],
+        ),
+        ("1Gi short: exactly covered", false, Some("12Gi"), vec![], vec!["d"]),
+        (
+            "5Gi short: the largest, then the smallest that covers the rest",
+            false,
+            Some("8Gi"),
+            vec![],
+            vec!["a", "d"],
+        ),
+        ("5Gi short with a 6Gi VM: it alone", false, Some("8Gi"), vec![sized("e", "6Gi")], vec!["e"]),
+        ("8Gi short: three VMs", false, Some("5Gi"), vec![], vec!["a", "b", "c"]),
+        (
+            "8Gi short with a 3Gi VM: still three",
+            true,
+            Some("5Gi"),
+            vec![sized("f", "3Gi")],
+            vec!["a", "f", "d"],
+        ),
+        ("12Gi short: best effort, every eligible VM", true, Some("1Gi"), vec![], vec!["a", "b", "c", "d"]),
+        // A marked VM is leaving: its memory counts as freed.
+        ("3Gi short, a 2Gi VM leaving", false, Some("10Gi"), vec![marked("m", "2Gi")], vec!["d"]),
+        ("3Gi short, 3Gi leaving", false, Some("10Gi"), vec![marked("m", "3Gi")], vec![]),
+        // Marked for another node: not leaving this one, and not eligible either.
+        (
+            "3Gi short, a VM marked for another node",
+            false,
+            Some("10Gi"),
+            vec![with(sized("m", "8Gi"), "/status/evacuationNodeName", json!(OTHER_NODE))],
+            vec!["a"],
+        ),
+        // The condition lingers after pressure ends (evictionPressureTransitionPeriod).
+        ("MemoryPressure with plenty available", true, Some("14Gi"), vec![], vec![]),
+        ("MemoryPressure, availability unknown: the largest", true, None, vec![], vec!["a"]),
+        ("MemoryPressure, an unreadable figure: the largest", true, Some("-"), vec![], vec!["a"]),
+        ("MemoryPressure, unknown, one already leaving", true, None, vec![marked("m", "1Gi")], vec![]),
+    ];
+    for (row, pressure, available, extra, expected) in rows {
+        let case = Case::new(
+            format!("node pressure: {row}"),
+            pressure_cluster(extra),
+            update_node(node(NODE, pressure, available)),
+            pressure_marks(&expected),
+        );
+        cases.push(case.with_settings(pressure_settings()));
+    }
+
+    cases.push(
+        Case::new(
+            "node pressure: a threshold no VM can meet: best effort",
+            pressure_cluster(vec![]),
+            update_node(node_at("1Gi")),
+            pressure_marks(&["a", "b", "c", "d"]),
+        )
+        .with_settings(json!({"nodePressure": {"threshold": "20Gi", "headroom": "0"}})),
+    );
+
+    // Only VMs running on the node, not being deleted, not marked, whose strategy migrates them.
+    let big = |name: &str| sized(name, "16Gi");
+    let mut objects = vec![
+        with(big("not-running"), "/status/phase", json!("Scheduling")),
+        terminating(big("deleted")),
+        with(big("none"), "/spec/evictionStrategy", json!("None")),
+        with(big("unmigratable"), "/status/conditions", json!([])),
+        with(
+            with(big("if-possible"), "/spec/evictionStrategy", json!("LiveMigrateIfPossible")),
+            "/status/conditions",
+            json!([]),
+        ),
+        // Labelled for this node, running on another (the label lags behind a migration).
+        with(big("moved"), "/status/nodeName", json!(OTHER_NODE)),
+        with(
+            with(big("elsewhere"), "/status/nodeName", json!(OTHER_NODE)),
+            "/metadata/labels/kubevirt.io~1nodeName",
+            json!(OTHER_NODE),
+        ),
+        sized("small", "1Gi"),
+        kubevirt(&ALL_GATES, None),
+    ];
+    // 11Gi short: a best effort with the one eligible VM, until a large one is eligible too.
+    cases.push(
+        Case::new(
+            "node pressure: only eligible VMs",
+            objects.clone(),
+            update_node(node_at("2Gi")),
+            pressure_marks(&["small"]),
+        )
+        .with_settings(pressure_settings()),
+    );
+    objects.push(with(
+        with(sized("external", "16Gi"), "/spec/evictionStrategy", json!("External")),
+        "/status/conditions",
+        json!([]),
+    ));
+    cases.push(
+        Case::new(
+            "node pressure: only eligible VMs, External without LiveMigratable",
+            objects,
+            update_node(node_at("2Gi")),
+            pressure_marks(&["external"]),
+        )
+        .with_settings(pressure_settings()),
+    );
+
+    // The cluster-wide strategy applies; equal VMs are taken by namespace, then name.
+    let plain = |namespace: &str, name: &str| {
+        let vmi = with(sized(name, "4Gi"), "/metadata/namespace", json!(namespace));
+        super::objects::without(vmi, "/spec/evictionStrategy")
+    };
+    cases.push(
+        Case::new(
+            "node pressure: the cluster-wide strategy, ties by namespace",
+            vec![plain("zeta", "a"), plain("alpha", "z"), kubevirt(&ALL_GATES, Some("LiveMigrate"))],
+            update_node(node_at("10Gi")),
+            caused("node-pressure", [mark_in("alpha", "z", NODE, false, EvacuationSource::NodePressure)]),
+        )
+        .with_settings(pressure_settings()),
+    );
+    cases.push(
+        Case::new(
+            "node pressure: no strategy anywhere",
+            vec![plain("zeta", "a"), plain("alpha", "z"), kubevirt(&ALL_GATES, None)],
+            update_node(node_at("2Gi")),
+            caused("node-pressure", []),
+        )
+        .with_settings(pressure_settings()),
+    );
+
+    // The gate; a healthy node reads nothing and records nothing.
+    let rows = [
+        (
+            "the gate is off",
+            vec![sized("a", "4Gi"), kubevirt(&[PREEMPTION_GATE, NOEXECUTE_TAINT_GATE], None)],
+            update_node(node_at("2Gi")),
+            caused("node-pressure", []),
+        ),
+        ("just enough available", pressure_cluster(vec![]), update_node(node_at("13Gi")), Expected::allow()),
+        (
+            "no figure, no pressure",
+            pressure_cluster(vec![]),
+            update_node(node(NODE, false, None)),
+            Expected::allow(),
+        ),
+        (
+            "a node CREATE, dry run",
+            pressure_cluster(vec![]),
+            dry_run(request("v1/Node", "CREATE", node_at("10Gi"), Value::Null)),
+            caused("node-pressure", [mark_in(NS, "a", NODE, true, EvacuationSource::NodePressure)]),
+        ),
+        // A node that does not decode has nothing to act on.
+        (
+            "a node that does not decode",
+            pressure_cluster(vec![]),
+            update_node(json!({"status": 7})),
+            Expected::allow(),
+        ),
+    ];
+    for (row, objects, request, expected) in rows {
+        cases.push(
+            Case::new(format!("node pressure: {row}"), objects, request, expected)
+                .with_settings(pressure_settings()),
+        );
+    }
+
+    // The defaults want 3500Mi + 1Gi = 4524Mi: 4524Mi available is enough, 4523Mi is 1Mi short.
+    let labelled = |name: &str, memory: &str| sized(name, memory);
+    let vms = || vec![labelled("a", "4Gi"), labelled("b", "2Gi"), labelled("c", "1Gi")];
+    let with_gates = |gates: &[&str]| {
+        let mut objects = vms();
+        objects.push(kubevirt(gates, None));
+        objects
+    };
+    let no_node_pressure = [PREEMPTION_GATE, NOEXECUTE_TAINT_GATE];
+    let rows = [
+        ("4524Mi available: enough", with_gates(&ALL_GATES), node_at("4524Mi"), Expected::allow()),
+        ("4523Mi available: 1Mi short", with_gates(&ALL_GATES), node_at("4523Mi"), pressure_marks(&["c"])),
+        (
+            "1452Mi short: the smallest that covers it",
+            with_gates(&ALL_GATES),
+            node_at("3Gi"),
+            pressure_marks(&["b"]),
+        ),
+        (
+            "4524Mi short: the largest, then what covers the rest",
+            with_gates(&ALL_GATES),
+            node(NODE, true, Some("0")),
+            pressure_marks(&["a", "c"]),
+        ),
+        (
+            "pressure, no figure: the largest",
+            with_gates(&ALL_GATES),
+            node(NODE, true, None),
+            pressure_marks(&["a"]),
+        ),
+        (
+            "the gate is off",
+            with_gates(&no_node_pressure),
+            node(NODE, true, Some("0")),
+            caused("node-pressure", []),
+        ),
+        ("a healthy node", vms(), node_at("16Gi"), Expected::allow()),
+    ];
+    for (row, objects, node, expected) in rows {
+        cases.push(Case::new(
+            format!("node pressure, default settings: {row}"),
+            objects,
+            update_node(node),
+            expected,
+        ));
+    }
+
+    // Settings that do not validate reach a node decision as an error, not a guess.
+    cases.push(
+        Case::new(
+            "node pressure: invalid settings",
+            pressure_cluster(vec![]),
+            update_node(node_at("1Gi")),
+            Expected::reject_starting(500, "invalid settings: nodePressure.headroom"),
+        )
+        .with_settings(json!({"nodePressure": {"headroom": "-1Gi"}})),
+    );
+}
+
+/// Requests it does not evaluate are rejected with the reason; a failed read never blocks the
+/// request: it is allowed, with the failure as a warning.
+fn bad_requests_and_failed_reads(cases: &mut Vec<Case>) {
+    let rows = [
+        ("apps/v1/Deployment", "CREATE", "apps/v1 Deployment CREATE"),
+        ("v1/Pod", "CREATE", "v1 Pod CREATE"),
+        ("v1/Pod", "CONNECT", "v1 Pod CONNECT"),
+        ("v1/Node", "DELETE", "v1 Node DELETE"),
+        ("policy/v1/Eviction", "CREATE", "policy/v1 Eviction CREATE"),
+        ("example.com/v1/Pod", "DELETE", "example.com/v1 Pod DELETE"),
+        ("v1/", "", "v1 <no kind> <no operation>"),
+    ];
+    for (kind, operation, got) in rows {
+        let message = format!(
+            "disruption-cause evaluates Pod UPDATE/DELETE and Node CREATE/UPDATE requests, not {got}"
+        );
+        cases.push(Case::new(
+            format!("not evaluated: {got}"),
+            vec![kubevirt(&ALL_GATES, None)],
+            request(kind, operation, launcher(None), launcher(None)),
+            Expected::reject(400, message),
+        ));
+    }
+
+    let lm = || vm(VM, Some("LiveMigrate"), true);
+    let objects = || vec![lm(), kubevirt(&ALL_GATES, None), node(NODE, false, None)];
+    let warned = |text: Text| Expected::allow().with_warning(text);
+    let refused = || warned(Text::Exact("disruption-cause could not decide: connection refused".into()));
+    let rows = [
+        (
+            "the VMI of a preempted pod",
+            "VirtualMachineInstance",
+            delete_pod(launcher(Some("PreemptionByScheduler"))),
+        ),
+        (
+            "the KubeVirt CR of a preempted pod",
+            "KubeVirt",
+            delete_pod(launcher(Some("PreemptionByScheduler"))),
+        ),
+        ("the node of a pod without a condition", "Node", delete_pod(launcher(None))),
+        ("the KubeVirt CR of a node under pressure", "KubeVirt", update_node(node(NODE, true, Some("1Gi")))),
+        (
+            "the VMIs of a node under pressure",
+            "VirtualMachineInstance",
+            update_node(node(NODE, true, Some("1Gi"))),
+        ),
+    ];
+    for (row, kind, request) in rows {
+        cases.push(
+            Case::new(format!("failed read: {row}"), objects(), request, refused())
+                .with_failure(ReadFailure::of_kind(kind, "connection refused")),
+        );
+    }
+    // An object that does not decode is a failed read too.
+    cases.push(Case::new(
+        "failed read: a VMI that does not decode",
+        vec![with(lm(), "/status", json!("broken")), kubevirt(&ALL_GATES, None)],
+        delete_pod(launcher(Some("PreemptionByScheduler"))),
+        warned(Text::Prefix(
+            "disruption-cause could not decide: cannot decode the VirtualMachineInstance".into(),
+        )),
+    ));
+}
