@@ -54,7 +54,9 @@ fn drain_migrates_live_migrate_vms_within_the_limits_and_completes() {
     let drain = &report["drains"][0];
     assert!(drain["finishedAt"].as_f64().is_some(), "{drain}");
     assert!(drain["refused"].as_u64().unwrap() > 0, "KubeVirt's webhook answered 429 while migrating");
-    assert_eq!(report["evictions"]["kubectl-drain"]["accepted"], 2);
+    // The two VMs without a strategy, and the ten source pods that completed when their VMs
+    // migrated: KubeVirt leaves them for the drain, which evicts finished pods like any other.
+    assert_eq!(report["evictions"]["kubectl-drain"]["accepted"], 12);
 }
 
 #[test]

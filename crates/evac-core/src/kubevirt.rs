@@ -37,3 +37,7 @@ pub const NODE_NAME_LABEL: &str = "kubevirt.io/nodeName";
 pub const CREATED_BY_LABEL: &str = "kubevirt.io/created-by";
 /// KubeVirt's failure wording when the VMI cannot be marked for evacuation.
 pub const FAILED_MARKING: &str = "kubevirt failed marking the vmi for eviction";
+/// How fast a VM's guest dirties memory, per second (a quantity such as `40Mi`), as a metrics
+/// exporter publishes KubeVirt's `kubevirt_vmi_dirty_rate_bytes_per_second` on the VMI: what evac
+/// estimates a migration's duration with.
+pub const DIRTY_RATE_ANNOTATION: &str = "evac.kubevirt.io/dirty-rate";

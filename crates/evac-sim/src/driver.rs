@@ -50,7 +50,7 @@ impl Actor for MigrationController {
     }
 
     fn watches(&self) -> Option<Vec<Kind>> {
-        kinds(&[MIGRATIONS, VMIS, NODES])
+        kinds(&[MIGRATIONS, VMIS, NODES, PODS])
     }
 }
 
@@ -273,8 +273,14 @@ mod tests {
         }
         let vmis = Kind::new("kubevirt.io/v1", "VirtualMachineInstance");
         let vmi = json!({"metadata": {"name": "vm"}, "spec": {"domain": {"memory": {"guest": "2Gi"}}},
-                         "status": {"nodeName": "n1", "evacuationNodeName": "n1"}});
-        store.create(&vmis, "default", vmi, false).unwrap();
+                         "status": {"nodeName": "n1", "evacuationNodeName": "n1", "phase": "Running"}});
+        let uid = store.create(&vmis, "default", vmi, false).unwrap()["metadata"]["uid"].clone();
+        // The VM's launcher pod, which tolerates the taint below.
+        let launcher = json!({"metadata": {"name": "virt-launcher-vm-x", "annotations": {"kubevirt.io/domain": "vm"},
+                                           "labels": {"kubevirt.io/created-by": uid}},
+                              "spec": {"nodeName": "n1", "tolerations": [{"key": "k", "operator": "Exists"}]},
+                              "status": {"phase": "Running"}});
+        store.create(&Kind::new("v1", "Pod"), "default", launcher, false).unwrap();
         let migration = json!({"metadata": {"name": "m"}, "spec": {"vmiName": "vm"}});
         store.create(&crate::kinds::migrations(), "default", migration, false).unwrap();
         // A pod that must leave n1 at once when the taint lands 10 s in.
@@ -284,8 +290,9 @@ mod tests {
         let simulation = Simulation::new(
             Arc::clone(&store),
             vec![
+                Box::new(crate::actors::Scheduler),
                 Box::new(MigrationController::default()),
-                Box::new(TaintManager),
+                Box::new(TaintManager::default()),
                 Box::new(Kubelet::default()),
             ],
         );

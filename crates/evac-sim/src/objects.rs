@@ -185,6 +185,21 @@ impl<'a> Pod<'a> {
         self.tolerations().any(|toleration| toleration.tolerates(taint))
     }
 
+    /// The `matchLabels` of its required pod anti-affinity terms on `kubernetes.io/hostname`.
+    pub fn anti_affinity_on_hostname(self) -> impl Iterator<Item = &'a serde_json::Map<String, Value>> {
+        at(self.0, &["spec", "affinity", "podAntiAffinity", "requiredDuringSchedulingIgnoredDuringExecution"])
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter(|term| str_at(term, &["topologyKey"]) == Some("kubernetes.io/hostname"))
+            .filter_map(|term| at(term, &["labelSelector", "matchLabels"]).and_then(Value::as_object))
+    }
+
+    /// Whether its labels have every key and value of `match_labels`.
+    pub fn matches(self, match_labels: &serde_json::Map<String, Value>) -> bool {
+        match_labels.iter().all(|(key, value)| self.meta().label(key) == value.as_str())
+    }
+
     /// Its containers' memory requests, summed, in bytes.
     pub fn container_memory_requests(self) -> f64 {
         at(self.0, &["spec", "containers"])

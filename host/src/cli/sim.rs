@@ -72,7 +72,8 @@ fn serve(args: ServeArgs) -> Result<()> {
             Box::new(VirtController::new(!args.evac)),
             Box::new(MigrationController::default()),
             Box::new(Kubelet::default()),
-            Box::new(TaintManager),
+            Box::new(TaintManager::default()),
+            Box::new(evac_sim::actors::GarbageCollector::default()),
         ],
     );
     let stop = std::sync::atomic::AtomicBool::new(false);

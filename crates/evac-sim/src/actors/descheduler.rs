@@ -38,7 +38,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::{memory_of, Evictor};
+use super::Evictor;
 use crate::kinds::{nodes, pods};
 use crate::objects::{Node, Pod};
 use crate::store::Store;
@@ -301,7 +301,8 @@ impl Descheduler {
                 name: pod.meta().name(),
                 uid,
                 node,
-                memory: memory_of(store, pod.0),
+                // LowNodeUtilization counts requests.
+                memory: pod.container_memory_requests(),
                 request_evict_only,
                 in_progress: pod_in_progress,
                 evictable,

@@ -9,8 +9,8 @@
 //! The kubelet also ends graceful deletions: a deleted pod keeps running (its VM with it) until
 //! its grace period ends; then the VM stops, unless it migrated away, and the pod is removed.
 //!
-//! A pod's memory is its VMI's guest memory for a launcher pod, else its memory request; a node's
-//! is `status.capacity.memory`. The node gets the `MemoryPressure` condition while under the soft
+//! A pod uses the memory it requests (a launcher pod requests its VM's memory, as KubeVirt sets the
+//! compute container's request); a node's is `status.capacity.memory`. The node gets the `MemoryPressure` condition while under the soft
 //! threshold. One pod is evicted at a time per node, as the kubelet waits for it to terminate.
 
 use std::collections::HashMap;
@@ -48,6 +48,8 @@ pub struct Kubelet {
     pub max_pod_grace: Duration,
     /// `evictionHard` `memory.available`, in bytes: under it the kubelet kills a pod at once, without grace.
     pub hard_threshold: f64,
+    /// What the kubelets know of the pods.
+    pub(crate) cache: std::sync::Arc<std::sync::Mutex<PodCache>>,
 }
 
 impl Default for Kubelet {
@@ -58,56 +60,136 @@ impl Default for Kubelet {
             soft_grace: Duration::from_secs(5),
             max_pod_grace: Duration::from_secs(300),
             hard_threshold: 10.0 * 1024.0 * 1024.0,
+            cache: Default::default(),
         }
     }
 }
 
+/// What the kubelet knows of a pod, kept from the pods' changes (an informer's cache): reading
+/// every pod's JSON at every step would cost more than everything else the simulation does.
+#[derive(Debug, Clone)]
+struct PodFacts {
+    node: String,
+    memory: f64,
+    finished: bool,
+    /// When a graceful deletion's grace period ends.
+    terminate_at: Option<Duration>,
+    /// When an eviction the kubelet began kills the pod.
+    kill_at: Option<Duration>,
+}
+
+impl PodFacts {
+    fn of(pod: Pod<'_>) -> Self {
+        let millis = |key: &str| {
+            pod.meta().annotation(key).map(|at| Duration::from_millis(at.parse().unwrap_or_default()))
+        };
+        Self {
+            node: pod.node_name().unwrap_or_default().to_owned(),
+            memory: pod.container_memory_requests(),
+            finished: pod.is_finished(),
+            terminate_at: millis(TERMINATE_AT_ANNOTATION),
+            kill_at: millis(KILL_AT_ANNOTATION),
+        }
+    }
+}
+
+/// A pod: (namespace, name).
+type PodKey = (String, String);
+
+/// The kubelets' cache of the pods, and where it is in the pods' history.
+#[derive(Debug, Default)]
+pub(crate) struct PodCache {
+    seen: Option<u64>,
+    pods: HashMap<(String, String), PodFacts>,
+}
+
+impl PodCache {
+    /// Brings the cache up to the store's current state: the changes since last time, or
+    /// everything after a first look or a gap in the history.
+    fn refresh(&mut self, store: &Store) {
+        if let Some(from) = self.seen {
+            if let Ok((events, revision)) = store.events_since(&pods(), from) {
+                for event in events {
+                    let pod = Pod(&event.object);
+                    let key = (pod.meta().namespace().to_owned(), pod.meta().name().to_owned());
+                    if event.type_ == crate::EventType::Deleted {
+                        self.pods.remove(&key);
+                    } else {
+                        self.pods.insert(key, PodFacts::of(pod));
+                    }
+                }
+                self.seen = Some(revision);
+                return;
+            }
+        }
+        let (all, revision) = store.list(&pods(), None, None, None);
+        self.pods = all
+            .iter()
+            .map(|p| {
+                let pod = Pod(p);
+                ((pod.meta().namespace().to_owned(), pod.meta().name().to_owned()), PodFacts::of(pod))
+            })
+            .collect();
+        self.seen = Some(revision);
+    }
+}
+
 impl Kubelet {
-    /// Checks every node's memory and carries evictions on; returns when it next has to act.
+    /// Ends the graceful deletions and kills that are due, and checks every node's memory; returns
+    /// when it next has to act.
     pub fn reconcile(&self, store: &Store) -> Result<Option<Duration>, ApiError> {
         let now = store.clock().elapsed();
         let mut next: Option<Duration> = None;
         let mut wake = |at: Duration| next = Some(next.map_or(at, |n: Duration| n.min(at)));
-        let (all_nodes, _) = store.list(&nodes(), None, None, None);
-        // One read of the pods for all nodes: reconciling runs at every event of a simulation.
-        let (all_pods, _) = store.list(&pods(), None, None, None);
-        let mut by_node: HashMap<&str, Vec<Pod>> = HashMap::new();
-        for pod in all_pods.iter().map(|p| Pod(p)) {
-            // A deleted pod runs until its grace period ends; then its kubelet removes it.
-            if let Some(due) = terminate_at(pod) {
-                if due <= now {
-                    self.terminate(store, pod)?;
-                    continue;
-                }
-                wake(due);
-            }
-            if pod.phase() != Some("Failed") {
-                by_node.entry(pod.node_name().unwrap_or_default()).or_default().push(pod);
+        let mut cache = self.cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        cache.refresh(store);
+
+        // Graceful deletions whose grace period ended, and kills that are due: each pod is read
+        // again, as it is now.
+        let due: Vec<(String, String)> = cache
+            .pods
+            .iter()
+            .filter(|(_, f)| {
+                f.terminate_at.is_some_and(|t| t <= now) || f.kill_at.is_some_and(|t| t <= now && !f.finished)
+            })
+            .map(|(key, _)| key.clone())
+            .collect();
+        for (namespace, name) in &due {
+            let Ok(pod) = store.get(&pods(), namespace, name) else { continue };
+            let facts = PodFacts::of(Pod(&pod));
+            if facts.terminate_at.is_some_and(|t| t <= now) {
+                self.terminate(store, Pod(&pod))?;
+            } else if facts.kill_at.is_some_and(|t| t <= now) && !facts.finished {
+                self.kill(store, Pod(&pod))?;
             }
         }
+        if !due.is_empty() {
+            cache.refresh(store);
+        }
+        for facts in cache.pods.values() {
+            if let Some(at) = facts.terminate_at {
+                wake(at);
+            }
+            if let Some(at) = facts.kill_at.filter(|_| !facts.finished) {
+                wake(at);
+            }
+        }
+
+        let mut by_node: HashMap<&str, Vec<(&PodKey, &PodFacts)>> = HashMap::new();
+        for (key, facts) in
+            cache.pods.iter().filter(|(_, f)| !f.finished && f.terminate_at.is_none_or(|t| t > now))
+        {
+            by_node.entry(facts.node.as_str()).or_default().push((key, facts));
+        }
+        let (all_nodes, _) = store.list(&nodes(), None, None, None);
         for node in all_nodes.iter().map(|n| Node(n)) {
             let name = node.name();
             let Some(capacity) = node.capacity_memory() else { continue };
             let on_node = by_node.get(name).map(Vec::as_slice).unwrap_or_default();
-
-            // Kill what is due first: that frees memory.
-            let mut terminating = false;
-            let mut running: Vec<(Pod, f64)> = Vec::with_capacity(on_node.len());
-            for &pod in on_node {
-                if let Some(kill_at) = pod.meta().annotation(KILL_AT_ANNOTATION) {
-                    let due = kill_at.parse().map(Duration::from_millis).unwrap_or_default();
-                    if due <= now {
-                        self.kill(store, pod)?;
-                        continue;
-                    }
-                    terminating = true;
-                    wake(due);
-                }
-                running.push((pod, super::memory_of(store, pod.0)));
-            }
+            let terminating = on_node.iter().any(|(_, f)| f.kill_at.is_some());
             let system =
                 node.meta().annotation(SYSTEM_MEMORY_ANNOTATION).and_then(quantity::bytes).unwrap_or(0.0);
-            let used: f64 = system + running.iter().map(|(_, memory)| memory).sum::<f64>();
+            let used: f64 = system + on_node.iter().map(|(_, f)| f.memory).sum::<f64>();
             let available = capacity - used;
             publish_available(store, node, available)?;
 
@@ -133,13 +215,15 @@ impl Kubelet {
                 wake(since + self.soft_grace);
                 continue;
             }
-            let victim = running
+            // The pod using the most memory (ties: by name).
+            let victim = on_node
                 .iter()
-                .filter(|(pod, _)| pod.meta().annotation(KILL_AT_ANNOTATION).is_none())
-                .max_by(|(_, a), (_, b)| a.total_cmp(b));
-            if let Some((victim, _)) = victim {
-                let grace = if hard { Duration::ZERO } else { self.grace_of(*victim) };
-                self.begin_eviction(store, *victim, now + grace, available)?;
+                .filter(|(_, f)| f.kill_at.is_none())
+                .max_by(|(a_key, a), (b_key, b)| a.memory.total_cmp(&b.memory).then(b_key.cmp(a_key)));
+            if let Some(((namespace, victim), _)) = victim {
+                let pod = store.get(&pods(), namespace, victim)?;
+                let grace = if hard { Duration::ZERO } else { self.grace_of(Pod(&pod)) };
+                self.begin_eviction(store, Pod(&pod), now + grace, available)?;
                 wake(now + grace);
             }
         }
@@ -203,13 +287,6 @@ fn publish_available(store: &Store, node: Node<'_>, available: f64) -> Result<()
     let patch = Patch::Merge(json!({"metadata": {"annotations": {MEMORY_AVAILABLE_ANNOTATION: value}}}));
     store.patch(&nodes(), "", node.name(), &patch, false)?;
     Ok(())
-}
-
-/// When a deleted pod's grace period ends, if it was deleted.
-fn terminate_at(pod: Pod<'_>) -> Option<Duration> {
-    pod.meta()
-        .annotation(TERMINATE_AT_ANNOTATION)
-        .map(|at| Duration::from_millis(at.parse().unwrap_or_default()))
 }
 
 /// Why a VM stopped with its pod: the component that disrupted the pod (its `DisruptionTarget`

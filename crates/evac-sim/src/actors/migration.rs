@@ -1,33 +1,64 @@
-//! KubeVirt's migration controller, as far as disruptions go: a `VirtualMachineInstanceMigration`
-//! waits within the parallel limits (`parallelMigrationsPerCluster` 5,
-//! `parallelOutboundMigrationsPerNode` 2), gets a target node, and takes a time that grows with
-//! the VM's memory and the rate at which it dirties pages. When the dirty rate leaves too little
-//! bandwidth, it fails at KubeVirt's completion timeout (150 s per GiB). On success the VMI runs on
-//! the target, in a new launcher pod, and its `evacuationNodeName` is cleared.
+//! KubeVirt's migration controller (`pkg/virt-controller/watch/migration/migration.go`), as far
+//! as disruptions go:
 //!
-//! The VM's dirty rate comes from the annotation [`DIRTY_RATE_ANNOTATION`] (bytes per second, as
-//! a quantity); the simulator keeps its own bookkeeping of a running migration in annotations of
-//! the migration object, so the store stays the only state.
+//! - a new `VirtualMachineInstanceMigration` becomes `Pending`, or `Failed` when an unfinished
+//!   migration of the same VMI came first (`canMigrateVMI`); one whose VMI is gone is deleted;
+//! - a `Pending` migration gets its target pod (`handleTargetPodCreation`) in priority order
+//!   (VEP 62: `system-critical`, then `user-triggered`, then `system-maintenance`, then the
+//!   oldest), once its evacuation back-off is over (`handleMigrationBackoff`), its VMI runs with a
+//!   single active pod, and the parallel limits leave room (`parallelMigrationsPerCluster`,
+//!   `parallelOutboundMigrationsPerNode`, counting every migration with a target pod);
+//! - the target pod is the VMI's launcher pod again (same requests, tolerations, node selector,
+//!   priority), with a required anti-affinity to the VMI's own pods (`createTargetPod`): the
+//!   scheduler places it, or leaves it pending; an unschedulable target pod is deleted after 5
+//!   minutes, any pending one after 15 (`handlePendingPodTimeout`), and the migration fails;
+//! - once the target pod runs, the migration runs: it takes the VM's memory over the bandwidth
+//!   its dirty rate leaves (`bandwidthPerMigration`), and is aborted when it cannot converge
+//!   (`progressTimeout`, 150 s without progress) or takes longer than `completionTimeoutPerGiB`
+//!   per decimal GB of memory, rounded up (`getVMIMigrationDataSize`);
+//! - on success the VMI runs on the target (`ackMigrationCompletion`: its node, label and
+//!   `migrationState`; `evacuationNodeName` and the eviction-source annotation cleared) and the
+//!   source pod completes (`Succeeded`, left for whoever evicts it, as virt-launcher exits); on
+//!   failure the target pod goes; a VMI that stops, or leaves its node, before the end fails the
+//!   migration.
+//!
+//! The VM's dirty rate is the annotation [`DIRTY_RATE_ANNOTATION`] (bytes per second, a
+//! quantity). The simulator keeps a running migration's end in annotations of the migration
+//! object, so the store stays the only state.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
+use evac_core::kubevirt::{CREATED_BY_LABEL, EVICTION_SOURCE_ANNOTATION, NODE_NAME_LABEL};
 use evac_core::model::Migration as MigrationModel;
 use serde_json::{json, Value};
 
 use super::quantity;
-use crate::kinds::{migrations, nodes, pods, vmis};
-use crate::objects::{Migration, Node, Pod, Vmi};
+use crate::kinds::{migrations, pods, vmis};
+use crate::objects::{Migration, Pod, Vmi};
 use crate::store::{Patch, Store};
 use crate::ApiError;
 
-/// How fast the VM writes memory, e.g. `100Mi` (per second).
-pub const DIRTY_RATE_ANNOTATION: &str = "sim.evac.io/dirty-rate";
+/// How fast the guest dirties memory, per second (a quantity such as `100Mi`): what a metrics
+/// exporter publishes from KubeVirt's `kubevirt_vmi_dirty_rate_bytes_per_second`, and what evac
+/// reads to estimate how long a migration takes.
+pub use evac_core::kubevirt::DIRTY_RATE_ANNOTATION;
 /// When a running migration ends, in milliseconds of simulated time.
 const ENDS_AT_ANNOTATION: &str = "sim.evac.io/ends-at-ms";
 /// How a running migration ends: `Succeeded` or `Failed`.
 const OUTCOME_ANNOTATION: &str = "sim.evac.io/outcome";
+/// The name of a migration's target pod, from its creation on (KubeVirt finds it by the
+/// [`MIGRATION_JOB_LABEL`]; a name spares a search of every node).
+const TARGET_POD_ANNOTATION: &str = "sim.evac.io/target-pod";
+/// The label of a migration's target pod with the migration's uid (`virtv1.MigrationJobLabel`).
+pub const MIGRATION_JOB_LABEL: &str = "kubevirt.io/migrationJobUID";
+/// The annotation of a migration's target pod with the migration's name.
+pub const MIGRATION_JOB_ANNOTATION: &str = "kubevirt.io/migrationJobName";
+/// The phases in which a migration counts against the parallel limits (`IsRunning`), besides a
+/// `Pending` one that has its target pod.
+pub const RUNNING_PHASES: [&str; 5] =
+    ["Scheduling", "Scheduled", "PreparingTarget", "TargetReady", "Running"];
 
 /// KubeVirt's migration settings that shape disruptions.
 #[derive(Debug, Clone)]
@@ -38,8 +69,14 @@ pub struct MigrationController {
     pub parallel_outbound_per_node: usize,
     /// `bandwidthPerMigration`, bytes per second.
     pub bandwidth: f64,
-    /// `completionTimeoutPerGiB`.
+    /// `completionTimeoutPerGiB`: the longest a migration may take per GB of memory.
     pub completion_timeout_per_gib: Duration,
+    /// `progressTimeout`: a migration that makes no progress for this long is aborted.
+    pub progress_timeout: Duration,
+    /// A target pod the scheduler cannot place is deleted after this long.
+    pub unschedulable_timeout: Duration,
+    /// A target pod still pending for any reason is deleted after this long.
+    pub pending_timeout: Duration,
 }
 
 impl Default for MigrationController {
@@ -49,105 +86,315 @@ impl Default for MigrationController {
             parallel_outbound_per_node: 2,
             bandwidth: 64.0 * 1024.0 * 1024.0,
             completion_timeout_per_gib: Duration::from_secs(150),
+            progress_timeout: Duration::from_secs(150),
+            unschedulable_timeout: Duration::from_secs(300),
+            pending_timeout: Duration::from_secs(900),
         }
     }
 }
 
+/// What one pass reads once: every migration, the VMIs, the launcher pods by VMI.
+struct World {
+    migrations: Vec<Arc<Value>>,
+    vmis: HashMap<String, Arc<Value>>,
+    /// (namespace/VMI) -> its pods.
+    pods: HashMap<String, Vec<Arc<Value>>>,
+}
+
+impl World {
+    /// Reads the migrations, and the VMIs and pods of the unfinished ones: those of the VMIs'
+    /// nodes, of the migrations' target nodes, and the unscheduled ones (the store indexes pods by
+    /// node, so this stays cheap in a large cluster).
+    fn read(store: &Store) -> Self {
+        let (migrations, _) = store.list(&migrations(), None, None, None);
+        let mut vmis = HashMap::new();
+        let mut nodes: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
+        for migration in migrations.iter().map(|m| Migration(m)).filter(|m| !m.is_final()) {
+            let key = format!("{}/{}", migration.meta().namespace(), migration.vmi_name());
+            if let Ok(vmi) =
+                store.get(&crate::kinds::vmis(), migration.meta().namespace(), migration.vmi_name())
+            {
+                nodes.extend(Vmi(&vmi).node_name().map(str::to_owned));
+                vmis.insert(key, vmi);
+            }
+        }
+        let mut pods: HashMap<String, Vec<Arc<Value>>> = HashMap::new();
+        for migration in migrations.iter().map(|m| Migration(m)).filter(|m| !m.is_final()) {
+            let Some(name) = migration.meta().annotation(TARGET_POD_ANNOTATION) else { continue };
+            if let Ok(pod) = store.get(&crate::kinds::pods(), migration.meta().namespace(), name) {
+                // Pods of the VMI's node are read below.
+                let key = format!("{}/{}", migration.meta().namespace(), migration.vmi_name());
+                let on_vmis_node = vmis.get(&key).and_then(|v| Vmi(v).node_name()) == Pod(&pod).node_name();
+                if !on_vmis_node {
+                    pods.entry(key).or_default().push(pod);
+                }
+            }
+        }
+        if !vmis.is_empty() {
+            for node in &nodes {
+                let Ok(on_node) = evac_cluster::FieldSelector::parse(&format!("spec.nodeName={node}")) else {
+                    continue;
+                };
+                let (found, _) = store.list(&crate::kinds::pods(), None, None, Some(&on_node));
+                for pod in found {
+                    let Some(vmi) = Pod(&pod).vmi() else { continue };
+                    let key = format!("{}/{vmi}", Pod(&pod).meta().namespace());
+                    if vmis.contains_key(&key) {
+                        pods.entry(key).or_default().push(pod);
+                    }
+                }
+            }
+        }
+        Self { migrations, vmis, pods }
+    }
+
+    fn vmi_of(&self, migration: Migration<'_>) -> Option<&Arc<Value>> {
+        self.vmis.get(&format!("{}/{}", migration.meta().namespace(), migration.vmi_name()))
+    }
+
+    fn pods_of(&self, migration: Migration<'_>) -> &[Arc<Value>] {
+        self.pods
+            .get(&format!("{}/{}", migration.meta().namespace(), migration.vmi_name()))
+            .map(Vec::as_slice)
+            .unwrap_or_default()
+    }
+
+    /// The migration's target pod, if it has one.
+    fn target_pod(&self, migration: Migration<'_>) -> Option<&Arc<Value>> {
+        let uid = migration.meta().uid();
+        self.pods_of(migration).iter().find(|p| Pod(p).meta().label(MIGRATION_JOB_LABEL) == Some(uid))
+    }
+}
+
 impl MigrationController {
-    /// Ends the migrations whose time has come, then starts waiting ones within the limits.
-    /// Returns when the next running migration ends, if one runs.
+    /// One pass over every migration; returns when it next has to act (a migration's end, a
+    /// back-off, a pending timeout).
     pub fn reconcile(&self, store: &Store) -> Result<Option<Duration>, ApiError> {
         let now = store.clock().elapsed();
         let mut next: Option<Duration> = None;
         let mut wake = |at: Duration| next = Some(next.map_or(at, |n: Duration| n.min(at)));
-        // One read: end the migrations whose time has come, count the others, collect the waiting.
-        let (all, _) = store.list(&migrations(), None, None, None);
+        let world = World::read(store);
+
+        // Unfinished migrations per VMI, oldest first: a later one fails (`canMigrateVMI`).
+        let mut unfinished: BTreeMap<String, Vec<(u64, &str)>> = BTreeMap::new();
+        for migration in world.migrations.iter().map(|m| Migration(m)).filter(|m| !m.is_final()) {
+            let key = format!("{}/{}", migration.meta().namespace(), migration.vmi_name());
+            unfinished
+                .entry(key)
+                .or_default()
+                .push((migration.meta().resource_version(), migration.meta().name()));
+        }
         let mut running_total = 0;
-        let mut outbound: HashMap<String, usize> = Default::default();
-        let mut waiting: Vec<&Value> = Vec::new();
-        for migration in &all {
-            let view = Migration(migration);
-            match view.phase() {
-                Some("Running") => {
-                    let ends = view
+        let mut outbound: HashMap<String, usize> = HashMap::new();
+        let mut waiting: Vec<Migration> = Vec::new();
+        for migration in world.migrations.iter().map(|m| Migration(m)) {
+            if migration.is_final() {
+                continue;
+            }
+            let Some(vmi) = world.vmi_of(migration) else {
+                // "Deleting migration for deleted vmi".
+                match store.delete(
+                    &migrations(),
+                    migration.meta().namespace(),
+                    migration.meta().name(),
+                    false,
+                ) {
+                    Ok(_) | Err(ApiError { code: 404, .. }) => {}
+                    Err(e) => return Err(e),
+                }
+                continue;
+            };
+            let vmi = Vmi(vmi);
+            let key = format!("{}/{}", migration.meta().namespace(), migration.vmi_name());
+            let first = unfinished.get(&key).and_then(|all| all.iter().min()).map(|(_, name)| *name);
+            if migration.phase().is_none() && first != Some(migration.meta().name()) {
+                let message =
+                    "VMI is not eligible for migration because another migration job is in progress.";
+                self.fail(store, migration, &world, message)?;
+                continue;
+            }
+            let target = world.target_pod(migration).map(|p| Pod(p));
+            match migration.phase() {
+                None => {
+                    self.set_phase(store, migration, "Pending", json!({}))?;
+                    waiting.push(migration);
+                }
+                Some("Pending") if target.is_none() => waiting.push(migration),
+                Some("Pending" | "Scheduling" | "Scheduled") => {
+                    let Some(target) = target else {
+                        self.fail(
+                            store,
+                            migration,
+                            &world,
+                            "Migration target pod was removed during active migration.",
+                        )?;
+                        continue;
+                    };
+                    match self.target_pod_timeout(store, migration, target, &world, now)? {
+                        Pending::Waits(until) => wake(until),
+                        Pending::TimedOut => continue,
+                        Pending::No => {}
+                    }
+                    if !vmi.is_running() || vmi.node_name().is_none() {
+                        self.fail(
+                            store,
+                            migration,
+                            &world,
+                            "Migration failed vmi shutdown during migration.",
+                        )?;
+                        continue;
+                    }
+                    running_total += 1;
+                    *outbound.entry(vmi.node_name().unwrap_or_default().to_owned()).or_default() += 1;
+                    if target.phase() == Some("Running") && target.node_name().is_some() {
+                        let ends = self.start(store, migration, vmi, target, &world, now)?;
+                        wake(ends);
+                    } else if migration.phase() != Some("Scheduling") {
+                        self.set_phase(store, migration, "Scheduling", json!({}))?;
+                    }
+                }
+                Some("Running" | "PreparingTarget" | "TargetReady") => {
+                    let source = migration.source_node().unwrap_or_default();
+                    let stopped = !vmi.is_running() || vmi.node_name() != Some(source);
+                    if stopped || target.is_none_or(|t| t.is_finished() || t.is_terminating()) {
+                        let why = if stopped {
+                            "Migration failed vmi shutdown during migration."
+                        } else {
+                            "Migration failed because target pod shutdown during migration"
+                        };
+                        self.fail(store, migration, &world, why)?;
+                        continue;
+                    }
+                    let ends = migration
                         .meta()
                         .annotation(ENDS_AT_ANNOTATION)
                         .and_then(|e| e.parse().ok())
                         .map(Duration::from_millis);
                     if ends.is_some_and(|ends| ends <= now) {
-                        self.finish(store, migration)?;
+                        self.finish(store, migration, vmi, &world)?;
                         continue;
                     }
                     if let Some(ends) = ends {
                         wake(ends);
                     }
                     running_total += 1;
-                    let source = view.source_node().unwrap_or_default().to_owned();
-                    *outbound.entry(source).or_default() += 1;
+                    *outbound.entry(source.to_owned()).or_default() += 1;
                 }
-                None | Some("Pending") => waiting.push(migration),
-                _ => {}
+                Some(_) => {}
             }
         }
+
         // KubeVirt's priority queue (VEP 62): the highest `spec.priority` first, then the oldest.
         waiting.sort_by_key(|m| {
-            let meta = Migration(m).meta();
-            (std::cmp::Reverse(queue_priority(m)), meta.creation_timestamp(), meta.resource_version())
+            (
+                std::cmp::Reverse(queue_priority(*m)),
+                m.meta().creation_timestamp(),
+                m.meta().resource_version(),
+            )
         });
-        // The candidate targets and their load, read once and only when a migration waits.
-        let mut targets: Option<Targets> = None;
         for migration in waiting {
             if running_total >= self.parallel_per_cluster {
                 break;
             }
-            if let Some(until) = backoff_until(store, migration, &all) {
+            if let Some(until) = backoff_until(store, migration, &world.migrations) {
                 // Held Pending after failed evacuations (`handleMigrationBackoff`).
                 wake(until);
                 continue;
             }
-            let namespace = Migration(migration).meta().namespace();
-            let Ok(vmi) = store.get(&vmis(), namespace, Migration(migration).vmi_name()) else {
-                self.set_phase(store, migration, "Failed", json!({"failed": true}))?;
-                continue;
-            };
-            let source = Vmi(&vmi).node_name().unwrap_or_default().to_owned();
-            if outbound.get(&source).copied().unwrap_or(0) >= self.parallel_outbound_per_node {
+            let Some(vmi) = world.vmi_of(migration).map(|v| Vmi(v)) else { continue };
+            let Some(source) = vmi.node_name().filter(|_| vmi.is_running()) else { continue };
+            if outbound.get(source).copied().unwrap_or(0) >= self.parallel_outbound_per_node {
                 continue;
             }
-            let targets = targets.get_or_insert_with(|| Targets::read(store));
-            let Some(target) = targets.pick(&source) else {
-                continue; // Stays Pending until a node can take the VM.
-            };
-            let (duration, outcome) = self.duration(&vmi);
-            let ends = now + duration;
-            let patch = Patch::Merge(json!({
-                "metadata": {"annotations": {
-                    ENDS_AT_ANNOTATION: ends.as_millis().to_string(),
-                    OUTCOME_ANNOTATION: outcome,
-                }},
-                "status": {"phase": "Running", "migrationState": {
-                    "sourceNode": source, "targetNode": target, "startTimestamp": store.clock().timestamp(),
-                }},
-            }));
-            store.patch(&migrations(), namespace, Migration(migration).meta().name(), &patch, false)?;
+            // One active pod: a second one means a migration before this one is not over.
+            let active: Vec<Pod> =
+                world.pods_of(migration).iter().map(|p| Pod(p)).filter(|p| !p.is_finished()).collect();
+            let [source_pod] = active.as_slice() else { continue };
+            self.create_target_pod(store, migration, vmi, *source_pod)?;
+            self.set_phase(store, migration, "Scheduling", json!({}))?;
             running_total += 1;
-            *outbound.entry(source).or_default() += 1;
-            wake(ends);
+            *outbound.entry(source.to_owned()).or_default() += 1;
         }
         Ok(next)
     }
 
-    /// How long a VM's migration takes, and whether it converges: memory over the bandwidth the
-    /// dirty rate leaves; past the completion timeout it fails (at the timeout).
-    fn duration(&self, vmi: &Value) -> (Duration, &'static str) {
-        let vmi = Vmi(vmi);
+    /// Deletes a target pod pending too long, and fails its migration (`handlePendingPodTimeout`).
+    fn target_pod_timeout(
+        &self,
+        store: &Store,
+        migration: Migration<'_>,
+        target: Pod<'_>,
+        world: &World,
+        now: Duration,
+    ) -> Result<Pending, ApiError> {
+        if target.phase() != Some("Pending") || target.is_terminating() {
+            return Ok(Pending::No);
+        }
+        let created = target.meta().creation_timestamp().and_then(|t| since_start(store, t)).unwrap_or(now);
+        let unschedulable = target
+            .condition("PodScheduled")
+            .is_some_and(|c| c.status() == "False" && c.reason() == Some("Unschedulable"));
+        let (limit, why) = if unschedulable {
+            (self.unschedulable_timeout, "unschedulable pod {} timeout period exceeded")
+        } else {
+            (self.pending_timeout, "pending pod {} timeout period exceeded")
+        };
+        if now < created + limit {
+            return Ok(Pending::Waits(created + limit));
+        }
+        tracing::info!(pod = %target.meta().key(), "{}", why.replace("{}", &target.meta().key()));
+        store.delete(&pods(), target.meta().namespace(), target.meta().name(), false)?;
+        self.fail(store, migration, world, "Migration target pod was removed during active migration.")?;
+        Ok(Pending::TimedOut)
+    }
+
+    /// The target pod runs: the migration runs from now, and ends after its duration.
+    fn start(
+        &self,
+        store: &Store,
+        migration: Migration<'_>,
+        vmi: Vmi<'_>,
+        target: Pod<'_>,
+        world: &World,
+        now: Duration,
+    ) -> Result<Duration, ApiError> {
+        let (duration, outcome) = self.duration(vmi);
+        let ends = now + duration;
+        let source_pod = world
+            .pods_of(migration)
+            .iter()
+            .map(|p| Pod(p))
+            .find(|p| p.node_name() == vmi.node_name() && !p.is_finished())
+            .map(|p| p.meta().name())
+            .unwrap_or_default();
+        let patch = Patch::Merge(json!({
+            "metadata": {"annotations": {
+                ENDS_AT_ANNOTATION: ends.as_millis().to_string(),
+                OUTCOME_ANNOTATION: outcome,
+            }},
+            "status": {"phase": "Running", "migrationState": {
+                "migrationUid": migration.meta().uid(),
+                "sourceNode": vmi.node_name(), "targetNode": target.node_name(),
+                "sourcePod": source_pod, "targetPod": target.meta().name(),
+                "startTimestamp": store.clock().timestamp(),
+            }},
+        }));
+        store.patch(&migrations(), migration.meta().namespace(), migration.meta().name(), &patch, false)?;
+        Ok(ends)
+    }
+
+    /// How long a VM's migration takes, and whether it converges: its memory over the bandwidth
+    /// the dirty rate leaves. One that cannot progress is aborted at the progress timeout; one
+    /// that would take longer than the completion timeout (per decimal GB, rounded up, as
+    /// `getVMIMigrationDataSize` sizes it) is aborted then.
+    fn duration(&self, vmi: Vmi<'_>) -> (Duration, &'static str) {
         let memory = vmi.memory().unwrap_or(1024.0 * 1024.0 * 1024.0);
         let dirty = vmi.meta().annotation(DIRTY_RATE_ANNOTATION).and_then(quantity::bytes).unwrap_or(0.0);
-        let gib = memory / (1024.0 * 1024.0 * 1024.0);
-        let timeout = self.completion_timeout_per_gib.mul_f64(gib.max(1.0 / 1024.0));
+        let gigabytes = (memory / 1e9).ceil().max(1.0);
+        let timeout = self.completion_timeout_per_gib.mul_f64(gigabytes);
         let effective = self.bandwidth - dirty;
         if effective <= 0.0 {
-            return (timeout, "Failed");
+            return (self.progress_timeout, "Failed");
         }
         let needed = Duration::from_secs_f64(memory / effective);
         if needed > timeout {
@@ -157,75 +404,153 @@ impl MigrationController {
         }
     }
 
-    fn set_phase(&self, store: &Store, migration: &Value, phase: &str, state: Value) -> Result<(), ApiError> {
-        let patch = Patch::Merge(json!({"status": {"phase": phase, "migrationState": state}}));
-        let meta = Migration(migration).meta();
-        store.patch(&migrations(), meta.namespace(), meta.name(), &patch, false)?;
+    fn set_phase(
+        &self,
+        store: &Store,
+        migration: Migration<'_>,
+        phase: &str,
+        state: Value,
+    ) -> Result<(), ApiError> {
+        let mut status = json!({"phase": phase});
+        if state.as_object().is_some_and(|s| !s.is_empty()) {
+            status["migrationState"] = state;
+        }
+        let patch = Patch::Merge(json!({"status": status}));
+        store.patch(&migrations(), migration.meta().namespace(), migration.meta().name(), &patch, false)?;
         Ok(())
     }
 
-    fn finish(&self, store: &Store, migration: &Value) -> Result<(), ApiError> {
-        let view = Migration(migration);
-        let namespace = view.meta().namespace();
-        let vmi_name = view.vmi_name();
-        let source = view.source_node().unwrap_or_default().to_owned();
-        let target = view.target_node().unwrap_or_default().to_owned();
-        let outcome = view.meta().annotation(OUTCOME_ANNOTATION).unwrap_or_default();
-        let end = json!({"endTimestamp": store.clock().timestamp(), "completed": outcome == "Succeeded",
-                         "failed": outcome != "Succeeded"});
-        if outcome != "Succeeded" {
-            return self.set_phase(store, migration, "Failed", end);
-        }
-        // The VM now runs on the target, in a new launcher pod; the source pod goes.
-        let vmi_patch = Patch::Merge(json!({
-            "metadata": {"labels": {super::NODE_NAME_LABEL: target},
-                         "annotations": {evac_core::kubevirt::EVICTION_SOURCE_ANNOTATION: null}},
-            "status": {
-            "nodeName": target, "evacuationNodeName": null,
-            "migrationState": {"sourceNode": source, "targetNode": target, "completed": true},
-        }}));
-        store.patch(&vmis(), namespace, vmi_name, &vmi_patch, false)?;
-        let on_source = evac_cluster::FieldSelector::parse(&format!("spec.nodeName={source}"))
-            .map_err(ApiError::bad_request)?;
-        let (launchers, _) = store.list(&pods(), Some(namespace), None, Some(&on_source));
-        for pod in launchers.iter().filter(|p| Pod(p).vmi() == Some(vmi_name)) {
-            let mut replacement = (**pod).clone();
-            if let Some(meta) = replacement["metadata"].as_object_mut() {
-                for server_owned in [
-                    "name",
-                    "uid",
-                    "resourceVersion",
-                    "creationTimestamp",
-                    "deletionTimestamp",
-                    "deletionGracePeriodSeconds",
-                ] {
-                    meta.remove(server_owned);
-                }
-                // The target pod is new: none of the source pod's disruption carries over.
-                if let Some(annotations) = meta.get_mut("annotations").and_then(Value::as_object_mut) {
-                    for disruption in [
-                        crate::store::TERMINATE_AT_ANNOTATION,
-                        super::kubelet::KILL_AT_ANNOTATION,
-                        evac_core::effect::EVICTION_IN_PROGRESS_ANNOTATION,
-                    ] {
-                        annotations.remove(disruption);
-                    }
-                }
-                meta.insert("generateName".into(), json!(format!("virt-launcher-{vmi_name}-")));
+    /// The migration fails: its target pod goes, the VMI stays where it is (still marked, if it
+    /// was: the evacuation controller tries again).
+    fn fail(
+        &self,
+        store: &Store,
+        migration: Migration<'_>,
+        world: &World,
+        why: &str,
+    ) -> Result<(), ApiError> {
+        if let Some(target) = world.target_pod(migration) {
+            let target = Pod(target);
+            match store.delete(&pods(), target.meta().namespace(), target.meta().name(), false) {
+                Ok(_) | Err(ApiError { code: 404, .. }) => {}
+                Err(e) => return Err(e),
             }
-            replacement["spec"]["nodeName"] = json!(target);
-            replacement["status"] = json!({"phase": "Running"});
-            store.create(&pods(), namespace, replacement, false)?;
-            store.delete(&pods(), namespace, Pod(pod).meta().name(), false)?;
+        }
+        tracing::debug!(migration = %migration.meta().key(), "migration failed: {why}");
+        let end = json!({"endTimestamp": store.clock().timestamp(), "completed": true, "failed": true,
+                         "failureReason": why});
+        self.set_phase(store, migration, "Failed", end)
+    }
+
+    /// The migration's time is up: it succeeds (the VM runs on the target) or fails.
+    fn finish(
+        &self,
+        store: &Store,
+        migration: Migration<'_>,
+        vmi: Vmi<'_>,
+        world: &World,
+    ) -> Result<(), ApiError> {
+        let outcome = migration.meta().annotation(OUTCOME_ANNOTATION).unwrap_or_default();
+        if outcome != "Succeeded" {
+            return self.fail(
+                store,
+                migration,
+                world,
+                "Live migration is not completed and has been aborted",
+            );
+        }
+        let namespace = migration.meta().namespace();
+        let source = migration.source_node().unwrap_or_default();
+        let target = migration.target_node().unwrap_or_default();
+        let end = json!({"endTimestamp": store.clock().timestamp(), "completed": true,
+                         "sourceNode": source, "targetNode": target});
+        // The target virt-handler's `ackMigrationCompletion`.
+        let vmi_patch = Patch::Merge(json!({
+            "metadata": {"labels": {NODE_NAME_LABEL: target}, "annotations": {EVICTION_SOURCE_ANNOTATION: null}},
+            "status": {"nodeName": target, "evacuationNodeName": null, "migrationState": end},
+        }));
+        store.patch(&vmis(), namespace, vmi.meta().name(), &vmi_patch, false)?;
+        // virt-launcher on the source exits: its pod completes, and stays until evicted or deleted.
+        for pod in world.pods_of(migration).iter().map(|p| Pod(p)) {
+            if pod.node_name() == Some(source) && !pod.is_finished() {
+                let done = Patch::Merge(json!({"status": {"phase": "Succeeded"}}));
+                store.patch(&pods(), namespace, pod.meta().name(), &done, false)?;
+            }
         }
         self.set_phase(store, migration, "Succeeded", end)
     }
+
+    /// The target pod: the VMI's launcher pod again, away from its own pods.
+    fn create_target_pod(
+        &self,
+        store: &Store,
+        migration: Migration<'_>,
+        vmi: Vmi<'_>,
+        source: Pod<'_>,
+    ) -> Result<(), ApiError> {
+        let name = vmi.meta().name();
+        let uid = vmi.meta().uid();
+        let mut pod = (*source.0).clone();
+        let meta = pod["metadata"].as_object_mut().expect("a stored pod has metadata");
+        for server_owned in [
+            "name",
+            "uid",
+            "resourceVersion",
+            "creationTimestamp",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+        ] {
+            meta.remove(server_owned);
+        }
+        meta.insert("generateName".into(), json!(format!("virt-launcher-{name}-")));
+        // Only the template's annotations: none of the source pod's disruption carries over.
+        meta.insert(
+            "annotations".into(),
+            json!({evac_core::kubevirt::DOMAIN_ANNOTATION: name,
+                   MIGRATION_JOB_ANNOTATION: migration.meta().name(),
+                   evac_core::kubevirt::REQUEST_EVICT_ONLY_ANNOTATION: ""}),
+        );
+        let labels = meta.entry("labels").or_insert_with(|| json!({}));
+        labels[MIGRATION_JOB_LABEL] = json!(migration.meta().uid());
+        labels[CREATED_BY_LABEL] = json!(uid);
+        let spec = pod["spec"].as_object_mut().expect("a stored pod has a spec");
+        spec.remove("nodeName");
+        spec.insert(
+            "affinity".into(),
+            json!({"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
+                "labelSelector": {"matchLabels": {CREATED_BY_LABEL: uid}},
+                "topologyKey": "kubernetes.io/hostname",
+            }]}}),
+        );
+        pod["status"] = json!({"phase": "Pending"});
+        let created = store.create(&pods(), migration.meta().namespace(), pod, false)?;
+        let named =
+            json!({"metadata": {"annotations": {TARGET_POD_ANNOTATION: Pod(&created).meta().name()}}});
+        store.patch(
+            &migrations(),
+            migration.meta().namespace(),
+            migration.meta().name(),
+            &Patch::Merge(named),
+            false,
+        )?;
+        Ok(())
+    }
+}
+
+/// Where a migration's target pod is in its wait to be scheduled.
+enum Pending {
+    /// Not pending (running, or terminating).
+    No,
+    /// Pending, until it times out at this moment.
+    Waits(Duration),
+    /// It timed out: deleted, and the migration failed.
+    TimedOut,
 }
 
 /// The queue priority of a migration's `spec.priority`
 /// (`pkg/util/migrations/migrations.go`, `PriorityFromMigration`).
-fn queue_priority(migration: &Value) -> u32 {
-    match Migration(migration).priority() {
+fn queue_priority(migration: Migration<'_>) -> u32 {
+    match migration.priority() {
         Some("system-critical") => 100,
         Some("user-triggered") => 50,
         Some("system-maintenance") => 20,
@@ -233,10 +558,17 @@ fn queue_priority(migration: &Value) -> u32 {
     }
 }
 
+/// A timestamp as simulated time since the start.
+fn since_start(store: &Store, timestamp: &str) -> Option<Duration> {
+    let at = chrono::DateTime::parse_from_rfc3339(timestamp).ok()?.with_timezone(&chrono::Utc);
+    let start = store.clock().now() - chrono::Duration::from_std(store.clock().elapsed()).ok()?;
+    (at - start).to_std().ok()
+}
+
 /// Until when (simulated time) KubeVirt holds a waiting evacuation migration after earlier ones of
 /// its VMI failed; `None` when it may start now.
-fn backoff_until(store: &Store, migration: &Value, all: &[Arc<Value>]) -> Option<Duration> {
-    let (namespace, vmi) = (Migration(migration).meta().namespace(), Migration(migration).vmi_name());
+fn backoff_until(store: &Store, migration: Migration<'_>, all: &[Arc<Value>]) -> Option<Duration> {
+    let (namespace, vmi) = (migration.meta().namespace(), migration.vmi_name());
     let of_vmi: Vec<&Value> = all
         .iter()
         .map(|m| &**m)
@@ -246,49 +578,13 @@ fn backoff_until(store: &Store, migration: &Value, all: &[Arc<Value>]) -> Option
     let texts: Vec<String> = of_vmi.iter().map(|m| m.to_string()).collect();
     let decoded: Vec<MigrationModel<'_>> =
         texts.iter().filter_map(|t| serde_json::from_str(t).ok()).collect();
-    let this_text = migration.to_string();
+    let this_text = migration.0.to_string();
     let this: MigrationModel<'_> = serde_json::from_str(&this_text).ok()?;
     let until = evac_core::evacuation::kubevirt_backoff_until(&this, &decoded)?;
     let start = store.clock().now() - chrono::Duration::from_std(store.clock().elapsed()).ok()?;
     let since_start = until - (start - chrono::DateTime::UNIX_EPOCH).as_seconds_f64();
     let until = Duration::from_secs_f64(since_start.max(0.0));
     (until > store.clock().elapsed()).then_some(until)
-}
-
-/// The nodes a VM can migrate to, with the number of VMIs each runs.
-struct Targets {
-    /// (VMIs on it, name) for each schedulable node without a NoSchedule/NoExecute taint.
-    load: Vec<(usize, String)>,
-}
-
-impl Targets {
-    fn read(store: &Store) -> Self {
-        let (all_nodes, _) = store.list(&nodes(), None, None, None);
-        let (all_vmis, _) = store.list(&vmis(), None, None, None);
-        let mut per_node: HashMap<&str, usize> = HashMap::new();
-        for vmi in &all_vmis {
-            *per_node.entry(Vmi(vmi).node_name().unwrap_or_default()).or_default() += 1;
-        }
-        let load = all_nodes
-            .iter()
-            .map(|n| Node(n))
-            .filter(|n| !n.unschedulable())
-            .filter(|n| !n.taints().any(|t| matches!(t.effect(), "NoSchedule" | "NoExecute")))
-            .map(|n| {
-                let name = n.name();
-                (per_node.get(name).copied().unwrap_or(0), name.to_owned())
-            })
-            .collect();
-        Self { load }
-    }
-
-    /// The node, other than the source, running the fewest VMIs (then by name); it counts one
-    /// more from now on.
-    fn pick(&mut self, source: &str) -> Option<String> {
-        let best = self.load.iter_mut().filter(|(_, name)| name != source).min()?;
-        best.0 += 1;
-        Some(best.1.clone())
-    }
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 
 pub mod descheduler;
 pub mod drain;
+pub mod gc;
 pub mod kubelet;
 pub mod migration;
 pub(crate) use evac_core::model::quantity;
@@ -13,6 +14,7 @@ pub mod virt_controller;
 
 pub use descheduler::Descheduler;
 pub use drain::Drain;
+pub use gc::GarbageCollector;
 pub use kubelet::Kubelet;
 pub use migration::MigrationController;
 pub use scheduler::Scheduler;
@@ -21,7 +23,7 @@ pub use virt_controller::VirtController;
 
 use serde_json::{json, Value};
 
-use crate::objects::{Condition, Pod, Vmi};
+use crate::objects::Condition;
 use crate::store::Store;
 use crate::ApiError;
 
@@ -86,18 +88,4 @@ pub(crate) fn conditions_without(object: &Value, type_: &str) -> Vec<Value> {
         .filter(|c| Condition(c).type_() != type_)
         .cloned()
         .collect()
-}
-
-/// A pod's memory, as the kubelet and the scheduler count it: its VMI's guest memory for a
-/// launcher pod, else its containers' memory requests.
-pub(crate) fn memory_of(store: &Store, pod: &Value) -> f64 {
-    let pod = Pod(pod);
-    if let Some(vmi) = pod.vmi() {
-        if let Ok(vmi) = store.get(&crate::kinds::vmis(), pod.meta().namespace(), vmi) {
-            if let Some(memory) = Vmi(&vmi).guest_memory() {
-                return memory;
-            }
-        }
-    }
-    pod.container_memory_requests()
 }

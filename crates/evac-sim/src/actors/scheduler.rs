@@ -28,7 +28,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use super::{memory_of, with_disruption_target};
+use super::with_disruption_target;
 use crate::kinds::{nodes, pods};
 use crate::objects::{Node, Pod, Taint};
 use crate::store::{Patch, Store};
@@ -63,12 +63,15 @@ impl Scheduler {
     /// Binds the pending pods that fit, and preempts for those that do not. It only reacts to
     /// changes of the cluster, so it never asks to be woken.
     pub fn reconcile(&self, store: &Store) -> Result<Option<Duration>, ApiError> {
-        let (all_pods, _) = store.list(&pods(), None, None, None);
-        // It runs at every round of the driver: with nothing pending, one pass is all it costs.
-        let mut pending: Vec<Pod> = all_pods.iter().map(|p| Pod(p)).filter(|p| is_pending(*p)).collect();
+        // It runs at every round of the driver: the unbound pods come from the store's node index
+        // (`spec.nodeName=`), and only when one is pending does it read the rest.
+        let unbound = evac_cluster::FieldSelector::parse("spec.nodeName=").map_err(ApiError::bad_request)?;
+        let (unbound, _) = store.list(&pods(), None, None, Some(&unbound));
+        let mut pending: Vec<Pod> = unbound.iter().map(|p| Pod(p)).filter(|p| is_pending(*p)).collect();
         if pending.is_empty() {
             return Ok(None);
         }
+        let (all_pods, _) = store.list(&pods(), None, None, None);
         pending.sort_by(|a, b| {
             b.priority()
                 .cmp(&a.priority())
@@ -91,7 +94,7 @@ impl Scheduler {
                 continue;
             }
             if let Some(&i) = index.get(on) {
-                let memory = memory_of(store, pod.0);
+                let memory = pod.container_memory_requests();
                 nodes[i].free -= memory;
                 nodes[i].pods.push(Placed {
                     pod,
@@ -131,13 +134,15 @@ fn schedule<'a>(
     nodes: &mut [NodeState<'a>],
     index: &HashMap<&str, usize>,
 ) -> Result<(), ApiError> {
-    let memory = memory_of(store, pod.0);
+    // NodeResourcesFit: what pods request, not what they use.
+    let memory = pod.container_memory_requests();
     let nominated = pod.nominated_node_name().and_then(|n| index.get(n)).copied();
     // The nominated node first, as the scheduler does: the room made there is this pod's.
-    let fits = |n: &NodeState| admits(n.node, pod) && n.free >= memory;
-    let target = nominated.filter(|&i| fits(&nodes[i])).or_else(|| {
+    let repelled = repelled_nodes(pod, nodes);
+    let fits = |i: usize| admits(nodes[i].node, pod) && !repelled.contains(&i) && nodes[i].free >= memory;
+    let target = nominated.filter(|&i| fits(i)).or_else(|| {
         (0..nodes.len())
-            .filter(|&i| fits(&nodes[i]))
+            .filter(|&i| fits(i))
             .max_by(|&a, &b| nodes[a].free.total_cmp(&nodes[b].free).then(nodes[b].name.cmp(nodes[a].name)))
     });
     if let Some(i) = target {
@@ -155,7 +160,7 @@ fn schedule<'a>(
     let node = if pod.preemption_policy() == Some("Never") || waiting {
         nominated
     } else {
-        let candidate = best_candidate(pod, priority, memory, nodes);
+        let candidate = best_candidate(pod, priority, memory, nodes, &repelled);
         if let Some((i, victims)) = &candidate {
             preempt(store, pod, &mut nodes[*i], victims)?;
         }
@@ -173,7 +178,35 @@ fn schedule<'a>(
     if let Some(i) = node {
         nodes[i].free -= memory;
     }
+    // Unscheduled this cycle: the condition that tells waiters (KubeVirt's migration controller
+    // times its target pods out on it) why, set once.
+    if pod.condition("PodScheduled").is_none_or(|c| c.reason() != Some("Unschedulable")) {
+        let message = format!("0/{} nodes are available", nodes.len());
+        let condition = json!({"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                               "message": message, "lastTransitionTime": store.clock().timestamp()});
+        let mut conditions = super::conditions_without(pod.0, "PodScheduled");
+        conditions.push(condition);
+        let patch = Patch::Merge(json!({"status": {"conditions": conditions}}));
+        store.patch(&pods(), pod.meta().namespace(), pod.meta().name(), &patch, false)?;
+    }
     Ok(())
+}
+
+/// The nodes a required pod anti-affinity of `pod` rules out (with the `kubernetes.io/hostname`
+/// topology, the one KubeVirt's migration target pods carry): those running a pod that matches
+/// one of its terms' `matchLabels`. Other topologies are not modelled.
+fn repelled_nodes(pod: Pod<'_>, nodes: &[NodeState]) -> std::collections::HashSet<usize> {
+    let selectors: Vec<_> = pod.anti_affinity_on_hostname().collect();
+    if selectors.is_empty() {
+        return Default::default();
+    }
+    (0..nodes.len())
+        .filter(|&i| {
+            nodes[i].pods.iter().any(|placed| {
+                !placed.pod.is_finished() && selectors.iter().any(|selector| placed.pod.matches(selector))
+            })
+        })
+        .collect()
 }
 
 /// The node to preempt on and the victims there (indexes into its pods), if preemption helps.
@@ -182,10 +215,12 @@ fn best_candidate(
     priority: i64,
     memory: f64,
     nodes: &[NodeState],
+    repelled: &std::collections::HashSet<usize>,
 ) -> Option<(usize, Vec<usize>)> {
     nodes
         .iter()
         .enumerate()
+        .filter(|(i, _)| !repelled.contains(i))
         .filter_map(|(i, node)| Some((i, victims_on(node, pod, priority, memory)?)))
         .min_by(|(a, va), (b, vb)| {
             let highest = |n: usize, v: &[usize]| v.iter().map(|&p| nodes[n].pods[p].priority).max();

@@ -1,8 +1,14 @@
-//! Kubernetes' taint manager (NoExecute taint eviction): a pod on a node with a `NoExecute` taint
-//! it does not tolerate gets the condition `DisruptionTarget` (reason `DeletionByTaintManager`)
-//! and is deleted; a pod that tolerates the taint for `tolerationSeconds` is deleted when they run
-//! out (counted from when the taint was added, its `timeAdded`).
+//! Kubernetes' taint manager, NoExecute taint eviction (`pkg/controller/tainteviction/
+//! taint_eviction.go`, `processPodOnNode`): a pod on a node with a `NoExecute` taint it does not
+//! tolerate gets the condition `DisruptionTarget` (reason `DeletionByTaintManager`, message
+//! `Taint manager: deleting due to NoExecute taint`) and is deleted with its own grace period, at
+//! once. A pod that tolerates every such taint, some for `tolerationSeconds`, is deleted when the
+//! shortest of those runs out, counted from when the taint manager first saw it must go
+//! (`GetMatchingTolerations`, `getMinTolerationTime`; the taint's `timeAdded` is not read). The
+//! timers live in the controller's memory: a taint removed in time cancels them.
 
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use serde_json::json;
@@ -19,83 +25,82 @@ pub const REASON: &str = "DeletionByTaintManager";
 
 /// The taint manager as an actor: deletes the pods whose toleration of a `NoExecute` taint is absent
 /// or ran out.
-#[derive(Debug, Default, Clone)]
-pub struct TaintManager;
+#[derive(Debug, Default)]
+pub struct TaintManager {
+    /// Evictions scheduled: pod (namespace, name) -> (when it was first scheduled, when it fires).
+    scheduled: Mutex<HashMap<(String, String), (Duration, Duration)>>,
+}
+
+/// How long a pod may stay on a node, by its tolerations of the node's NoExecute taints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stay {
+    /// A taint it does not tolerate: it goes now.
+    Not,
+    /// It tolerates every taint, the shortest for this long.
+    For(Duration),
+    /// It tolerates every taint for ever.
+    Forever,
+}
+
+/// Kubernetes' `GetMatchingTolerations` and `getMinTolerationTime`: each taint is matched by the
+/// first toleration that tolerates it; the pod may stay for the smallest `tolerationSeconds` of
+/// those matched (0 or less: not at all), for ever when none sets one.
+fn stay(pod: Pod<'_>, taints: &[Taint<'_>]) -> Stay {
+    let mut shortest: Option<i64> = None;
+    for &taint in taints {
+        let Some(toleration) = pod.tolerations().find(|t| t.tolerates(taint)) else { return Stay::Not };
+        if let Some(seconds) = toleration.seconds() {
+            shortest = Some(shortest.map_or(seconds, |s| s.min(seconds)));
+        }
+    }
+    match shortest {
+        None => Stay::Forever,
+        Some(seconds) if seconds <= 0 => Stay::Not,
+        Some(seconds) => Stay::For(Duration::from_secs(seconds as u64)),
+    }
+}
 
 impl TaintManager {
     /// Evicts the pods whose time on a NoExecute-tainted node is up; returns when the next one's is.
     pub fn reconcile(&self, store: &Store) -> Result<Option<Duration>, ApiError> {
-        let now = store.clock().now();
-        let elapsed = store.clock().elapsed();
+        let now = store.clock().elapsed();
         let (all_nodes, _) = store.list(&nodes(), None, None, None);
-        let (all_pods, _) = store.list(&pods(), None, None, None);
-        // Pods by node, leaving out those already terminating.
-        let mut by_node: std::collections::HashMap<&str, Vec<Pod>> = Default::default();
-        for pod in all_pods.iter().map(|p| Pod(p)).filter(|p| !p.is_terminating()) {
-            if let Some(node) = pod.node_name() {
-                by_node.entry(node).or_default().push(pod);
-            }
-        }
+        let mut scheduled = self.scheduled.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut still_scheduled = BTreeSet::new();
         let mut next: Option<Duration> = None;
         for node in all_nodes.iter().map(|n| Node(n)) {
             let taints: Vec<Taint> = node.taints().filter(|t| t.effect() == "NoExecute").collect();
             if taints.is_empty() {
                 continue;
             }
-            for &pod in by_node.get(node.name()).into_iter().flatten() {
-                // The earliest moment a taint requires the pod gone: now for an untolerated taint.
-                let mut due: Option<Duration> = None;
-                for &taint in &taints {
-                    let after = match toleration_seconds(pod, taint) {
-                        Toleration::None => Some(Duration::ZERO),
-                        Toleration::Forever => None,
-                        Toleration::For(seconds) => {
-                            let added = taint.time_added().unwrap_or_default();
-                            let added_at = chrono::DateTime::parse_from_rfc3339(added)
-                                .map(|t| t.with_timezone(&chrono::Utc))
-                                .unwrap_or(now);
-                            let deadline = added_at + chrono::Duration::seconds(seconds);
-                            Some((deadline - now).to_std().unwrap_or(Duration::ZERO))
-                        }
-                    };
-                    due = match (due, after) {
-                        (Some(a), Some(b)) => Some(a.min(b)),
-                        (a, b) => a.or(b),
-                    };
+            let on_node = evac_cluster::FieldSelector::parse(&format!("spec.nodeName={}", node.name()))
+                .map_err(ApiError::bad_request)?;
+            let (on_node, _) = store.list(&pods(), None, None, Some(&on_node));
+            for pod in on_node.iter().map(|p| Pod(p)).filter(|p| !p.is_terminating()) {
+                let key = (pod.meta().namespace().to_owned(), pod.meta().name().to_owned());
+                let fire_at = match stay(pod, &taints) {
+                    Stay::Not => now,
+                    Stay::Forever => continue,
+                    Stay::For(tolerated) => {
+                        let since = scheduled.get(&key).map_or(now, |(since, _)| *since);
+                        since + tolerated
+                    }
+                };
+                if fire_at <= now {
+                    scheduled.remove(&key);
+                    evict(store, pod)?;
+                    continue;
                 }
-                match due {
-                    Some(Duration::ZERO) => evict(store, pod)?,
-                    Some(wait) => next = Some(next.map_or(elapsed + wait, |n| n.min(elapsed + wait))),
-                    None => {}
-                }
+                let since = scheduled.get(&key).map_or(now, |(since, _)| *since);
+                scheduled.insert(key.clone(), (since, fire_at));
+                still_scheduled.insert(key);
+                next = Some(next.map_or(fire_at, |n: Duration| n.min(fire_at)));
             }
         }
+        // A taint removed, a toleration no longer needed, a pod gone: its eviction is cancelled.
+        scheduled.retain(|key, _| still_scheduled.contains(key));
         Ok(next)
     }
-}
-
-enum Toleration {
-    None,
-    Forever,
-    For(i64),
-}
-
-/// How long a pod tolerates a taint (Kubernetes' toleration matching: key and effect, with
-/// operator Exists or Equal).
-fn toleration_seconds(pod: Pod<'_>, taint: Taint<'_>) -> Toleration {
-    let mut best = Toleration::None;
-    for toleration in pod.tolerations().filter(|t| t.tolerates(taint)) {
-        match toleration.seconds() {
-            None => return Toleration::Forever,
-            Some(seconds) => {
-                best = match best {
-                    Toleration::For(current) if current >= seconds => Toleration::For(current),
-                    _ => Toleration::For(seconds),
-                }
-            }
-        }
-    }
-    best
 }
 
 /// Marks the pod as a disruption target, then deletes it, as the taint manager does.
@@ -168,7 +173,7 @@ mod tests {
             json!([{"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}]),
         );
         pod(&store, "forever", json!([{"operator": "Exists"}]));
-        let manager = TaintManager;
+        let manager = TaintManager::default();
         assert_eq!(manager.reconcile(&store).unwrap(), None, "no taint, nothing to do");
         taint(&store);
         let next = manager.reconcile(&store).unwrap();
@@ -191,5 +196,46 @@ mod tests {
             assert_eq!(text(pod, "/status/conditions/0/reason"), REASON);
             assert_eq!(pod.pointer("/metadata/deletionGracePeriodSeconds"), Some(&json!(30)));
         }
+    }
+
+    /// The shortest toleration counts, from when the taint manager first saw the taint (a taint
+    /// added as `kubectl taint` adds it, without `timeAdded`); removing the taint in time cancels.
+    #[test]
+    fn the_shortest_toleration_counts_from_first_sight_and_a_removed_taint_cancels() {
+        let store = cluster();
+        let tolerate = |seconds: u64| json!({"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": seconds});
+        pod(&store, "two", json!([tolerate(60), tolerate(120)]));
+        pod(&store, "kept", json!([tolerate(90)]));
+        let manager = TaintManager::default();
+        store.clock().advance(Duration::from_secs(10));
+        let untimed = json!({"key": "node.kubernetes.io/unreachable", "effect": "NoExecute"});
+        let set = |taints: serde_json::Value| {
+            store
+                .patch(
+                    &Kind::new("v1", "Node"),
+                    "",
+                    "n1",
+                    &Patch::Merge(json!({"spec": {"taints": taints}})),
+                    false,
+                )
+                .unwrap();
+        };
+        set(json!([untimed]));
+        // The first matching toleration of each taint is used: "two" tolerates it for 60 s.
+        assert_eq!(manager.reconcile(&store).unwrap(), Some(Duration::from_secs(70)));
+        store.clock().advance(Duration::from_secs(60));
+        manager.reconcile(&store).unwrap();
+        assert_eq!(alive(&store), ["kept"]);
+        // The taint goes before "kept"'s 90 s are up: nothing more is deleted, even once it is back.
+        set(json!([]));
+        assert_eq!(manager.reconcile(&store).unwrap(), None);
+        store.clock().advance(Duration::from_secs(40));
+        set(json!([untimed]));
+        assert_eq!(
+            manager.reconcile(&store).unwrap(),
+            Some(Duration::from_secs(200)),
+            "the timer starts again"
+        );
+        assert_eq!(alive(&store), ["kept"]);
     }
 }

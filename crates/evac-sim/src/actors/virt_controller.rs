@@ -137,7 +137,8 @@ impl VirtController {
                                  "annotations": {"kubevirt.io/domain": name},
                                  "ownerReferences": [{"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
                                                       "name": name, "uid": uid, "controller": true}]},
-                    "spec": {"containers": [{"name": "compute", "image": "virt-launcher"}],
+                    "spec": {"containers": [{"name": "compute", "image": "virt-launcher",
+                                             "resources": {"requests": {"memory": vmi.guest_memory().map(|m| m.to_string())}}}],
                              "terminationGracePeriodSeconds": 30},
                     "status": {"phase": "Pending"},
                 });

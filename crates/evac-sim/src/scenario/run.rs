@@ -17,7 +17,8 @@ use super::ScenarioError;
 use crate::actors::descheduler::DeschedulerSettings;
 use crate::actors::virt_controller::RESTARTS_ANNOTATION;
 use crate::actors::{
-    Descheduler, Drain, Kubelet, MigrationController, Scheduler, TaintManager, VirtController,
+    Descheduler, Drain, GarbageCollector, Kubelet, MigrationController, Scheduler, TaintManager,
+    VirtController,
 };
 use crate::api::eviction::ApiEvictor;
 use crate::driver::StartingAt;
@@ -229,14 +230,17 @@ fn actors(
         completion_timeout_per_gib: kubevirt
             .completion_timeout_per_gib
             .duration("completionTimeoutPerGiB")?,
+        ..MigrationController::default()
     }));
     actors.push(Box::new(Kubelet {
         soft_threshold: kubelet.eviction_soft.bytes("evictionSoft")?,
         soft_grace: kubelet.eviction_soft_grace_period.duration("evictionSoftGracePeriod")?,
         max_pod_grace: kubelet.eviction_max_pod_grace_period.duration("evictionMaxPodGracePeriod")?,
         hard_threshold: kubelet.eviction_hard.bytes("evictionHard")?,
+        ..Kubelet::default()
     }));
-    actors.push(Box::new(TaintManager));
+    actors.push(Box::new(TaintManager::default()));
+    actors.push(Box::new(GarbageCollector::default()));
     Ok((actors, drains, descheduler))
 }
 

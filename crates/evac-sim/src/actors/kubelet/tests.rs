@@ -20,7 +20,9 @@ fn node_with_vms(sizes: &[u32]) -> Store {
                          "status": {"nodeName": "n1", "phase": "Running"}});
         store.create(&vmis(), "default", vmi, false).unwrap();
         let pod = json!({"metadata": {"name": format!("virt-launcher-vm-{i}"), "annotations": {"kubevirt.io/domain": format!("vm-{i}")}},
-                         "spec": {"nodeName": "n1", "terminationGracePeriodSeconds": 600},
+                         "spec": {"nodeName": "n1", "terminationGracePeriodSeconds": 600,
+                                  "containers": [{"name": "compute",
+                                                  "resources": {"requests": {"memory": format!("{size}Gi")}}}]},
                          "status": {"phase": "Running"}});
         store.create(&pods(), "default", pod, false).unwrap();
     }
@@ -42,7 +44,9 @@ fn soft_pressure_evicts_the_biggest_pod_after_the_grace_periods() {
                      "status": {"nodeName": "n1", "phase": "Running"}});
     store.create(&vmis(), "default", vmi, false).unwrap();
     let launcher = json!({"metadata": {"name": "virt-launcher-vm-2", "annotations": {"kubevirt.io/domain": "vm-2"}},
-                          "spec": {"nodeName": "n1"}, "status": {"phase": "Running"}});
+                          "spec": {"nodeName": "n1", "containers": [{"name": "compute",
+                                   "resources": {"requests": {"memory": "1Gi"}}}]},
+                          "status": {"phase": "Running"}});
     store.create(&pods(), "default", launcher, false).unwrap();
     let start = store.clock().elapsed();
     assert_eq!(kubelet.reconcile(&store).unwrap(), Some(start + Duration::from_secs(5)));

@@ -253,25 +253,26 @@ fn nothing_is_preempted_when_it_would_not_make_room() {
 }
 
 #[test]
-fn a_launcher_pod_counts_its_vmis_memory() {
+fn pods_fit_by_their_requests() {
+    // NodeResourcesFit counts requests: a launcher pod requests its VM's memory (KubeVirt sets the
+    // compute container's request), whatever the pod uses.
     let store = cluster();
-    let vmis = crate::kinds::vmis();
-    let launcher = |name: &str, node: &str, guest: &str| {
-        let vmi = json!({"metadata": {"name": name}, "spec": {"domain": {"memory": {"guest": guest}}}});
-        store.create(&vmis, "default", vmi, false).unwrap();
+    let launcher = |name: &str, node: &str, request: &str| {
         let pod = json!({"metadata": {"name": format!("virt-launcher-{name}"), "annotations": {"kubevirt.io/domain": name}},
-                         "spec": {"nodeName": node, "containers": [{"name": "compute", "resources": {"requests": {"memory": "100Mi"}}}]}});
+                         "spec": {"nodeName": node, "containers": [{"name": "compute", "resources": {"requests": {"memory": request}}}]}});
         store.create(&pods(), "default", pod, false).unwrap();
     };
-    // n1 has 10 GiB, 8 of them the running VM's; n2 has 5 GiB.
+    // n1 has 10 GiB, 8 of them requested by the running VM's pod; n2 has 5 GiB.
     node(&store, "n1", 10, json!({}));
     node(&store, "n2", 5, json!({}));
     launcher("vm-1", "n1", "8Gi");
     pod(&store, "web", "", 3, 0);
     Scheduler.reconcile(&store).unwrap();
     assert_eq!(node_of(&store, "web"), "n2");
-    // A pending launcher needs its VM's 6 GiB, which no node has left.
+    // A pending launcher requesting 6 GiB fits on no node.
     launcher("vm-2", "", "6Gi");
     Scheduler.reconcile(&store).unwrap();
     assert_eq!(node_of(&store, "virt-launcher-vm-2"), "");
+    let pending = get(&store, "virt-launcher-vm-2");
+    assert_eq!(Pod(&pending).condition("PodScheduled").and_then(|c| c.reason()), Some("Unschedulable"));
 }
