@@ -19,7 +19,7 @@ use evac_sim::{Actor, ApiError, Kind, Store};
 use futures::future::BoxFuture;
 use serde_json::Value;
 
-use crate::control::{Controller, Pass, DISRUPTION_CAUSE, RESYNC, WATCHED};
+use crate::control::{Controller, Pass, DISRUPTION_CAUSE, EVACUATION, RESYNC, WATCHED};
 
 /// The policy id the eviction webhook is served by.
 pub const POD_EVICTION: &str = "pod-eviction";
@@ -89,9 +89,10 @@ pub fn start(
     restarts: Vec<Duration>,
 ) -> Result<Running, String> {
     let mut file = PoliciesFile::load(policies).map_err(|e| format!("{e:#}"))?;
-    if let Some(entry) = file.policies.get_mut(DISRUPTION_CAUSE) {
+    for id in [DISRUPTION_CAUSE, EVACUATION] {
+        let Some(entry) = file.policies.get_mut(id) else { continue };
         // The threshold is the simulated kubelets' `evictionSoft`: the settings describe the
-        // cluster's kubelets, and these are the scenario's.
+        // cluster's kubelets, and these are the scenario's. Both policies read the same setting.
         let settings = entry.settings.get_or_insert_with(|| serde_json::json!({}));
         if !settings.get("nodePressure").is_some_and(Value::is_object) {
             settings["nodePressure"] = serde_json::json!({});

@@ -74,6 +74,11 @@ impl ApiError {
         Self { code: 422, reason: "Invalid", message: format!("{resource} \"{name}\" is invalid: {why}") }
     }
 
+    /// 503: the back end could not reach the API server, with its message.
+    pub fn unavailable(message: impl Into<String>) -> Self {
+        Self { code: 503, reason: "ServiceUnavailable", message: message.into() }
+    }
+
     /// 400, with the message as given.
     pub fn bad_request(message: impl Into<String>) -> Self {
         Self { code: 400, reason: "BadRequest", message: message.into() }

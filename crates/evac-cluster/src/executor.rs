@@ -3,16 +3,19 @@
 //! Each effect is one write (two for [`Effect::ClearEvacuation`]) that is safe to repeat:
 //! marks and annotations are merge patches of fixed values, and a mark is cleared only while it
 //! still names the node it was decided for, through a JSON patch whose `test` the API server
-//! checks atomically (a newer mark for another node stays).
+//! checks atomically (a newer mark for another node stays). An event has a name derived from
+//! what it is about, so that recording it again is refused (409) instead of repeated, and the
+//! executor remembers the events it recorded, so that a decision repeated every pass does not
+//! write every pass.
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashSet};
+use std::sync::{Arc, Mutex};
 
 use evac_core::effect::{
-    EvacuationSource, MigrationCause, MigrationPriority, CAUSE_ANNOTATION, EVACUATION_MIGRATION_ANNOTATION,
-    EVACUATION_MIGRATION_PREFIX, EVICTION_SOURCE_ANNOTATION,
+    EvacuationSource, EventReason, MigrationCause, MigrationPriority, ObjectRef, CAUSE_ANNOTATION,
+    EVACUATION_MIGRATION_ANNOTATION, EVACUATION_MIGRATION_PREFIX, EVICTION_SOURCE_ANNOTATION,
 };
-use evac_core::kubevirt::{MIGRATION_KIND, POD_KIND, VMI_KIND};
+use evac_core::kubevirt::{EVENT_KIND, MIGRATION_KIND, POD_KIND, VMI_KIND};
 use evac_core::Effect;
 use serde_json::{json, Value};
 
@@ -22,7 +25,15 @@ use crate::{ApiError, ClusterStore, Kind, Patch};
 #[derive(Clone)]
 pub struct Executor {
     store: Arc<dyn ClusterStore>,
+    /// The events recorded (`namespace/name`), forgotten all at once when there are too many.
+    recorded: Arc<Mutex<HashSet<String>>>,
 }
+
+/// How many recorded events the executor remembers before it starts over: forgetting costs one
+/// create refused with 409 per event.
+const RECORDED_EVENTS_REMEMBERED: usize = 4096;
+/// Who records evac's events (`source.component`, `reportingComponent`).
+pub const EVENT_COMPONENT: &str = "evac";
 
 /// What carrying out an effect did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,7 +57,7 @@ pub struct EffectError {
 impl Executor {
     /// An executor writing to `store`.
     pub fn new(store: Arc<dyn ClusterStore>) -> Self {
-        Self { store }
+        Self { store, recorded: Arc::default() }
     }
 
     /// The store effects are written to (and read from).
@@ -88,20 +99,94 @@ impl Executor {
                     Patch::Merge(json!({"metadata": {"annotations": {EVICTION_SOURCE_ANNOTATION: null}}}));
                 self.store.patch(&vmis, &vmi.namespace, &vmi.name, &source, false).await.map_err(fail)?;
             }
+            Effect::RecordEvent { vmi, node, reason, message } => {
+                return self.record_event(vmi, node, *reason, message).await.map_err(fail);
+            }
         }
         Ok(Applied::Written)
     }
+
+    /// Creates the event, once: the VMI's uid goes in `involvedObject` (`kubectl describe`
+    /// selects events by it) and in the name.
+    async fn record_event(
+        &self,
+        vmi: &ObjectRef,
+        node: &str,
+        reason: EventReason,
+        message: &str,
+    ) -> Result<Applied, ApiError> {
+        let raw = match self.store.get(VMI_KIND.0, VMI_KIND.1, Some(&vmi.namespace), &vmi.name) {
+            Ok(raw) => raw,
+            Err(e) if e.is_not_found() => return Ok(Applied::Unneeded("the VMI is gone")),
+            // A read the store could not answer: the API server was unreachable.
+            Err(e) => return Err(ApiError::unavailable(e.to_string())),
+        };
+        let uid = serde_json::from_slice::<Value>(&raw)
+            .ok()
+            .and_then(|v| v.pointer("/metadata/uid").and_then(Value::as_str).map(str::to_owned))
+            .unwrap_or_default();
+        let name = event_name(&vmi.name, &uid, reason, node);
+        let key = format!("{}/{name}", vmi.namespace);
+        if self.recorded.lock().expect("the recorded events").contains(&key) {
+            return Ok(Applied::Unneeded("recorded already"));
+        }
+        let event = event(vmi, &uid, &name, reason, message, &self.store.timestamp());
+        let events = Kind::new(EVENT_KIND.0, EVENT_KIND.1);
+        let applied = match self.store.create(&events, &vmi.namespace, event, false).await {
+            Ok(()) => Applied::Written,
+            Err(e) if e.code == 409 => Applied::Unneeded("recorded already"),
+            Err(e) => return Err(e),
+        };
+        let mut recorded = self.recorded.lock().expect("the recorded events");
+        if recorded.len() >= RECORDED_EVENTS_REMEMBERED {
+            recorded.clear();
+        }
+        recorded.insert(key);
+        Ok(applied)
+    }
 }
 
-/// The JSON merge patch that marks a VMI for evacuation: `status.evacuationNodeName`, plus the
-/// eviction-source annotation when the mark has a source (the descheduler, preemption, ...).
-/// One patch, so both land or neither does.
-pub fn evacuation_patch(node: &str, source: Option<EvacuationSource>) -> Value {
-    let mut patch = json!({"status": {"evacuationNodeName": node}});
-    if let Some(source) = source {
-        patch["metadata"] = json!({"annotations": {EVICTION_SOURCE_ANNOTATION: source.as_str()}});
+/// An event's name: the VMI's, and a hash of what the event is about (the VMI's uid, the reason,
+/// the node), so that the same event is never recorded twice.
+pub fn event_name(vmi: &str, uid: &str, reason: EventReason, node: &str) -> String {
+    // FNV-1a: stable across builds and platforms, which the std hasher is not.
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in [uid, reason.as_str(), node].join("\0").bytes() {
+        hash = (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
     }
-    patch
+    format!("{vmi}.{hash:016x}")
+}
+
+/// The `v1` Event, as client-go's event recorder writes one.
+fn event(vmi: &ObjectRef, uid: &str, name: &str, reason: EventReason, message: &str, now: &str) -> Value {
+    json!({
+        "apiVersion": EVENT_KIND.0,
+        "kind": EVENT_KIND.1,
+        "metadata": {"name": name, "namespace": vmi.namespace},
+        "involvedObject": {
+            "apiVersion": VMI_KIND.0, "kind": VMI_KIND.1,
+            "namespace": vmi.namespace, "name": vmi.name, "uid": uid,
+        },
+        "reason": reason.as_str(),
+        "message": message,
+        "type": "Warning",
+        "source": {"component": EVENT_COMPONENT},
+        "reportingComponent": EVENT_COMPONENT,
+        "reportingInstance": EVENT_COMPONENT,
+        "firstTimestamp": now,
+        "lastTimestamp": now,
+        "count": 1,
+    })
+}
+
+/// The JSON merge patch that marks a VMI for evacuation: `status.evacuationNodeName`, and the
+/// eviction-source annotation set to the mark's source (the descheduler, preemption, ...) or
+/// removed (an API eviction's mark has none). One patch, so both land or neither does.
+pub fn evacuation_patch(node: &str, source: Option<EvacuationSource>) -> Value {
+    json!({
+        "status": {"evacuationNodeName": node},
+        "metadata": {"annotations": {EVICTION_SOURCE_ANNOTATION: source.map(EvacuationSource::as_str)}},
+    })
 }
 
 /// The JSON patch that removes a VMI's mark if, and only if, it still names `node`.

@@ -130,11 +130,18 @@ impl Inner {
     }
 }
 
+/// A validating admission check of creates: the store, the namespace and the object; an error
+/// refuses the create with it.
+pub type CreateCheck = Arc<dyn Fn(&MemoryStore, &str, &Value) -> Result<(), ApiError> + Send + Sync>;
+
 /// The store. Reads take a shared lock; every write is one short exclusive section.
 pub struct MemoryStore {
     inner: RwLock<Inner>,
     clock: Arc<dyn Clock>,
     history_limit: usize,
+    /// Validating admission of creates, by kind (as an API server's webhooks): run before the
+    /// write, outside its lock, so a check reads the store as a webhook would (and races as one).
+    create_checks: RwLock<BTreeMap<Kind, Vec<CreateCheck>>>,
     /// The latest revision, for watchers waiting on changes.
     #[cfg(feature = "watch")]
     revision: watch::Sender<u64>,
@@ -165,9 +172,20 @@ impl MemoryStore {
             inner: RwLock::new(inner),
             clock,
             history_limit: history_limit.max(1),
+            create_checks: RwLock::default(),
             #[cfg(feature = "watch")]
             revision: watch::channel(1).0,
         }
+    }
+
+    /// Registers a validating admission check of the creates of `kind`.
+    pub fn check_creates(&self, kind: Kind, check: CreateCheck) {
+        self.create_checks
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .entry(kind)
+            .or_default()
+            .push(check);
     }
 
     /// The clock the store's timestamps come from.
@@ -268,6 +286,16 @@ impl MemoryStore {
     ) -> Result<Arc<Value>, ApiError> {
         if !object.is_object() {
             return Err(ApiError::bad_request("the object is not a JSON object"));
+        }
+        let checks = self
+            .create_checks
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(kind)
+            .cloned()
+            .unwrap_or_default();
+        for check in checks {
+            check(self, namespace, &object)?;
         }
         let mut inner = self.write();
         let meta = metadata(&mut object);
@@ -616,6 +644,10 @@ impl ChangeFeed for MemoryStore {
 
 /// The store answers at once: the futures are ready when polled.
 impl ClusterStore for MemoryStore {
+    fn timestamp(&self) -> String {
+        self.clock.timestamp()
+    }
+
     fn create<'a>(
         &'a self,
         kind: &'a Kind,

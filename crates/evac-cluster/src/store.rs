@@ -21,6 +21,12 @@ pub enum Patch {
 /// Errors are the API server's (`metav1.Status`: code, reason, message), or the back end's own
 /// failure to reach it shaped as one (503 ServiceUnavailable).
 pub trait ClusterStore: ObjectSource {
+    /// Now, as the API server writes timestamps (`2026-11-21T09:40:00Z`): the wall clock, or a
+    /// simulation's.
+    fn timestamp(&self) -> String {
+        crate::clock::Clock::timestamp(&crate::SystemClock)
+    }
+
     /// Creates an object (`metadata.generateName` names it). A dry run is checked, not stored.
     fn create<'a>(
         &'a self,

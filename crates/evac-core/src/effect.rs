@@ -54,6 +54,15 @@ impl EvacuationSource {
         }
     }
 
+    /// Whether the mark is evac's own, for a cause that can go away by itself (preemption, a
+    /// `NoExecute` taint, node pressure): evac calls such a mark off when its cause is gone, or
+    /// gives it up after repeated failures. Marks an API eviction set (the descheduler's
+    /// included) last until the VM has left or the evacuation is cancelled: their requester was
+    /// told the VM is leaving.
+    pub fn ends_by_itself(self) -> bool {
+        !matches!(self, Self::Descheduler)
+    }
+
     /// The source an [`EVICTION_SOURCE_ANNOTATION`] value names; `None` for a value evac does not write.
     pub fn parse(value: &str) -> Option<Self> {
         [Self::Descheduler, Self::Preemption, Self::NoexecuteTaint, Self::NodePressure]
@@ -146,9 +155,10 @@ impl MigrationPriority {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "type")]
 pub enum Effect {
-    /// Mark a VMI for evacuation: set `status.evacuationNodeName` to `node` (and, for the
-    /// descheduler, the VMI annotation `kubevirt.io/eviction-source: descheduler`). A dry-run mark
-    /// is carried out as a dry-run patch.
+    /// Mark a VMI for evacuation: set `status.evacuationNodeName` to `node`, and the VMI
+    /// annotation `kubevirt.io/eviction-source` to the source (`descheduler`, as KubeVirt writes
+    /// it, or one of evac's causes), or remove it for an API eviction, so that the annotation
+    /// always names the latest requester. A dry-run mark is carried out as a dry-run patch.
     #[serde(rename_all = "camelCase")]
     MarkForEvacuation {
         /// The VMI to mark.
@@ -157,7 +167,8 @@ pub enum Effect {
         node: String,
         /// The request was a dry run: the patch is sent with `dryRun: [All]` and changes nothing.
         dry_run: bool,
-        /// Who asked, written to [`EVICTION_SOURCE_ANNOTATION`]; `None` leaves the annotation as it is.
+        /// Who asked, written to [`EVICTION_SOURCE_ANNOTATION`]; `None` (an API eviction other than
+        /// the descheduler's) removes the annotation.
         source: Option<EvacuationSource>,
     },
     /// Create a `VirtualMachineInstanceMigration` of `vmi` away from `node`, as KubeVirt's
@@ -193,6 +204,40 @@ pub enum Effect {
         /// The node the mark must still name; a mark for another node is left alone.
         node: String,
     },
+    /// Record a `Warning` event on a VMI (`kubectl describe vmi` shows it): what evac decided not
+    /// to do, and why. Recorded once per VMI, reason and node.
+    #[serde(rename_all = "camelCase")]
+    RecordEvent {
+        /// The VMI the event is about.
+        vmi: ObjectRef,
+        /// The node the evacuation concerns.
+        node: String,
+        /// The event's `reason`.
+        reason: EventReason,
+        /// The event's `message`.
+        message: String,
+    },
+}
+
+/// The reasons of the events evac records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Serialize)]
+pub enum EventReason {
+    /// An evacuation of evac's own was given up after repeated failed migrations: the mark is
+    /// cleared and the VM stays where it is.
+    EvacuationGivenUp,
+    /// An evacuation migration was not started now: it cannot finish before the VM's pod is
+    /// deleted while others can, or no other node has room for the VM.
+    EvacuationDeferred,
+}
+
+impl EventReason {
+    /// The event's `reason`, e.g. `EvacuationGivenUp`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::EvacuationGivenUp => "EvacuationGivenUp",
+            Self::EvacuationDeferred => "EvacuationDeferred",
+        }
+    }
 }
 
 impl Effect {
@@ -203,6 +248,7 @@ impl Effect {
             Effect::CreateMigration { .. } => "CreateMigration",
             Effect::AnnotatePod { .. } => "AnnotatePod",
             Effect::ClearEvacuation { .. } => "ClearEvacuation",
+            Effect::RecordEvent { .. } => "RecordEvent",
         }
     }
 }
@@ -223,6 +269,8 @@ struct EffectRecord {
     priority: Option<MigrationPriority>,
     pod: Option<ObjectRef>,
     annotations: Option<BTreeMap<String, Option<String>>>,
+    reason: Option<EventReason>,
+    message: Option<String>,
 }
 
 impl<'de> Deserialize<'de> for Effect {
@@ -251,6 +299,12 @@ impl<'de> Deserialize<'de> for Effect {
             "ClearEvacuation" => Ok(Effect::ClearEvacuation {
                 vmi: record.vmi.clone().ok_or_else(|| missing("vmi"))?,
                 node: record.node.clone().ok_or_else(|| missing("node"))?,
+            }),
+            "RecordEvent" => Ok(Effect::RecordEvent {
+                vmi: record.vmi.clone().ok_or_else(|| missing("vmi"))?,
+                node: record.node.clone().ok_or_else(|| missing("node"))?,
+                reason: record.reason.ok_or_else(|| missing("reason"))?,
+                message: record.message.clone().ok_or_else(|| missing("message"))?,
             }),
             other => Err(D::Error::custom(format!("unknown effect type {other:?}"))),
         }
@@ -283,11 +337,36 @@ mod tests {
                 annotations: [(EVICTION_IN_PROGRESS_ANNOTATION.to_owned(), None)].into(),
             },
             Effect::ClearEvacuation { vmi: ObjectRef::new("default", "vm"), node: "node01".into() },
+            Effect::RecordEvent {
+                vmi: ObjectRef::new("default", "vm"),
+                node: "node01".into(),
+                reason: EventReason::EvacuationGivenUp,
+                message: "gave up".into(),
+            },
         ];
         for effect in effects {
             let json = serde_json::to_string(&effect).unwrap();
             assert!(json.contains(&format!(r#""type":"{}""#, effect.type_name())), "{json}");
             assert_eq!(serde_json::from_str::<Effect>(&json).unwrap(), effect);
+        }
+    }
+
+    /// Event reasons are their wire names.
+    #[test]
+    fn event_reasons_are_their_names() {
+        for reason in [EventReason::EvacuationGivenUp, EventReason::EvacuationDeferred] {
+            assert_eq!(serde_json::to_value(reason).unwrap(), reason.as_str());
+        }
+    }
+
+    /// Only the descheduler's marks are an API eviction's; evac's own causes end by themselves.
+    #[test]
+    fn only_evacs_own_sources_end_by_themselves() {
+        assert!(!EvacuationSource::Descheduler.ends_by_itself());
+        for source in
+            [EvacuationSource::Preemption, EvacuationSource::NoexecuteTaint, EvacuationSource::NodePressure]
+        {
+            assert!(source.ends_by_itself(), "{source:?}");
         }
     }
 
@@ -369,6 +448,15 @@ mod tests {
             ),
             (Effect::AnnotatePod { pod: vmi(), annotations: BTreeMap::new() }, "AnnotatePod"),
             (Effect::ClearEvacuation { vmi: vmi(), node: "n".into() }, "ClearEvacuation"),
+            (
+                Effect::RecordEvent {
+                    vmi: vmi(),
+                    node: "n".into(),
+                    reason: EventReason::EvacuationDeferred,
+                    message: "later".into(),
+                },
+                "RecordEvent",
+            ),
         ];
         for (effect, name) in effects {
             assert_eq!(effect.type_name(), name);

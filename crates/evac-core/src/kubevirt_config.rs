@@ -19,6 +19,12 @@ pub struct KubeVirtConfig {
     pub parallel_migrations_per_cluster: u32,
     /// `parallelOutboundMigrationsPerNode`: migrations running at once from one node (KubeVirt's default: 2).
     pub parallel_outbound_migrations_per_node: u32,
+    /// `bandwidthPerMigration` in bytes per second; `None` when unlimited (KubeVirt's default).
+    pub bandwidth_per_migration: Option<u64>,
+    /// `completionTimeoutPerGiB` in seconds (KubeVirt's default: 150).
+    pub completion_timeout_per_gib: u64,
+    /// `progressTimeout` in seconds (KubeVirt's default: 150).
+    pub progress_timeout: u64,
 }
 
 impl Default for KubeVirtConfig {
@@ -31,6 +37,7 @@ impl Default for KubeVirtConfig {
 impl From<&KubeVirt<'_>> for KubeVirtConfig {
     fn from(kubevirt: &KubeVirt<'_>) -> Self {
         let (per_cluster, per_node) = kubevirt.parallel_limits();
+        let (completion_timeout_per_gib, progress_timeout) = kubevirt.migration_timeouts();
         Self {
             eviction_strategy: kubevirt.eviction_strategy().cloned(),
             feature_gates: kubevirt
@@ -43,6 +50,10 @@ impl From<&KubeVirt<'_>> for KubeVirtConfig {
                 .collect(),
             parallel_migrations_per_cluster: per_cluster,
             parallel_outbound_migrations_per_node: per_node,
+            // Whole bytes: a fraction of a byte per second changes no estimate.
+            bandwidth_per_migration: kubevirt.bandwidth_per_migration().map(|b| b as u64),
+            completion_timeout_per_gib,
+            progress_timeout,
         }
     }
 }
@@ -99,6 +110,9 @@ mod tests {
             feature_gates: vec!["LiveMigration".into(), "PreemptionEvictionLiveMigration".into()],
             parallel_migrations_per_cluster: 10,
             parallel_outbound_migrations_per_node: 3,
+            bandwidth_per_migration: Some(128 * 1024 * 1024),
+            completion_timeout_per_gib: 300,
+            progress_timeout: 60,
         }
     }
 
@@ -110,7 +124,10 @@ mod tests {
             json!({
                 "evictionStrategy": "LiveMigrate",
                 "developerConfiguration": {"featureGates": ["LiveMigration", "PreemptionEvictionLiveMigration"]},
-                "migrations": {"parallelMigrationsPerCluster": 10, "parallelOutboundMigrationsPerNode": 3},
+                "migrations": {
+                    "parallelMigrationsPerCluster": 10, "parallelOutboundMigrationsPerNode": 3,
+                    "bandwidthPerMigration": "128Mi", "completionTimeoutPerGiB": 300, "progressTimeout": 60,
+                },
             }),
         );
         let cluster = TestCluster::new([kubevirt("spare", json!({})), full]);
@@ -127,6 +144,9 @@ mod tests {
             feature_gates: vec![],
             parallel_migrations_per_cluster: 5,
             parallel_outbound_migrations_per_node: 2,
+            bandwidth_per_migration: None,
+            completion_timeout_per_gib: 150,
+            progress_timeout: 150,
         };
         assert_eq!(KubeVirtConfig::default(), expected);
         let empty = TestCluster::default();

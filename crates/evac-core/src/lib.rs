@@ -11,11 +11,14 @@
 pub mod cluster;
 pub mod disruption;
 pub mod effect;
+pub mod estimate;
 pub mod evacuation;
 pub mod eviction;
 pub mod kubevirt;
 pub mod kubevirt_config;
 pub mod model;
+pub mod node_pressure;
+pub mod placement;
 pub mod response;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;

@@ -104,6 +104,11 @@ impl<'a> Condition<'a> {
     pub fn reason(self) -> Option<&'a str> {
         str_at(self.0, &["reason"])
     }
+
+    /// `message`.
+    pub fn message(self) -> Option<&'a str> {
+        str_at(self.0, &["message"])
+    }
 }
 
 fn conditions(object: &Value) -> impl Iterator<Item = Condition<'_>> {
@@ -360,6 +365,11 @@ impl<'a> Vmi<'a> {
     /// Succeeded or Failed (KubeVirt's `IsFinal`).
     pub fn is_final(self) -> bool {
         matches!(self.phase(), Some("Succeeded" | "Failed"))
+    }
+
+    /// The condition of a type.
+    pub fn condition(self, type_: &str) -> Option<Condition<'a>> {
+        conditions(self.0).find(|c| c.type_() == type_)
     }
 
     /// `status.evacuationNodeName`: marked to leave that node.

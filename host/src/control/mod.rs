@@ -75,6 +75,16 @@ impl Controller {
                 bail!("policies.yml has no policy `{id}`: evac control needs `{DISRUPTION_CAUSE}` and `{EVACUATION}`");
             }
         }
+        let pressure = |id: &str| node_pressure(&set[id].active.settings);
+        let (marking, releasing) = (pressure(DISRUPTION_CAUSE), pressure(EVACUATION));
+        if marking != releasing {
+            bail!(
+                "the nodePressure settings of `{DISRUPTION_CAUSE}` ({}) and `{EVACUATION}` ({}) differ: \
+                 one marks VMs by them and the other releases and places them, so they must be the same",
+                describe(&marking),
+                describe(&releasing)
+            );
+        }
         let state = State { cursors: [None; 4], routing: Routing::default() };
         Ok(Self { pipeline, state: Mutex::new(state) })
     }
@@ -166,3 +176,18 @@ impl Controller {
 
 /// How often a running controller looks again at nodes with evacuations pending.
 pub const RESYNC: Duration = Duration::from_secs(10);
+
+/// A policy's `nodePressure` setting, with the default for a missing or unreadable one (the
+/// policy refuses unreadable settings itself).
+fn node_pressure(settings: &serde_json::value::RawValue) -> evac_core::node_pressure::NodePressure {
+    #[derive(serde::Deserialize)]
+    struct WithPressure {
+        #[serde(default, rename = "nodePressure")]
+        node_pressure: evac_core::node_pressure::NodePressure,
+    }
+    serde_json::from_str::<WithPressure>(settings.get()).map(|s| s.node_pressure).unwrap_or_default()
+}
+
+fn describe(pressure: &evac_core::node_pressure::NodePressure) -> String {
+    format!("threshold {}, headroom {}", pressure.threshold, pressure.headroom)
+}

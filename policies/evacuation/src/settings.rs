@@ -8,8 +8,11 @@ use serde::{Deserialize, Serialize};
 ///   kubevirt:                    # optional: where the KubeVirt CR is; default: the one in the cluster
 ///     namespace: kubevirt
 ///     name: kubevirt
-///   maxFailedEvacuations: 5      # give an evacuation up after this many failed migrations in a row
-///   nodePressureRelease: 4500Mi  # call a node-pressure evacuation off once this much memory is free
+///   maxFailedEvacuations: 5      # give evac's own evacuation up after this many failed migrations
+///   nodePressure:                # the same as disruption-cause's: release and placement levels
+///     threshold: 3500Mi          # the kubelet's evictionSoft memory.available
+///     headroom: 1Gi              # marks below threshold + headroom, releases from threshold + 2 x headroom
+///   assumedBandwidth: 64Mi       # per migration and second, when KubeVirt's bandwidthPerMigration is unlimited
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(transparent)]
@@ -40,16 +43,21 @@ mod tests {
     fn validation_answers_every_payload() {
         assert!(validate(b"{}").valid);
         assert!(validate(b"null").valid);
-        assert!(validate(br#"{"maxFailedEvacuations": 3, "nodePressureRelease": "2Gi"}"#).valid);
+        assert!(validate(br#"{"maxFailedEvacuations": 3, "nodePressure": {"threshold": "2Gi"}}"#).valid);
         let unknown = validate(br#"{"maxFailures": 3}"#);
         assert!(!unknown.valid);
         assert!(unknown.message.unwrap().contains("unknown field `maxFailures`"));
         let zero = validate(br#"{"maxFailedEvacuations": 0}"#);
         assert_eq!(zero.message.as_deref(), Some("maxFailedEvacuations must be greater than 0"));
-        let release = validate(br#"{"nodePressureRelease": "plenty"}"#);
+        let pressure = validate(br#"{"nodePressure": {"threshold": "plenty"}}"#);
         assert_eq!(
-            release.message.as_deref(),
-            Some(r#"nodePressureRelease: "plenty" is not a quantity (e.g. 4500Mi)"#)
+            pressure.message.as_deref(),
+            Some(r#"nodePressure.threshold: "plenty" is not a memory quantity (e.g. 3500Mi)"#)
+        );
+        let bandwidth = validate(br#"{"assumedBandwidth": "0"}"#);
+        assert_eq!(
+            bandwidth.message.as_deref(),
+            Some(r#"assumedBandwidth: "0" is not a positive quantity (e.g. 64Mi)"#)
         );
         let half = validate(br#"{"kubevirt": {"namespace": "", "name": "kubevirt"}}"#);
         assert_eq!(half.message.as_deref(), Some("kubevirt: both namespace and name must be set"));

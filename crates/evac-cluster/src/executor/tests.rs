@@ -1,6 +1,6 @@
 use std::sync::Arc;
 
-use evac_core::effect::{EvacuationSource, MigrationCause, MigrationPriority, ObjectRef};
+use evac_core::effect::{EvacuationSource, EventReason, MigrationCause, MigrationPriority, ObjectRef};
 use futures::executor::block_on;
 use serde_json::{json, Value};
 
@@ -11,7 +11,7 @@ fn cluster() -> (Arc<MemoryStore>, Executor) {
     let store = Arc::new(
         MemoryStore::from_objects([
             json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
-                   "metadata": {"name": "vm", "namespace": "ns", "annotations": {"keep": "me"}},
+                   "metadata": {"name": "vm", "namespace": "ns", "uid": "uid-vm", "annotations": {"keep": "me"}},
                    "status": {"nodeName": "n1"}}),
             json!({"apiVersion": "v1", "kind": "Pod",
                    "metadata": {"name": "virt-launcher-vm-abcde", "namespace": "ns"}}),
@@ -107,4 +107,69 @@ fn pod_annotations_are_set_and_removed_in_one_patch() {
     block_on(executor.apply(&annotate(&[("a", None)]))).unwrap();
     let pod = store.get(&Kind::new("v1", "Pod"), "ns", "virt-launcher-vm-abcde").unwrap();
     assert_eq!(pod["metadata"]["annotations"], json!({"b": ""}));
+}
+
+/// An API eviction's mark (no source) removes a source an earlier mark left: the annotation
+/// names the latest requester.
+#[test]
+fn a_mark_without_a_source_removes_the_annotation() {
+    let (store, executor) = cluster();
+    block_on(executor.apply(&mark(false, "vm", "n1"))).unwrap();
+    let plain = Effect::MarkForEvacuation {
+        vmi: ObjectRef::new("ns", "vm"),
+        node: "n1".into(),
+        dry_run: false,
+        source: None,
+    };
+    block_on(executor.apply(&plain)).unwrap();
+    let marked = vmi(&store);
+    assert_eq!(marked["status"]["evacuationNodeName"], "n1");
+    assert_eq!(marked["metadata"]["annotations"].get("kubevirt.io/eviction-source"), None);
+    assert_eq!(marked["metadata"]["annotations"]["keep"], "me");
+}
+
+/// An event is a `v1` Event on the VMI, as client-go records one, written once: a name derived
+/// from the VMI's uid, reason and node, a create refused with 409 for the same event, and no
+/// write at all once the executor has recorded it.
+#[test]
+fn events_are_recorded_once_on_the_vmi() {
+    let (store, executor) = cluster();
+    let uid = vmi(&store)["metadata"]["uid"].as_str().unwrap().to_owned();
+    let event = |node: &str| Effect::RecordEvent {
+        vmi: ObjectRef::new("ns", "vm"),
+        node: node.into(),
+        reason: EventReason::EvacuationGivenUp,
+        message: "gave up".into(),
+    };
+    assert_eq!(block_on(executor.apply(&event("n1"))).unwrap(), Applied::Written);
+    let name = event_name("vm", &uid, EventReason::EvacuationGivenUp, "n1");
+    assert!(name.starts_with("vm.") && name.len() == "vm.".len() + 16, "{name}");
+    let events = Kind::new("v1", "Event");
+    let recorded = store.get(&events, "ns", &name).unwrap();
+    assert_eq!(recorded["involvedObject"]["kind"], "VirtualMachineInstance");
+    assert_eq!(recorded["involvedObject"]["name"], "vm");
+    assert_eq!(recorded["involvedObject"]["uid"], uid.as_str());
+    assert_eq!(recorded["reason"], "EvacuationGivenUp");
+    assert_eq!(recorded["message"], "gave up");
+    assert_eq!(recorded["type"], "Warning");
+    assert_eq!(recorded["source"]["component"], "evac");
+    assert_eq!(recorded["count"], 1);
+    assert!(recorded["firstTimestamp"].as_str().is_some_and(|t| t.ends_with('Z')));
+    // Again: remembered, nothing written.
+    let revision = store.revision();
+    assert_eq!(block_on(executor.apply(&event("n1"))).unwrap(), Applied::Unneeded("recorded already"));
+    assert_eq!(store.revision(), revision);
+    // Another executor (a restarted controller) is refused by the API server instead.
+    let restarted = Executor::new(Arc::clone(&store) as _);
+    assert_eq!(block_on(restarted.apply(&event("n1"))).unwrap(), Applied::Unneeded("recorded already"));
+    // Another node is another event.
+    assert_eq!(block_on(executor.apply(&event("n2"))).unwrap(), Applied::Written);
+    // A VMI that is gone has nothing to record on.
+    let gone = Effect::RecordEvent {
+        vmi: ObjectRef::new("ns", "gone"),
+        node: "n1".into(),
+        reason: EventReason::EvacuationDeferred,
+        message: "later".into(),
+    };
+    assert_eq!(block_on(executor.apply(&gone)).unwrap(), Applied::Unneeded("the VMI is gone"));
 }

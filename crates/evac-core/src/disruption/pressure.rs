@@ -1,7 +1,9 @@
 //! Node pressure ahead of the kubelet: when a node's `memory.available` nears the kubelet's soft
 //! eviction threshold, mark the fewest VMs whose migration frees enough memory, so they leave
 //! before the kubelet picks pods to kill (design 000 lets a migration race the kill; this starts
-//! it earlier).
+//! it earlier). Only VMs that another node can take without falling under the same level
+//! ([`crate::placement`]) are marked: moving the pressure from node to node would bounce VMs and
+//! end in the kubelet's evictions all the same.
 
 use std::cmp::Ordering;
 
@@ -11,6 +13,7 @@ use crate::effect::{Effect, EvacuationSource, ObjectRef};
 use crate::eviction::VMI_API_VERSION;
 use crate::kubevirt_config::KubeVirtConfig;
 use crate::model::{AdmissionRequest, Node, VirtualMachineInstance};
+use crate::placement::Placement;
 use crate::Decision;
 
 /// The label KubeVirt keeps on a VMI with the node it runs on.
@@ -30,13 +33,13 @@ pub(super) fn decide_node<C: ClusterReader + ?Sized>(
     settings: &Settings,
     cluster: &C,
 ) -> Result<Decision, DecideError> {
-    let (threshold, headroom) = settings.node_pressure.bytes().map_err(DecideError::InvalidSettings)?;
+    let levels = settings.node_pressure.levels().map_err(DecideError::InvalidSettings)?;
     let Some(node) = request.object.and_then(|raw| serde_json::from_str::<Node<'_>>(raw.get()).ok()) else {
         return Ok(Decision::allow());
     };
     let name =
         if node.metadata.name.is_empty() { request.name.as_str() } else { node.metadata.name.as_str() };
-    let wanted = threshold + headroom;
+    let wanted = levels.mark_below();
     let available = node.memory_available();
     let pressure = node.has_memory_pressure();
     // The common case, every status update of a healthy node, reads nothing.
@@ -77,7 +80,7 @@ pub(super) fn decide_node<C: ClusterReader + ?Sized>(
         .collect();
     eligible.sort_by(largest_first);
 
-    let chosen = match available {
+    let mut chosen = match available {
         Some(available) => {
             // Marked VMs are leaving already: the memory they free is not to be found again.
             let leaving: f64 = marked.iter().map(|v| v.memory().unwrap_or(0.0)).sum();
@@ -87,6 +90,26 @@ pub(super) fn decide_node<C: ClusterReader + ?Sized>(
         None if marked.is_empty() => eligible.into_iter().take(1).collect(),
         None => Vec::new(),
     };
+    if !chosen.is_empty() {
+        let raw_nodes = cluster.list_resources_all(&ListResourcesAll {
+            api_version: "v1".into(),
+            kind: "Node".into(),
+            label_selector: None,
+            field_selector: None,
+        })?;
+        let nodes = cluster::decode_list::<Node<'_>>(&raw_nodes, "Node")?;
+        let mut placement = Placement::new(&nodes, wanted);
+        chosen.retain(|candidate| {
+            let tolerations = on_node
+                .iter()
+                .find(|v| {
+                    v.metadata.name.as_str() == candidate.vmi.name
+                        && v.metadata.namespace.as_str() == candidate.vmi.namespace
+                })
+                .map_or(&[][..], |v| &v.spec.tolerations[..]);
+            placement.reserve(name, candidate.memory, tolerations).is_ok()
+        });
+    }
     let dry_run = request.is_dry_run();
     Ok(chosen.into_iter().fold(decision, |decision, candidate| {
         decision.with_effect(Effect::MarkForEvacuation {

@@ -68,7 +68,9 @@ fn reads_are_made_only_as_needed() {
         ("node pressure: the gate is off", &["list KubeVirt"]),
         ("node pressure: just enough available", &[]),
         ("node pressure: no figure, no pressure", &[]),
-        ("node pressure: 3Gi short: one VM covers it", &["list KubeVirt", vmis]),
+        // Where the chosen VMs can go: read only once there are some.
+        ("node pressure: 3Gi short: one VM covers it", &["list KubeVirt", vmis, "list Node"]),
+        ("node pressure: 3Gi short, 3Gi leaving", &["list KubeVirt", vmis]),
     ];
     for (name, expected) in rows {
         let case = cases.iter().find(|case| case.name == *name).unwrap_or_else(|| panic!("no case {name:?}"));

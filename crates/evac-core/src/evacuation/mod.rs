@@ -8,23 +8,32 @@
 
 mod annotations;
 mod history;
+mod order;
 mod release;
 mod settings;
 #[cfg(test)]
 mod tests;
 
 pub use history::{backoff_seconds, kubevirt_backoff_until, BACKOFF_MAX_SECONDS, BACKOFF_START_SECONDS};
-pub use settings::{Settings, DEFAULT_MAX_FAILED_EVACUATIONS, DEFAULT_NODE_PRESSURE_RELEASE};
+pub use settings::{NodePressure, Settings, DEFAULT_ASSUMED_BANDWIDTH, DEFAULT_MAX_FAILED_EVACUATIONS};
 
 use std::collections::HashSet;
 
 use crate::cluster::{self, ClusterReader, ListResourcesAll, ReadError};
-use crate::effect::{EvacuationSource, MigrationCause, MigrationPriority, EVICTION_SOURCE_ANNOTATION};
+use crate::effect::{
+    EvacuationSource, EventReason, MigrationCause, MigrationPriority, EVICTION_SOURCE_ANNOTATION,
+};
+use crate::estimate::{self, Estimate, MigrationInputs};
+use crate::kubevirt::DIRTY_RATE_ANNOTATION;
 use crate::kubevirt_config::{KubeVirtConfig, KUBEVIRT_API_VERSION};
-use crate::model::{AdmissionRequest, EvictionStrategy, Migration, Node, Pod, VirtualMachineInstance};
+use crate::model::{
+    quantity, AdmissionRequest, EvictionStrategy, Migration, Node, Pod, VirtualMachineInstance,
+};
+use crate::placement::Placement;
 use crate::{Decision, Effect, ObjectRef};
 
 use history::{History, VmiKey};
+use order::Candidate;
 
 pub use crate::kubevirt::{LAUNCHER_SELECTOR, NODE_NAME_LABEL};
 
@@ -148,7 +157,7 @@ where
     let raw_migrations = list(cluster, KUBEVIRT_API_VERSION, "VirtualMachineInstanceMigration", None, None)?;
     let migrations =
         cluster::decode_list::<Migration<'_>>(&raw_migrations, "VirtualMachineInstanceMigration")?;
-    Ok(plan(&Inputs {
+    let inputs = Inputs {
         flavor,
         node,
         settings,
@@ -157,7 +166,20 @@ where
         pods: &pods,
         migrations: &migrations,
         now,
-    }))
+    };
+    let mut plan = Plan::of(&inputs);
+    // Where VMs can go is read only when one of evac's migrations may start: the node list is
+    // the largest read there is.
+    let raw_nodes = if flavor == Flavor::Evac && plan.room > 0 && !plan.candidates.is_empty() {
+        Some(list(cluster, "v1", "Node", None, None)?)
+    } else {
+        None
+    };
+    let nodes = match &raw_nodes {
+        Some(raw) => Some(cluster::decode_list::<Node<'_>>(raw, "Node")?),
+        None => None,
+    };
+    Ok(plan.decide(&inputs, nodes.as_deref()))
 }
 
 fn list<C: ClusterReader + ?Sized>(
@@ -187,113 +209,206 @@ struct Inputs<'i, 'a> {
     now: f64,
 }
 
-/// A VMI that should start an evacuation migration now, room permitting.
-struct Candidate<'i> {
-    /// When its pod will be gone, infinite when it is not being deleted: the pod's
-    /// `deletionTimestamp`, which the API server sets to the deletion's time plus its grace period.
-    deadline: f64,
-    marked: bool,
-    namespace: &'i str,
-    name: &'i str,
-    source: Option<EvacuationSource>,
+/// The decision before the migrations are placed: what could start, what ends.
+struct Plan<'i, 'a> {
+    launchers: Vec<&'i Pod<'a>>,
+    candidates: Vec<Candidate<'i, 'a>>,
+    /// Marks called off: (namespace, name).
+    clears: Vec<VmiKey<'i>>,
+    events: Vec<Effect>,
+    /// VMIs marked for this node and not called off.
+    in_progress: HashSet<VmiKey<'i>>,
+    /// How many migrations may start.
+    room: usize,
 }
 
-fn plan(inputs: &Inputs<'_, '_>) -> Decision {
-    let node = inputs.node;
-    let node_name = node.metadata.name.as_str();
-    let histories = history::histories(inputs.migrations);
-    let no_history = History::default();
-    // Finished pods are never evicted again: neither counted nor annotated.
-    let mut launchers: Vec<&Pod<'_>> = inputs
-        .pods
-        .iter()
-        .filter(|p| p.spec.node_name == node_name && p.is_virt_launcher() && !p.is_completed())
-        .collect();
-    launchers.sort_by(|a, b| {
-        (&a.metadata.namespace, &a.metadata.name).cmp(&(&b.metadata.namespace, &b.metadata.name))
-    });
-
-    let mut candidates = Vec::new();
-    let mut clears = Vec::new();
-    // VMIs whose source pod carries `eviction-in-progress`: marked for this node, not cleared.
-    let mut in_progress: HashSet<VmiKey<'_>> = HashSet::new();
-    // The label selects the VMIs on the node; a VMI whose label lags behind a migration is not.
-    for vmi in inputs.vmis.iter().filter(|v| v.status.node_name == node_name) {
-        let (namespace, name) = (vmi.metadata.namespace.as_str(), vmi.metadata.name.as_str());
-        let history = histories.get(&(namespace, name)).unwrap_or(&no_history);
-        let pods: Vec<&Pod<'_>> = launchers
+impl<'i, 'a> Plan<'i, 'a> {
+    fn of(inputs: &Inputs<'i, 'a>) -> Self {
+        let node = inputs.node;
+        let node_name = node.metadata.name.as_str();
+        let histories = history::histories(inputs.migrations);
+        let no_history = History::default();
+        let levels = inputs.settings.pressure_levels();
+        // Finished pods are never evicted again: neither counted nor annotated.
+        let mut launchers: Vec<&Pod<'_>> = inputs
+            .pods
             .iter()
-            .copied()
-            .filter(|p| p.metadata.namespace == namespace && p.domain().as_deref() == Some(name))
+            .filter(|p| p.spec.node_name == node_name && p.is_virt_launcher() && !p.is_completed())
             .collect();
-        let terminating = pods.iter().any(|p| p.is_terminating());
-        let marked = vmi.status.evacuation_node_name == node_name;
-        let source =
-            vmi.metadata.annotation(EVICTION_SOURCE_ANNOTATION).and_then(|s| EvacuationSource::parse(&s));
-        // A migration under way is left to finish: KubeVirt clears the mark when it succeeds.
-        // KubeVirt never calls a mark off itself.
-        if inputs.flavor == Flavor::Evac
-            && marked
-            && !history.active
-            && (history.failures >= inputs.settings.max_failed_evacuations
-                || release::cause_gone(source, node, terminating, inputs.settings))
-        {
-            clears.push((namespace, name));
-            continue;
+        launchers.sort_by(|a, b| {
+            (&a.metadata.namespace, &a.metadata.name).cmp(&(&b.metadata.namespace, &b.metadata.name))
+        });
+
+        let mut plan = Plan {
+            launchers: Vec::new(),
+            candidates: Vec::new(),
+            clears: Vec::new(),
+            events: Vec::new(),
+            in_progress: HashSet::new(),
+            room: 0,
+        };
+        // The label selects the VMIs on the node; a VMI whose label lags behind a migration is not.
+        for vmi in inputs.vmis.iter().filter(|v| v.status.node_name == node_name) {
+            let (namespace, name) = (vmi.metadata.namespace.as_str(), vmi.metadata.name.as_str());
+            let history = histories.get(&(namespace, name)).unwrap_or(&no_history);
+            let pods: Vec<&Pod<'_>> = launchers
+                .iter()
+                .copied()
+                .filter(|p| p.metadata.namespace == namespace && p.domain().as_deref() == Some(name))
+                .collect();
+            let terminating = pods.iter().any(|p| p.is_terminating());
+            let marked = vmi.status.evacuation_node_name == node_name;
+            let source =
+                vmi.metadata.annotation(EVICTION_SOURCE_ANNOTATION).and_then(|s| EvacuationSource::parse(&s));
+            // A migration under way is left to finish: KubeVirt clears the mark when it succeeds.
+            // KubeVirt never calls a mark off itself; evac only its own (see `release`).
+            let own = source.filter(|s| s.ends_by_itself());
+            if let (Flavor::Evac, true, false, Some(own)) = (inputs.flavor, marked, history.active, own) {
+                if history.failures >= inputs.settings.max_failed_evacuations {
+                    plan.clears.push((namespace, name));
+                    plan.events.push(Effect::RecordEvent {
+                        vmi: ObjectRef::new(namespace, name),
+                        node: node_name.to_owned(),
+                        reason: EventReason::EvacuationGivenUp,
+                        message: format!(
+                            "evac gave up evacuating the VMI from node {node_name} ({}) after {} failed \
+                             migrations in a row: it stays on the node",
+                            own.as_str(),
+                            history.failures
+                        ),
+                    });
+                    continue;
+                }
+                if release::cause_gone(own, node, terminating, levels) {
+                    plan.clears.push((namespace, name));
+                    continue;
+                }
+            }
+            if marked {
+                plan.in_progress.insert((namespace, name));
+            }
+            if (marked || node.is_drain_tainted()) && should_migrate(vmi, inputs, history, &pods) {
+                let deadline = pods
+                    .first()
+                    .and_then(|p| p.metadata.deletion_timestamp.as_deref())
+                    .and_then(crate::model::time::unix_seconds)
+                    .unwrap_or(f64::INFINITY);
+                let memory = vmi.memory().unwrap_or(0.0);
+                plan.candidates.push(Candidate {
+                    deadline,
+                    marked,
+                    namespace,
+                    name,
+                    source,
+                    memory,
+                    tolerations: &vmi.spec.tolerations,
+                    estimate: estimate(vmi, memory, inputs),
+                });
+            }
         }
-        if marked {
-            in_progress.insert((namespace, name));
-        }
-        if (marked || node.is_drain_tainted()) && should_migrate(vmi, inputs, history, &pods) {
-            let deadline = pods
-                .first()
-                .and_then(|p| p.metadata.deletion_timestamp.as_deref())
-                .and_then(crate::model::time::unix_seconds)
-                .unwrap_or(f64::INFINITY);
-            candidates.push(Candidate { deadline, marked, namespace, name, source });
-        }
+        plan.launchers = launchers;
+        let load = history::load(inputs.migrations, node_name);
+        plan.room =
+            match inputs.flavor {
+                Flavor::Evac => {
+                    order::prioritize(&mut plan.candidates, inputs.now);
+                    inputs.config.parallel_migrations_per_cluster.saturating_sub(load.cluster).min(
+                        inputs.config.parallel_outbound_migrations_per_node.saturating_sub(load.outbound),
+                    ) as usize
+                }
+                // KubeVirt 1.9 creates them all, by name; its migration controller holds them Pending
+                // for a slot.
+                Flavor::KubeVirt => {
+                    plan.candidates.sort_by(|a, b| (a.namespace, a.name).cmp(&(b.namespace, b.name)));
+                    plan.candidates.len()
+                }
+            };
+        plan
     }
 
-    // The pod deleted soonest first (its VM is lost when the deadline passes), then evacuations
-    // somebody asked for before those of a drain taint alone.
-    candidates.sort_by(|a, b| {
-        a.deadline
-            .total_cmp(&b.deadline)
-            .then(b.marked.cmp(&a.marked))
-            .then((a.namespace, a.name).cmp(&(b.namespace, b.name)))
-    });
-    let load = history::load(inputs.migrations, node_name);
-    let room = match inputs.flavor {
-        Flavor::Evac => inputs
-            .config
-            .parallel_migrations_per_cluster
-            .saturating_sub(load.cluster)
-            .min(inputs.config.parallel_outbound_migrations_per_node.saturating_sub(load.outbound))
-            as usize,
-        // KubeVirt 1.9 creates them all; its migration controller holds them Pending for a slot.
-        Flavor::KubeVirt => candidates.len(),
-    };
+    /// The effects: migrations started in order while there is room (evac's only where the VM
+    /// has somewhere to go), marks called off, events, and the launcher pods' annotations.
+    fn decide(&mut self, inputs: &Inputs<'i, 'a>, nodes: Option<&[Node<'_>]>) -> Decision {
+        let node_name = inputs.node.metadata.name.as_str();
+        let now = inputs.now;
+        let mut placement =
+            nodes.map(|nodes| Placement::new(nodes, inputs.settings.pressure_levels().mark_below()));
+        let savable_waits = self.candidates.iter().any(|c| !c.hopeless(now));
+        // With the bandwidth KubeVirt sets, the estimate is the cluster's own figure: a migration
+        // it says cannot end before its pod is deleted is not started at all. With an assumed
+        // bandwidth (KubeVirt's default is unlimited), it only goes after the savable ones.
+        let bandwidth_known = inputs.config.bandwidth_per_migration.is_some();
+        let mut decision = Decision::allow();
+        let mut started = 0;
+        for c in &self.candidates {
+            let deferred = |why: String| Effect::RecordEvent {
+                vmi: ObjectRef::new(c.namespace, c.name),
+                node: node_name.to_owned(),
+                reason: EventReason::EvacuationDeferred,
+                message: format!("evac did not start the VMI's migration from node {node_name}: {why}"),
+            };
+            if inputs.flavor == Flavor::Evac && bandwidth_known && c.deadline.is_finite() && c.hopeless(now) {
+                self.events.push(deferred(format!("{}: it cannot leave in time", c.why_hopeless(now))));
+                continue;
+            }
+            if started == self.room {
+                // Only evac's own ordering skips anything; within the limits, nothing to say.
+                if inputs.flavor == Flavor::Evac && c.hopeless(now) && savable_waits {
+                    self.events.push(deferred(format!(
+                        "{}, and VMs that can still leave in time go first",
+                        c.why_hopeless(now)
+                    )));
+                }
+                continue;
+            }
+            if let Some(placement) = placement.as_mut() {
+                if let Err(why) = placement.reserve(node_name, c.memory, c.tolerations) {
+                    self.events.push(deferred(why.to_string()));
+                    continue;
+                }
+            }
+            started += 1;
+            decision.effects.push(Effect::CreateMigration {
+                vmi: ObjectRef::new(c.namespace, c.name),
+                node: node_name.to_owned(),
+                cause: (inputs.flavor == Flavor::Evac).then(|| cause(c.source, inputs.node)),
+                priority: priority(c.source),
+            });
+        }
+        // In a stable order, whatever order the cluster listed the VMIs in.
+        self.clears.sort_unstable();
+        decision.effects.extend(self.clears.iter().map(|(namespace, name)| Effect::ClearEvacuation {
+            vmi: ObjectRef::new(*namespace, *name),
+            node: node_name.to_owned(),
+        }));
+        decision.effects.append(&mut self.events);
+        decision.effects.extend(self.launchers.iter().filter_map(|pod| {
+            let vmi = pod.domain();
+            let in_progress =
+                vmi.is_some_and(|vmi| self.in_progress.contains(&(pod.metadata.namespace.as_str(), &*vmi)));
+            annotations::annotate(pod, in_progress)
+        }));
+        decision
+    }
+}
 
-    let mut decision = Decision::allow();
-    decision.effects.extend(candidates.iter().take(room).map(|c| Effect::CreateMigration {
-        vmi: ObjectRef::new(c.namespace, c.name),
-        node: node_name.to_owned(),
-        cause: (inputs.flavor == Flavor::Evac).then(|| cause(c.source, node)),
-        priority: priority(c.source),
-    }));
-    // In a stable order, whatever order the cluster listed the VMIs in.
-    clears.sort_unstable();
-    decision.effects.extend(clears.into_iter().map(|(namespace, name)| Effect::ClearEvacuation {
-        vmi: ObjectRef::new(namespace, name),
-        node: node_name.to_owned(),
-    }));
-    decision.effects.extend(launchers.iter().filter_map(|pod| {
-        let vmi = pod.domain();
-        let in_progress =
-            vmi.is_some_and(|vmi| in_progress.contains(&(pod.metadata.namespace.as_str(), &*vmi)));
-        annotations::annotate(pod, in_progress)
-    }));
-    decision
+/// How the VMI's migration would go, with the cluster's bandwidth (the assumed one when KubeVirt
+/// leaves it unlimited) and timeouts, and the dirty rate a monitoring agent publishes on the VMI.
+fn estimate(vmi: &VirtualMachineInstance<'_>, memory: f64, inputs: &Inputs<'_, '_>) -> Estimate {
+    let bandwidth = inputs
+        .config
+        .bandwidth_per_migration
+        .map(|b| b as f64)
+        .unwrap_or_else(|| inputs.settings.assumed_bandwidth_bytes());
+    let dirty_rate =
+        vmi.metadata.annotation(DIRTY_RATE_ANNOTATION).and_then(|q| quantity::bytes(&q)).unwrap_or(0.0);
+    estimate::estimate(&MigrationInputs {
+        memory,
+        dirty_rate,
+        bandwidth,
+        completion_timeout_per_gib: inputs.config.completion_timeout_per_gib,
+        progress_timeout: inputs.config.progress_timeout,
+    })
 }
 
 /// Whether the evacuation controller would migrate the VMI now, as KubeVirt's

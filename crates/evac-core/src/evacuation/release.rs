@@ -1,42 +1,36 @@
-//! When an evacuation no longer applies: KubeVirt keeps a mark until the VMI has migrated, which
-//! for causes that go away by themselves (a taint removed, memory freed) would move VMs for
-//! nothing, and for VMs that cannot migrate would retry forever.
+//! When an evacuation of evac's own no longer applies. KubeVirt keeps a mark until the VMI has
+//! migrated, and so does evac for a mark an API eviction set (`kubectl drain`, the descheduler,
+//! cluster-autoscaler): its requester was told the VM is leaving, and asks again until it has.
+//! evac's own marks follow a cause that can go away by itself: moving the VM after it did would
+//! be for nothing.
 
 use crate::effect::EvacuationSource;
 use crate::model::Node;
+use crate::node_pressure::PressureLevels;
 
-use super::Settings;
-
-/// Whether what caused a mark is gone. `source` is the mark's recorded source (`None`: an API
-/// eviction such as `kubectl drain`'s); `source_terminating` whether the VMI's pod is being
-/// deleted, in which case the VM must leave whatever caused it.
+/// Whether what caused a mark of evac's own is gone. `source_terminating`: the VMI's pod is
+/// being deleted, in which case the VM must leave whatever caused it.
 pub(super) fn cause_gone(
-    source: Option<EvacuationSource>,
+    source: EvacuationSource,
     node: &Node<'_>,
     source_terminating: bool,
-    settings: &Settings,
+    levels: PressureLevels,
 ) -> bool {
     if source_terminating {
         return false;
     }
     match source {
-        // A drain cordons or taints the node until it is done; a node that is neither is no
-        // longer being drained.
-        None | Some(EvacuationSource::NoexecuteTaint) => node_accepts_pods(node),
-        Some(EvacuationSource::NodePressure) => {
+        // The taint was removed before the taint manager deleted the pod.
+        EvacuationSource::NoexecuteTaint => !node.spec.taints.iter().any(|t| t.effect == "NoExecute"),
+        // Memory came back, with a headroom of hysteresis over the marking level.
+        EvacuationSource::NodePressure => {
             !node.has_memory_pressure()
-                && node.memory_available().is_none_or(|free| free >= settings.node_pressure_release_bytes())
+                && node.memory_available().is_none_or(|free| free >= levels.release_from())
         }
         // The preempting pod took the pod's place by deleting it; a pod not being deleted means
         // the scheduler found room elsewhere.
-        Some(EvacuationSource::Preemption) => true,
-        // The descheduler asked for a rebalance: there is no state to see it withdrawn.
-        Some(EvacuationSource::Descheduler) => false,
+        EvacuationSource::Preemption => true,
+        // An API eviction's: never by itself.
+        EvacuationSource::Descheduler => false,
     }
-}
-
-/// Schedulable and without a taint that keeps pods off or drives them away.
-fn node_accepts_pods(node: &Node<'_>) -> bool {
-    !node.spec.unschedulable
-        && !node.spec.taints.iter().any(|t| matches!(t.effect.as_str(), "NoSchedule" | "NoExecute"))
 }

@@ -2,13 +2,14 @@ use serde::{Deserialize, Serialize};
 
 use crate::eviction::KubeVirtRef;
 use crate::model::quantity;
+pub use crate::node_pressure::NodePressure;
 
-/// Failed evacuation migrations in a row after which an evacuation is given up.
+/// Failed evacuation migrations in a row after which evac gives up an evacuation of its own
+/// (preemption, a `NoExecute` taint, node pressure).
 pub const DEFAULT_MAX_FAILED_EVACUATIONS: u32 = 5;
-/// Memory a node must have available again before a node-pressure evacuation is called off: a
-/// margin above the kubelet's usual `memory.available<100Mi` threshold, so that a node hovering at
-/// the threshold does not flap between evacuating and not.
-pub const DEFAULT_NODE_PRESSURE_RELEASE: &str = "4500Mi";
+/// The bandwidth a migration is assumed to get when KubeVirt's `bandwidthPerMigration` is
+/// unlimited (its default), for estimating which migrations can finish before their deadline.
+pub const DEFAULT_ASSUMED_BANDWIDTH: &str = "64Mi";
 
 /// Settings of the evacuation decision.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
@@ -17,20 +18,28 @@ pub struct Settings {
     /// Where the KubeVirt CR lives. Unset: the first KubeVirt CR in the cluster (there is one).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kubevirt: Option<KubeVirtRef>,
-    /// Give an evacuation up (clear the mark) after this many failed migrations in a row.
+    /// Give an evacuation of evac's own up (clear the mark, record an event) after this many
+    /// failed migrations in a row. An API eviction's mark is never given up: it retries with
+    /// KubeVirt's back-off until the VM has left or the evacuation is cancelled.
     #[serde(default = "default_max_failed_evacuations")]
     pub max_failed_evacuations: u32,
-    /// A node-pressure evacuation is called off once the node has this much memory available.
-    #[serde(default = "default_node_pressure_release")]
-    pub node_pressure_release: String,
+    /// `nodePressure`, the same setting as the disruption-cause decision's: a node-pressure mark is
+    /// called off from `threshold + 2 × headroom` available, and no VM is migrated onto a node it
+    /// would leave with less than `threshold + headroom`.
+    #[serde(default)]
+    pub node_pressure: NodePressure,
+    /// Bytes per second a migration is assumed to get when KubeVirt's `bandwidthPerMigration` is
+    /// unlimited.
+    #[serde(default = "default_assumed_bandwidth")]
+    pub assumed_bandwidth: String,
 }
 
 fn default_max_failed_evacuations() -> u32 {
     DEFAULT_MAX_FAILED_EVACUATIONS
 }
 
-fn default_node_pressure_release() -> String {
-    DEFAULT_NODE_PRESSURE_RELEASE.to_owned()
+fn default_assumed_bandwidth() -> String {
+    DEFAULT_ASSUMED_BANDWIDTH.to_owned()
 }
 
 impl Default for Settings {
@@ -38,15 +47,17 @@ impl Default for Settings {
         Self {
             kubevirt: None,
             max_failed_evacuations: DEFAULT_MAX_FAILED_EVACUATIONS,
-            node_pressure_release: default_node_pressure_release(),
+            node_pressure: NodePressure::default(),
+            assumed_bandwidth: default_assumed_bandwidth(),
         }
     }
 }
 
 impl Settings {
     /// Checks the settings. The errors: `kubevirt: both namespace and name must be set`,
-    /// `maxFailedEvacuations must be greater than 0`, and
-    /// `nodePressureRelease: "<value>" is not a quantity (e.g. 4500Mi)`.
+    /// `maxFailedEvacuations must be greater than 0`,
+    /// `nodePressure.<field>: "<value>" is not a memory quantity (e.g. 3500Mi)`, and
+    /// `assumedBandwidth: "<value>" is not a positive quantity (e.g. 64Mi)`.
     pub fn validate(&self) -> Result<(), crate::InvalidSettings> {
         if let Some(at) = &self.kubevirt {
             if at.namespace.is_empty() || at.name.is_empty() {
@@ -56,21 +67,30 @@ impl Settings {
         if self.max_failed_evacuations == 0 {
             return Err("maxFailedEvacuations must be greater than 0".into());
         }
-        if quantity::bytes(&self.node_pressure_release).is_none() {
+        self.node_pressure.levels()?;
+        if quantity::bytes(&self.assumed_bandwidth).is_none_or(|b| b <= 0.0) {
             return Err(format!(
-                "nodePressureRelease: {:?} is not a quantity (e.g. 4500Mi)",
-                self.node_pressure_release
+                "assumedBandwidth: {:?} is not a positive quantity (e.g. 64Mi)",
+                self.assumed_bandwidth
             )
             .into());
         }
         Ok(())
     }
 
-    /// [`Settings::node_pressure_release`] in bytes; the default's when it is not a quantity
-    /// (settings are validated before use, so only unvalidated settings get there).
-    pub fn node_pressure_release_bytes(&self) -> f64 {
-        quantity::bytes(&self.node_pressure_release)
-            .or_else(|| quantity::bytes(DEFAULT_NODE_PRESSURE_RELEASE))
-            .unwrap_or_default()
+    /// [`Settings::assumed_bandwidth`] in bytes per second; the default's when it is not a
+    /// positive quantity (settings are validated before use, so only unvalidated ones get there).
+    pub fn assumed_bandwidth_bytes(&self) -> f64 {
+        quantity::bytes(&self.assumed_bandwidth)
+            .filter(|b| *b > 0.0)
+            .or_else(|| quantity::bytes(DEFAULT_ASSUMED_BANDWIDTH))
+            .unwrap_or(1.0)
+    }
+
+    /// The node-pressure levels; the default's when they are not quantities.
+    pub fn pressure_levels(&self) -> crate::node_pressure::PressureLevels {
+        self.node_pressure
+            .levels()
+            .unwrap_or_else(|_| NodePressure::default().levels().expect("the default levels are quantities"))
     }
 }

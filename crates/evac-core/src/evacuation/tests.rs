@@ -2,6 +2,7 @@
 //! parallel limits, order), with which cause and priority, which marks are called off, and the
 //! descheduler's annotations; and that the decision asks for nothing more once carried out.
 
+mod deadlines;
 mod fixtures;
 mod kubevirt;
 
@@ -10,8 +11,8 @@ use serde_json::{json, Value};
 use self::fixtures::*;
 use super::*;
 use crate::effect::{
-    MigrationCause as Cause, MigrationPriority as Priority, EVICTION_IN_PROGRESS_ANNOTATION as IN_PROGRESS,
-    REQUEST_EVICT_ONLY_ANNOTATION as EVICT_ONLY,
+    EventReason, MigrationCause as Cause, MigrationPriority as Priority,
+    EVICTION_IN_PROGRESS_ANNOTATION as IN_PROGRESS, REQUEST_EVICT_ONLY_ANNOTATION as EVICT_ONLY,
 };
 use crate::eviction::KubeVirtRef;
 
@@ -20,8 +21,9 @@ fn roomy() -> Value {
     kubevirt(None, Some((50, 50)))
 }
 
+/// The objects, and [`OTHER`]: a schedulable node the migrations can go to.
 fn cluster_of(objects: impl IntoIterator<Item = Value>) -> TestCluster {
-    TestCluster::new(objects)
+    TestCluster::new(objects.into_iter().chain([other_node()]))
 }
 
 #[test]
@@ -41,6 +43,8 @@ fn a_marked_vmi_migrates() {
             "list VirtualMachineInstance kubevirt.io/nodeName=node01",
             "list Pod kubevirt.io=virt-launcher spec.nodeName=node01",
             "list VirtualMachineInstanceMigration",
+            // Where it can go: read only when a migration may start.
+            "list Node",
         ]
     );
 }
@@ -441,15 +445,33 @@ fn descheduler_annotations() {
     );
 }
 
+/// The event of a mark of evac's own given up after `failures` failed migrations.
+fn given_up(vmi: &str, source: &str, failures: u32) -> Effect {
+    Effect::RecordEvent {
+        vmi: ObjectRef::new(NS, vmi),
+        node: NODE.into(),
+        reason: EventReason::EvacuationGivenUp,
+        message: format!(
+            "evac gave up evacuating the VMI from node {NODE} ({source}) after {failures} failed migrations \
+             in a row: it stays on the node"
+        ),
+    }
+}
+
 #[test]
-fn given_up_after_failing_again_and_again() {
-    let vm = Vm::new("vm").marked();
+fn evacs_own_marks_are_given_up_after_failing_again_and_again() {
+    // A NoExecute taint still there: the cause persists, only the failures end it.
+    let node = || tainted(node(), "example.com/x", "NoExecute");
+    let vm = Vm::new("vm").marked().source("noexecute-taint");
     let five = || failures("vm", &[-5000, -4000, -3000, -2000, -1000]);
     let with = |migrations: Vec<Value>| cluster_of(vm.objects().into_iter().chain(migrations));
+    let given_up =
+        |failures| vec![clear("vm"), given_up("vm", "noexecute-taint", failures), not_in_progress("vm")];
+    let retry = || vec![migrate("vm", Cause::NoexecuteTaint, Priority::SystemCritical)];
     // (case, migrations, settings' maxFailedEvacuations, effects)
     let rows: Vec<(&str, Vec<Value>, u32, Vec<Effect>)> = vec![
-        ("5 failures", five(), 5, vec![clear("vm"), not_in_progress("vm")]),
-        ("4 failures: back off, retry", failures("vm", &[-4000, -3000, -2000, -1000]), 5, vec![drain("vm")]),
+        ("5 failures", five(), 5, given_up(5)),
+        ("4 failures: back off, retry", failures("vm", &[-4000, -3000, -2000, -1000]), 5, retry()),
         ("5 failures, migrating again", [five(), vec![migration("m", "vm", "Running")]].concat(), 5, vec![]),
         (
             "5 failures, a success, 1 failure",
@@ -458,63 +480,93 @@ fn given_up_after_failing_again_and_again() {
             5,
             vec![],
         ),
-        (
-            "2 failures, 2 allowed",
-            failures("vm", &[-2000, -1000]),
-            2,
-            vec![clear("vm"), not_in_progress("vm")],
-        ),
+        ("2 failures, 2 allowed", failures("vm", &[-2000, -1000]), 2, given_up(2)),
     ];
     for (row, migrations, max, expected) in rows {
         let settings = Settings { max_failed_evacuations: max, ..Settings::default() };
-        assert_eq!(decide_with(&with(migrations), &cordoned(), &settings, NOW), expected, "{row}");
+        assert_eq!(decide_with(&with(migrations), &node(), &settings, NOW), expected, "{row}");
     }
-    // A drain taint alone has no mark to give up: it retries every 5 minutes.
-    let unmarked = Vm::new("vm");
-    let cluster = cluster_of(unmarked.objects().into_iter().chain(five()));
+}
+
+/// The requester of an API eviction was told the VM is leaving: its mark is never given up, and
+/// the VMI retries with KubeVirt's back-off (20 s doubling, at most 5 minutes).
+#[test]
+fn an_api_evictions_mark_retries_for_ever() {
+    for source in [None, Some("descheduler")] {
+        let mut vm = Vm::new("vm").marked();
+        vm.source = source;
+        let ten: Vec<i64> = (1..=10).map(|i| -5000 + i * 400).collect();
+        let expected = match source {
+            None => drain("vm"),
+            Some(_) => migrate("vm", Cause::Descheduler, Priority::SystemMaintenance),
+        };
+        // The last of ten failures ended 1000 s ago: the 300 s back-off is over.
+        let cluster = cluster_of(vm.objects().into_iter().chain(failures("vm", &ten)));
+        assert_eq!(run(&cluster, &cordoned()), [expected.clone()], "{source:?}");
+        // The last ended 299 s ago: still backing off, and the mark stays.
+        let ending = |last: i64| ten.iter().map(|t| t - ten[9] + last).collect::<Vec<_>>();
+        let cluster = cluster_of(vm.objects().into_iter().chain(failures("vm", &ending(-299))));
+        assert_eq!(run(&cluster, &cordoned()), [], "{source:?}");
+        let cluster = cluster_of(vm.objects().into_iter().chain(failures("vm", &ending(-300))));
+        assert_eq!(run(&cluster, &cordoned()), [expected], "{source:?}");
+    }
+    // A drain taint alone has no mark to give up: it retries too.
+    let cluster =
+        cluster_of(Vm::new("vm").objects().into_iter().chain(failures("vm", &[-3000, -2000, -1000])));
     assert_eq!(run(&cluster, &drained()), [drain("vm")]);
 }
 
+/// KubeVirt keeps a mark until the VM has migrated, and so does evac for an API eviction's; evac's
+/// own marks end with their cause (unless the pod is being deleted: then the VM must leave).
 #[test]
 fn marks_are_called_off_when_their_cause_is_gone() {
     let noexecute = || tainted(node(), "node.kubernetes.io/unreachable", "NoExecute");
     // (case, eviction source, node, pod being deleted, called off)
     let rows: Vec<(&str, Option<&'static str>, Value, bool, bool)> = vec![
-        ("eviction, node schedulable", None, node(), false, true),
+        // An API eviction's mark: never, whatever the node (an uncordon mid-drain included).
+        ("eviction, node schedulable", None, node(), false, false),
         ("eviction, pod being deleted", None, node(), true, false),
         ("eviction, cordoned", None, cordoned(), false, false),
-        ("eviction, NoSchedule taint", None, tainted(node(), "example.com/x", "NoSchedule"), false, false),
         ("eviction, NoExecute taint", None, noexecute(), false, false),
-        (
-            "eviction, PreferNoSchedule taint",
-            None,
-            tainted(node(), "example.com/x", "PreferNoSchedule"),
-            false,
-            true,
-        ),
+        ("descheduler", Some("descheduler"), node(), false, false),
+        ("descheduler, cordoned", Some("descheduler"), cordoned(), false, false),
         ("taint removed", Some("noexecute-taint"), node(), false, true),
+        ("taint removed, node cordoned", Some("noexecute-taint"), cordoned(), false, true),
         ("taint still there", Some("noexecute-taint"), noexecute(), false, false),
         ("taint removed, pod being deleted", Some("noexecute-taint"), node(), true, false),
         ("memory pressure", Some("node-pressure"), pressured(true, None), false, false),
         ("pressure gone", Some("node-pressure"), pressured(false, None), false, true),
+        // Marked under 4524Mi (3500Mi + 1Gi), released from 5548Mi (3500Mi + 2 × 1Gi).
         (
-            "pressure gone, too little memory",
+            "pressure gone, under the marking level",
             Some("node-pressure"),
             pressured(false, Some("4Gi")),
             false,
             false,
         ),
-        ("pressure gone, memory enough", Some("node-pressure"), pressured(false, Some("5Gi")), false, true),
+        (
+            "pressure gone, within the hysteresis",
+            Some("node-pressure"),
+            pressured(false, Some("5Gi")),
+            false,
+            false,
+        ),
+        (
+            "pressure gone, at the release level",
+            Some("node-pressure"),
+            pressured(false, Some("5548Mi")),
+            false,
+            true,
+        ),
         (
             "pressure gone, pod being deleted",
             Some("node-pressure"),
-            pressured(false, Some("5Gi")),
+            pressured(false, Some("6Gi")),
             true,
             false,
         ),
         ("preemption, pod kept", Some("preemption"), cordoned(), false, true),
         ("preemption, pod being deleted", Some("preemption"), node(), true, false),
-        ("descheduler", Some("descheduler"), node(), false, false),
     ];
     for (row, source, node, deleted, called_off) in rows {
         let mut vm = Vm::new("vm").marked();
@@ -528,19 +580,24 @@ fn marks_are_called_off_when_their_cause_is_gone() {
         }
     }
     // Not while it migrates.
-    let vm = Vm::new("vm").marked();
+    let vm = Vm::new("vm").marked().source("preemption");
     let cluster = cluster_of(vm.objects().into_iter().chain([migration("m", "vm", "Running")]));
     assert_eq!(run(&cluster, &node()), []);
-    // The release threshold is a setting.
-    let settings = Settings { node_pressure_release: "6Gi".into(), ..Settings::default() };
+    // The levels are the nodePressure setting's: 4Gi + 2 × 1Gi = 6Gi.
+    let settings = Settings {
+        node_pressure: NodePressure { threshold: "4Gi".into(), headroom: "1Gi".into() },
+        ..Settings::default()
+    };
     let vm = Vm::new("vm").marked().source("node-pressure");
-    let effects = decide_with(&cluster_of(vm.objects()), &pressured(false, Some("5Gi")), &settings, NOW);
+    let effects = decide_with(&cluster_of(vm.objects()), &pressured(false, Some("5548Mi")), &settings, NOW);
     assert_eq!(effects, [migrate("vm", Cause::NodePressure, Priority::SystemCritical)]);
+    let effects = decide_with(&cluster_of(vm.objects()), &pressured(false, Some("6Gi")), &settings, NOW);
+    assert_eq!(effects, [clear("vm"), not_in_progress("vm")]);
 }
 
 #[test]
 fn carried_out_decisions_ask_for_nothing_more() {
-    let given_up = Vm::new("given-up").marked();
+    let given_up = Vm::new("given-up").marked().source("noexecute-taint");
     let bare = |vm: &Vm| set(vm.pod(), "/metadata/annotations", json!({"kubevirt.io/domain": vm.name}));
     let objects = [
         vec![roomy()],
@@ -552,13 +609,15 @@ fn carried_out_decisions_ask_for_nothing_more() {
     ]
     .concat();
     let mut cluster = cluster_of(objects);
-    let first = run(&cluster, &cordoned());
+    let noexecute = || tainted(cordoned(), "example.com/x", "NoExecute");
+    let first = run(&cluster, &noexecute());
     assert_eq!(
         first,
         [
             drain("a"),
             migrate("b", Cause::Descheduler, Priority::SystemMaintenance),
             clear("given-up"),
+            self::given_up("given-up", "noexecute-taint", 5),
             annotate("a", &[(IN_PROGRESS, Some("true")), (EVICT_ONLY, Some(""))]),
             annotate("b", &[(IN_PROGRESS, Some("true")), (EVICT_ONLY, Some(""))]),
             annotate("c", &[(EVICT_ONLY, Some(""))]),
@@ -566,7 +625,7 @@ fn carried_out_decisions_ask_for_nothing_more() {
         ]
     );
     cluster.apply(&first);
-    assert_eq!(run(&cluster, &cordoned()), [], "after the first decision was carried out");
+    assert_eq!(run(&cluster, &noexecute()), [], "after the first decision was carried out");
     // Likewise on a drained node, where the migrations are of the drain.
     let mut cluster = cluster_of([vec![roomy()], Vm::new("x").objects().to_vec()].concat());
     let first = run(&cluster, &drained());
@@ -650,24 +709,36 @@ fn settings() {
     let defaults: Settings = serde_json::from_str("{}").unwrap();
     assert_eq!(defaults, Settings::default());
     assert_eq!(defaults.max_failed_evacuations, 5);
-    assert_eq!(defaults.node_pressure_release_bytes(), 4500.0 * 1024.0 * 1024.0);
+    assert_eq!(defaults.node_pressure, NodePressure::default());
+    assert_eq!(defaults.assumed_bandwidth_bytes(), 64.0 * 1024.0 * 1024.0);
     assert!(defaults.validate().is_ok());
 
     let full: Settings = serde_json::from_value(json!({
         "kubevirt": {"namespace": "kubevirt", "name": "kubevirt"},
         "maxFailedEvacuations": 3,
-        "nodePressureRelease": "2Gi",
+        "nodePressure": {"threshold": "8Gi", "headroom": "2Gi"},
+        "assumedBandwidth": "1Gi",
     }))
     .unwrap();
     assert_eq!(full.max_failed_evacuations, 3);
+    assert_eq!(full.pressure_levels().release_from(), 12.0 * 1024.0 * 1024.0 * 1024.0);
+    assert_eq!(full.assumed_bandwidth_bytes(), 1024.0 * 1024.0 * 1024.0);
     assert!(full.validate().is_ok());
 
     let invalid = |value: Value| serde_json::from_value::<Settings>(value).unwrap().validate().unwrap_err();
     assert_eq!(invalid(json!({"maxFailedEvacuations": 0})), "maxFailedEvacuations must be greater than 0");
     assert_eq!(
-        invalid(json!({"nodePressureRelease": "lots"})),
-        r#"nodePressureRelease: "lots" is not a quantity (e.g. 4500Mi)"#
+        invalid(json!({"nodePressure": {"headroom": "lots"}})),
+        r#"nodePressure.headroom: "lots" is not a memory quantity (e.g. 3500Mi)"#
     );
+    for bandwidth in ["fast", "0", "-1Mi"] {
+        assert_eq!(
+            invalid(json!({"assumedBandwidth": bandwidth})),
+            format!("assumedBandwidth: {bandwidth:?} is not a positive quantity (e.g. 64Mi)").as_str()
+        );
+    }
+    // The setting it replaced is refused by name, not ignored.
+    assert!(serde_json::from_value::<Settings>(json!({"nodePressureRelease": "2Gi"})).is_err());
     assert_eq!(
         invalid(json!({"kubevirt": {"namespace": "", "name": "kubevirt"}})),
         "kubevirt: both namespace and name must be set"

@@ -15,7 +15,7 @@ mod tests;
 pub use settings::{KubeVirtRef, Settings};
 
 use crate::cluster::{self, ClusterReader, ReadError};
-use crate::effect::{Effect, EvacuationSource, ObjectRef};
+use crate::effect::{Effect, EvacuationSource, ObjectRef, EVICTION_SOURCE_ANNOTATION};
 use crate::model::{AdmissionRequest, Eviction, EvictionStrategy, Pod, PodRole, VirtualMachineInstance};
 use crate::Decision;
 
@@ -169,7 +169,26 @@ fn admit_launcher_pod<C: ClusterReader + ?Sized>(
         if vmi.metadata.namespace.is_empty() { &request.namespace } else { &vmi.metadata.namespace };
     let vmi_ref = ObjectRef::new(vmi_namespace.as_str(), vmi.metadata.name.as_str());
     if vmi.is_marked_for_evacuation() {
-        return Decision::deny(messages::evacuation_in_progress(&vmi_ref));
+        let in_progress = Decision::deny(messages::evacuation_in_progress(&vmi_ref));
+        // A mark of evac's own ends when its cause does; an eviction asking for the same
+        // evacuation makes it the eviction's, which lasts until the VM has left.
+        let own = vmi
+            .metadata
+            .annotation(EVICTION_SOURCE_ANNOTATION)
+            .and_then(|s| EvacuationSource::parse(&s))
+            .is_some_and(EvacuationSource::ends_by_itself);
+        if !own || vmi.status.evacuation_node_name != pod.spec.node_name {
+            return in_progress;
+        }
+        let Ok(eviction) = serde_json::from_str::<Eviction<'_>>(request.object_json()) else {
+            return in_progress;
+        };
+        return in_progress.with_effect(Effect::MarkForEvacuation {
+            vmi: vmi_ref,
+            node: pod.spec.node_name.to_string(),
+            dry_run: request.is_dry_run() || eviction.is_dry_run(),
+            source: eviction.requested_by_descheduler().then_some(EvacuationSource::Descheduler),
+        });
     }
     if vmi.status.node_name != pod.spec.node_name {
         return Decision::deny(messages::TARGET_POD);

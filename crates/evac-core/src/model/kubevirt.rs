@@ -38,10 +38,21 @@ pub struct KubeVirtConfiguration<'a> {
     pub migrations: MigrationConfiguration,
 }
 
-/// `spec.configuration.migrations`: the parallel limits evacuations respect.
+/// `spec.configuration.migrations`: the parallel limits evacuations respect, and what a migration's
+/// duration depends on.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct MigrationConfiguration {
+    /// `bandwidthPerMigration`: a quantity of bytes per second; unset or `0` is unlimited.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bandwidth_per_migration: Option<String>,
+    /// `completionTimeoutPerGiB`: seconds a migration may take per GiB of memory before KubeVirt
+    /// aborts it.
+    #[serde(rename = "completionTimeoutPerGiB", skip_serializing_if = "Option::is_none")]
+    pub completion_timeout_per_gib: Option<u64>,
+    /// `progressTimeout`: seconds without progress after which KubeVirt aborts a migration.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub progress_timeout: Option<u64>,
     /// `parallelMigrationsPerCluster`: migrations running at once in the cluster.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub parallel_migrations_per_cluster: Option<u32>,
@@ -54,6 +65,11 @@ pub struct MigrationConfiguration {
 pub const DEFAULT_PARALLEL_MIGRATIONS_PER_CLUSTER: u32 = 5;
 /// KubeVirt's default `parallelOutboundMigrationsPerNode`.
 pub const DEFAULT_PARALLEL_OUTBOUND_MIGRATIONS_PER_NODE: u32 = 2;
+/// KubeVirt's default `completionTimeoutPerGiB` (`MigrationCompletionTimeoutPerGiB`,
+/// `pkg/virt-config/virt-config.go`).
+pub const DEFAULT_COMPLETION_TIMEOUT_PER_GIB: u64 = 150;
+/// KubeVirt's default `progressTimeout` (`MigrationProgressTimeout`, `pkg/virt-config/virt-config.go`).
+pub const DEFAULT_PROGRESS_TIMEOUT: u64 = 150;
 
 /// `spec.configuration.developerConfiguration`: where feature gates are enabled.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
@@ -78,6 +94,22 @@ impl KubeVirt<'_> {
             migrations
                 .parallel_outbound_migrations_per_node
                 .unwrap_or(DEFAULT_PARALLEL_OUTBOUND_MIGRATIONS_PER_NODE),
+        )
+    }
+
+    /// `bandwidthPerMigration` in bytes per second; `None` when unset, `0` (unlimited) or not a
+    /// quantity.
+    pub fn bandwidth_per_migration(&self) -> Option<f64> {
+        let bandwidth = self.spec.configuration.migrations.bandwidth_per_migration.as_deref()?;
+        super::quantity::bytes(bandwidth).filter(|b| *b > 0.0)
+    }
+
+    /// `completionTimeoutPerGiB` and `progressTimeout` in seconds, with KubeVirt's defaults.
+    pub fn migration_timeouts(&self) -> (u64, u64) {
+        let migrations = &self.spec.configuration.migrations;
+        (
+            migrations.completion_timeout_per_gib.unwrap_or(DEFAULT_COMPLETION_TIMEOUT_PER_GIB),
+            migrations.progress_timeout.unwrap_or(DEFAULT_PROGRESS_TIMEOUT),
         )
     }
 

@@ -21,13 +21,14 @@ pub use admission::{AdmissionRequest, GroupVersionKind, GroupVersionResource, Va
 pub use eviction::{DeleteOptions, Eviction};
 pub use kubevirt::{
     DeveloperConfiguration, KubeVirt, KubeVirtConfiguration, KubeVirtSpec, MigrationConfiguration,
-    DEFAULT_PARALLEL_MIGRATIONS_PER_CLUSTER, DEFAULT_PARALLEL_OUTBOUND_MIGRATIONS_PER_NODE,
+    DEFAULT_COMPLETION_TIMEOUT_PER_GIB, DEFAULT_PARALLEL_MIGRATIONS_PER_CLUSTER,
+    DEFAULT_PARALLEL_OUTBOUND_MIGRATIONS_PER_NODE, DEFAULT_PROGRESS_TIMEOUT,
 };
 pub use lazy::Lazy;
 pub use meta::{Condition, ObjectMeta, OwnerReference};
 pub use migration::{Migration, MigrationSpec, MigrationState, MigrationStatus};
 pub use node::{
-    Node, NodeSpec, NodeStatus, Taint, DRAIN_TAINT_KEY, MEMORY_AVAILABLE_ANNOTATION,
+    Node, NodeSpec, NodeStatus, Taint, Toleration, DRAIN_TAINT_KEY, MEMORY_AVAILABLE_ANNOTATION,
     MEMORY_PRESSURE_CONDITION,
 };
 pub use pod::{Pod, PodRole, PodSpec, PodStatus, APP_LABEL, DISRUPTION_TARGET_CONDITION, DOMAIN_ANNOTATION};

@@ -46,6 +46,42 @@ pub struct Taint<'a> {
     pub effect: Str<'a>,
 }
 
+/// An entry of a pod's (or VMI's) `spec.tolerations`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Toleration<'a> {
+    /// `key`; empty with `Exists`: every key.
+    #[serde(borrow, skip_serializing_if = "str::is_empty")]
+    pub key: Str<'a>,
+    /// `operator`: `Equal` (empty reads as `Equal`) or `Exists`.
+    #[serde(borrow, skip_serializing_if = "str::is_empty")]
+    pub operator: Str<'a>,
+    /// `value`, compared by `Equal`.
+    #[serde(borrow, skip_serializing_if = "str::is_empty")]
+    pub value: Str<'a>,
+    /// `effect`; empty: every effect.
+    #[serde(borrow, skip_serializing_if = "str::is_empty")]
+    pub effect: Str<'a>,
+    /// `tolerationSeconds`: how long a `NoExecute` taint is tolerated; unset: for ever.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub toleration_seconds: Option<i64>,
+}
+
+impl Toleration<'_> {
+    /// Kubernetes' `Toleration.ToleratesTaint` (`staging/src/k8s.io/api/core/v1/toleration.go`):
+    /// the effect and the key match when the toleration leaves them empty or names the taint's;
+    /// `Exists` takes any value, `Equal` the taint's; any other operator tolerates nothing.
+    pub fn tolerates(&self, taint: &Taint<'_>) -> bool {
+        (self.effect.is_empty() || self.effect == taint.effect)
+            && (self.key.is_empty() || self.key == taint.key)
+            && match self.operator.as_str() {
+                "" | "Equal" => self.value == taint.value,
+                "Exists" => true,
+                _ => false,
+            }
+    }
+}
+
 /// A node's `status`.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", default)]
@@ -61,6 +97,8 @@ pub struct NodeStatus<'a> {
     pub conditions: Vec<Condition<'a>>,
 }
 
+/// The taint the scheduler reads a cordoned node as (`v1.TaintNodeUnschedulable`).
+pub const UNSCHEDULABLE_TAINT_KEY: &str = "node.kubernetes.io/unschedulable";
 /// KubeVirt's drain taint: virt-handler's node is being drained (`kubevirt.io/drain:NoSchedule`).
 pub const DRAIN_TAINT_KEY: &str = "kubevirt.io/drain";
 /// The node condition the kubelet sets while memory is short.
@@ -74,6 +112,22 @@ impl Node<'_> {
     /// Whether the node has a taint with this key and effect, whatever its value.
     pub fn has_taint(&self, key: &str, effect: &str) -> bool {
         self.spec.taints.iter().any(|t| t.key == key && t.effect == effect)
+    }
+
+    /// Whether a pod with these tolerations may be scheduled onto the node, as the scheduler's
+    /// `NodeUnschedulable` and `TaintToleration` filters see it: a cordoned node only takes pods
+    /// that tolerate `node.kubernetes.io/unschedulable:NoSchedule`, and every `NoSchedule` and
+    /// `NoExecute` taint must be tolerated.
+    pub fn accepts(&self, tolerations: &[Toleration<'_>]) -> bool {
+        let cordon =
+            Taint { key: UNSCHEDULABLE_TAINT_KEY.into(), value: Str::default(), effect: "NoSchedule".into() };
+        (!self.spec.unschedulable || tolerations.iter().any(|t| t.tolerates(&cordon)))
+            && self
+                .spec
+                .taints
+                .iter()
+                .filter(|t| matches!(t.effect.as_str(), "NoSchedule" | "NoExecute"))
+                .all(|taint| tolerations.iter().any(|t| t.tolerates(taint)))
     }
 
     /// Whether the node carries KubeVirt's drain taint.
@@ -197,6 +251,60 @@ mod tests {
             let text = node(json!({"status": {"conditions": conditions}}));
             let node: Node<'_> = serde_json::from_str(&text).unwrap();
             assert_eq!(node.has_memory_pressure(), pressure, "{conditions}");
+        }
+    }
+
+    /// Kubernetes' `ToleratesTaint`, row by row from `toleration_test.go`'s cases: effect and key
+    /// empty match all, `Exists` any value, `Equal` (or no operator) the same value only.
+    #[test]
+    fn tolerations_tolerate_taints_as_kubernetes_does() {
+        let taint = Taint { key: "dedicated".into(), value: "gpu".into(), effect: "NoSchedule".into() };
+        let rows = [
+            (json!({"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"}), true),
+            (json!({"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}), true),
+            (json!({"key": "dedicated", "value": "cpu", "effect": "NoSchedule"}), false),
+            (json!({"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}), true),
+            (json!({"key": "dedicated", "operator": "Exists"}), true),
+            (json!({"key": "dedicated", "operator": "Exists", "effect": "NoExecute"}), false),
+            (json!({"key": "other", "operator": "Exists"}), false),
+            (json!({"operator": "Exists"}), true),
+            (json!({"operator": "Exists", "effect": "NoExecute"}), false),
+            (json!({"key": "dedicated", "operator": "Lt", "value": "gpu"}), false),
+            (json!({}), false),
+        ];
+        for (toleration, tolerates) in rows {
+            let text = toleration.to_string();
+            let parsed: Toleration<'_> = serde_json::from_str(&text).unwrap();
+            assert_eq!(parsed.tolerates(&taint), tolerates, "{text}");
+        }
+    }
+
+    /// The scheduler's `NodeUnschedulable` and `TaintToleration` filters: NoSchedule and NoExecute
+    /// taints keep a pod off unless tolerated, PreferNoSchedule does not; a cordoned node takes
+    /// only pods tolerating `node.kubernetes.io/unschedulable`.
+    #[test]
+    fn nodes_accept_pods_that_tolerate_their_taints() {
+        let tolerate = |key: &'static str| {
+            vec![Toleration { key: key.into(), operator: "Exists".into(), ..Default::default() }]
+        };
+        let rows = [
+            (json!({}), vec![], true),
+            (json!({"unschedulable": true}), vec![], false),
+            (json!({"unschedulable": true}), tolerate(UNSCHEDULABLE_TAINT_KEY), true),
+            (json!({"taints": [{"key": "a", "effect": "PreferNoSchedule"}]}), vec![], true),
+            (json!({"taints": [{"key": "a", "effect": "NoSchedule"}]}), vec![], false),
+            (json!({"taints": [{"key": "a", "effect": "NoExecute"}]}), vec![], false),
+            (json!({"taints": [{"key": "a", "effect": "NoExecute"}]}), tolerate("a"), true),
+            (
+                json!({"taints": [{"key": "a", "effect": "NoExecute"}, {"key": "b", "effect": "NoSchedule"}]}),
+                tolerate("a"),
+                false,
+            ),
+        ];
+        for (spec, tolerations, accepts) in rows {
+            let text = node(json!({"spec": spec}));
+            let parsed: Node<'_> = serde_json::from_str(&text).unwrap();
+            assert_eq!(parsed.accepts(&tolerations), accepts, "{text} {tolerations:?}");
         }
     }
 }

@@ -21,8 +21,34 @@ pub fn bytes(quantity: &str) -> Option<f64> {
     Some(number * scale)
 }
 
+/// `bytes` for a person to read, in the largest binary unit that keeps it at least 1, with at
+/// most one decimal: `13Gi`, `9.5Gi`, `512Mi`, `-1Gi`.
+pub fn format_bytes(bytes: f64) -> String {
+    const UNITS: [(&str, f64); 4] = [
+        ("Ti", 1024.0 * 1024.0 * 1024.0 * 1024.0),
+        ("Gi", 1024.0 * 1024.0 * 1024.0),
+        ("Mi", 1024.0 * 1024.0),
+        ("Ki", 1024.0),
+    ];
+    let (unit, scale) = UNITS.into_iter().find(|(_, scale)| bytes.abs() >= *scale).unwrap_or(("", 1.0));
+    let value = (bytes / scale * 10.0).round() / 10.0;
+    format!("{value}{unit}")
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn formats_in_the_largest_unit() {
+        let gi = 1024.0 * 1024.0 * 1024.0;
+        assert_eq!(super::format_bytes(13.0 * gi), "13Gi");
+        assert_eq!(super::format_bytes(9.5 * gi), "9.5Gi");
+        assert_eq!(super::format_bytes(512.0 * 1024.0 * 1024.0), "512Mi");
+        assert_eq!(super::format_bytes(-gi), "-1Gi");
+        assert_eq!(super::format_bytes(2048.0 * gi), "2Ti");
+        assert_eq!(super::format_bytes(1536.0), "1.5Ki");
+        assert_eq!(super::format_bytes(12.0), "12");
+    }
+
     #[test]
     fn reads_binary_and_decimal_suffixes() {
         assert_eq!(super::bytes("2Gi"), Some(2.0 * 1024.0 * 1024.0 * 1024.0));

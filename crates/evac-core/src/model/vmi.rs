@@ -1,6 +1,6 @@
 use serde::{Deserialize, Serialize};
 
-use super::{null_as_default, Condition, ObjectMeta, Str};
+use super::{null_as_default, Condition, ObjectMeta, Str, Toleration};
 
 /// A `kubevirt.io/v1` VirtualMachineInstance.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
@@ -9,9 +9,9 @@ pub struct VirtualMachineInstance<'a> {
     /// `metadata`: a VMI being deleted has a `deletionTimestamp`.
     #[serde(borrow, deserialize_with = "null_as_default")]
     pub metadata: ObjectMeta<'a>,
-    /// `spec`: the eviction strategy and the VM's size.
-    #[serde(deserialize_with = "null_as_default")]
-    pub spec: VmiSpec,
+    /// `spec`: the eviction strategy, the VM's size and its tolerations.
+    #[serde(borrow, deserialize_with = "null_as_default")]
+    pub spec: VmiSpec<'a>,
     /// `status`: where the VM runs, its evacuation mark, phase and conditions.
     #[serde(borrow, deserialize_with = "null_as_default")]
     pub status: VmiStatus<'a>,
@@ -20,13 +20,17 @@ pub struct VirtualMachineInstance<'a> {
 /// A VMI's `spec`.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", default)]
-pub struct VmiSpec {
+pub struct VmiSpec<'a> {
     /// `spec.evictionStrategy`: unset falls back to the cluster-wide strategy.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub eviction_strategy: Option<EvictionStrategy>,
     /// `spec.domain`: the VM's size.
     #[serde(deserialize_with = "null_as_default")]
     pub domain: VmiDomain,
+    /// `spec.tolerations`: copied to the VM's launcher pods, so they decide where a migration may
+    /// take the VM.
+    #[serde(borrow, deserialize_with = "null_as_default", skip_serializing_if = "Vec::is_empty")]
+    pub tolerations: Vec<Toleration<'a>>,
 }
 
 /// The parts of `spec.domain` that size the VM: `memory.guest`, else `resources.requests.memory`.

@@ -139,8 +139,9 @@ impl TestCluster {
 
     /// Carries out effects as a host would (evac's effect executor):
     ///
-    /// - `MarkForEvacuation` sets the VMI's `status.evacuationNodeName` and, with a source, its
-    ///   `kubevirt.io/eviction-source` annotation; a dry-run mark changes nothing.
+    /// - `MarkForEvacuation` sets the VMI's `status.evacuationNodeName` and its
+    ///   `kubevirt.io/eviction-source` annotation to the source, or removes it for none; a
+    ///   dry-run mark changes nothing.
     /// - `CreateMigration` creates a `VirtualMachineInstanceMigration` as KubeVirt's evacuation
     ///   controller does, named `kubevirt-evacuation-<n>` (n counts the migrations created), with
     ///   the evacuation annotation, the cause annotation when there is a cause, and the priority;
@@ -148,6 +149,7 @@ impl TestCluster {
     /// - `AnnotatePod` sets and removes the pod's annotations.
     /// - `ClearEvacuation` removes the VMI's mark and eviction source, only while the mark names
     ///   the effect's node (a missing VMI, or a mark for another node, is left alone).
+    /// - `RecordEvent` changes nothing the decisions read.
     ///
     /// # Panics
     ///
@@ -162,11 +164,9 @@ impl TestCluster {
                     }
                     let object = self.find_mut(VMI_KIND, vmi, effect);
                     object["status"] = merged(&object["status"], json!({"evacuationNodeName": node}));
-                    if let Some(source) = source {
-                        let annotations = &object["metadata"]["annotations"];
-                        object["metadata"]["annotations"] =
-                            merged(annotations, json!({EVICTION_SOURCE_ANNOTATION: source.as_str()}));
-                    }
+                    let annotations = &object["metadata"]["annotations"];
+                    object["metadata"]["annotations"] =
+                        merged(annotations, json!({EVICTION_SOURCE_ANNOTATION: source.map(|s| s.as_str())}));
                 }
                 Effect::CreateMigration { vmi, node, cause, priority } => {
                     self.created += 1;
@@ -210,6 +210,7 @@ impl TestCluster {
                         annotations.remove(EVICTION_SOURCE_ANNOTATION);
                     }
                 }
+                Effect::RecordEvent { .. } => {}
             }
         }
     }
@@ -246,10 +247,17 @@ fn is(object: &Value, api_version: Option<&str>, kind: &str, namespace: &str, na
 }
 
 /// `patch` merged into `value` (an object, or nothing yet).
+/// `value` with the top-level fields of `patch` merged in, as a merge patch: `null` removes.
 fn merged(value: &Value, patch: Value) -> Value {
     let mut map = value.as_object().cloned().unwrap_or_default();
     if let Value::Object(patch) = patch {
-        map.extend(patch);
+        for (key, new) in patch {
+            if new.is_null() {
+                map.remove(&key);
+            } else {
+                map.insert(key, new);
+            }
+        }
     }
     Value::Object(map)
 }

@@ -464,6 +464,59 @@ fn pods(cases: &mut Vec<Case>) {
 
 /// Node pressure ahead of the kubelet: the fewest VMs that cover the deficit, eligible ones only.
 fn node_pressure(cases: &mut Vec<Case>) {
+    let first = cases.len();
+    pressure_marks_and_levels(cases);
+    // Every VM chosen above has somewhere to go: another node, which publishes no figure.
+    for case in &mut cases[first..] {
+        case.objects.push(node(OTHER_NODE, false, None));
+    }
+    pressure_targets(cases);
+}
+
+/// Only VMs another node can take are marked: a node that accepts the VM and keeps the marking
+/// level (threshold + headroom) available after taking it. The choice is made first, then the
+/// chosen VMs are placed, the largest first, each booking its memory.
+fn pressure_targets(cases: &mut Vec<Case>) {
+    // Threshold 12Gi and headroom 1Gi: 13Gi wanted; the node has 8Gi: 5Gi short: a (4Gi) and d (1Gi).
+    let settings = || json!({"nodePressure": {"threshold": "12Gi", "headroom": "1Gi"}});
+    let vms = || {
+        vec![
+            sized("c", "2Gi"),
+            sized("a", "4Gi"),
+            sized("d", "1Gi"),
+            sized("b", "2Gi"),
+            kubevirt(&ALL_GATES, None),
+        ]
+    };
+    let cordoned = |n: Value| with(n, "/spec/unschedulable", json!(true));
+    // (case, the other nodes, VMs marked)
+    let rows: Vec<(&str, Vec<Value>, Vec<&str>)> = vec![
+        ("another node with room for both", vec![node(OTHER_NODE, false, Some("18Gi"))], vec!["a", "d"]),
+        ("room for the smaller only", vec![node(OTHER_NODE, false, Some("16Gi"))], vec!["d"]),
+        (
+            "room for each on its own node",
+            vec![node(OTHER_NODE, false, Some("17Gi")), node("node03", false, Some("14Gi"))],
+            vec!["a", "d"],
+        ),
+        ("no other node has room", vec![node(OTHER_NODE, false, Some("13Gi"))], vec![]),
+        ("no other node", vec![], vec![]),
+        ("the other node is cordoned", vec![cordoned(node(OTHER_NODE, false, None))], vec![]),
+    ];
+    for (row, others, expected) in rows {
+        let objects = [vms(), others].concat();
+        cases.push(
+            Case::new(
+                format!("node pressure, targets: {row}"),
+                objects,
+                update_node(node_at("8Gi")),
+                pressure_marks(&expected),
+            )
+            .with_settings(settings()),
+        );
+    }
+}
+
+fn pressure_marks_and_levels(cases: &mut Vec<Case>) {
     // Threshold 12Gi and headroom 1Gi: a node wants 13Gi available.
     let pressure_settings = || json!({"nodePressure": {"threshold": "12Gi", "headroom": "1Gi"}});
     // The VMs a, b, c, d (4, 2, 2, 1 Gi), all gates on, plus `extra` objects.

@@ -146,6 +146,7 @@ fn describe(strategy: Option<&str>) -> &str {
 pub fn eviction_cases() -> Vec<Case> {
     let mut cases = Vec::new();
     strategies(&mut cases);
+    marks_of_evacs_own(&mut cases);
     target_pods(&mut cases);
     dry_runs_and_requesters(&mut cases);
     malformed_evictions(&mut cases);
@@ -206,6 +207,56 @@ fn strategies(cases: &mut Vec<Case>) {
         "repeated eviction: marked for another node",
         vec![launcher(), marked(vm(Some("LiveMigrate"), true), OTHER_NODE), cr(None)],
         evict(&launcher_name(VM)),
+        in_progress(VM),
+    ));
+}
+
+/// A mark of evac's own (preemption, a NoExecute taint, node pressure) ends with its cause; an
+/// eviction of the same VM makes it the eviction's, which lasts until the VM has left: the
+/// answer is KubeVirt's "in progress", and the mark's source becomes the requester's (none for a
+/// plain eviction, `descheduler` for the descheduler's), dry runs as dry runs. A mark that is
+/// already an eviction's, or one for another node, is left as it is.
+fn marks_of_evacs_own(cases: &mut Vec<Case>) {
+    let pod = launcher_name(VM);
+    let marked_by = |source: &str, node: &str| {
+        let vmi = marked(vm(Some("LiveMigrate"), true), node);
+        vec![
+            launcher(),
+            with(vmi, "/metadata/annotations", json!({"kubevirt.io/eviction-source": source})),
+            cr(None),
+        ]
+    };
+    let descheduler =
+        || with(eviction_object(NS, &pod), "/metadata/annotations", json!({"requested-by": DESCHEDULER}));
+    for source in ["preemption", "noexecute-taint", "node-pressure"] {
+        let rows = [
+            ("plain eviction", evict(&pod), mark(VM, false, None)),
+            ("dry run", with(evict(&pod), "/dryRun", json!(true)), mark(VM, true, None)),
+            (
+                "the descheduler",
+                evict_with(&pod, descheduler()),
+                mark(VM, false, Some(EvacuationSource::Descheduler)),
+            ),
+        ];
+        for (row, request, effect) in rows {
+            cases.push(Case::new(
+                format!("evac's own mark ({source}): {row} claims it"),
+                marked_by(source, NODE),
+                request,
+                in_progress(VM).with_effect(effect),
+            ));
+        }
+        cases.push(Case::new(
+            format!("evac's own mark ({source}) for another node: left alone"),
+            marked_by(source, OTHER_NODE),
+            evict(&pod),
+            in_progress(VM),
+        ));
+    }
+    cases.push(Case::new(
+        "the descheduler's mark: left alone",
+        marked_by("descheduler", NODE),
+        evict(&pod),
         in_progress(VM),
     ));
 }

@@ -1,6 +1,8 @@
 //! The kubelet's node-pressure eviction, for memory: when a node's `memory.available` stays under
 //! the soft threshold for the soft grace period (or falls under the hard threshold), the kubelet
-//! picks the pod using the most memory, marks it `DisruptionTarget` (reason
+//! picks a pod as `rankMemoryPressure` ranks them (`pkg/kubelet/eviction/helpers.go`: usage over
+//! requests first, then the lowest priority, then the most usage above requests; here every pod
+//! uses what it requests, so the lowest priority, ties by name), marks it `DisruptionTarget` (reason
 //! `TerminationByKubelet`) and kills it after `min(terminationGracePeriodSeconds,
 //! evictionMaxPodGracePeriod)` (at once for the hard threshold). The killed pod stays, with phase
 //! `Failed` and reason `Evicted`, and the VM in it is shut down. A launcher pod whose VM migrated
@@ -71,6 +73,8 @@ impl Default for Kubelet {
 struct PodFacts {
     node: String,
     memory: f64,
+    /// `spec.priority`, 0 when unset.
+    priority: i64,
     finished: bool,
     /// When a graceful deletion's grace period ends.
     terminate_at: Option<Duration>,
@@ -86,6 +90,7 @@ impl PodFacts {
         Self {
             node: pod.node_name().unwrap_or_default().to_owned(),
             memory: pod.container_memory_requests(),
+            priority: pod.priority(),
             finished: pod.is_finished(),
             terminate_at: millis(TERMINATE_AT_ANNOTATION),
             kill_at: millis(KILL_AT_ANNOTATION),
@@ -215,11 +220,12 @@ impl Kubelet {
                 wake(since + self.soft_grace);
                 continue;
             }
-            // The pod using the most memory (ties: by name).
+            // `rankMemoryPressure`: no pod uses more than it requests, so the lowest priority
+            // first (ties: by name).
             let victim = on_node
                 .iter()
                 .filter(|(_, f)| f.kill_at.is_none())
-                .max_by(|(a_key, a), (b_key, b)| a.memory.total_cmp(&b.memory).then(b_key.cmp(a_key)));
+                .min_by(|(a_key, a), (b_key, b)| a.priority.cmp(&b.priority).then(a_key.cmp(b_key)));
             if let Some(((namespace, victim), _)) = victim {
                 let pod = store.get(&pods(), namespace, victim)?;
                 let grace = if hard { Duration::ZERO } else { self.grace_of(Pod(&pod)) };

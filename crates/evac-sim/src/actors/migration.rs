@@ -30,6 +30,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
+use evac_core::estimate::{self, MigrationInputs};
 use evac_core::kubevirt::{CREATED_BY_LABEL, EVICTION_SOURCE_ANNOTATION, NODE_NAME_LABEL};
 use evac_core::model::Migration as MigrationModel;
 use serde_json::{json, Value};
@@ -389,19 +390,17 @@ impl MigrationController {
     /// `getVMIMigrationDataSize` sizes it) is aborted then.
     fn duration(&self, vmi: Vmi<'_>) -> (Duration, &'static str) {
         let memory = vmi.memory().unwrap_or(1024.0 * 1024.0 * 1024.0);
-        let dirty = vmi.meta().annotation(DIRTY_RATE_ANNOTATION).and_then(quantity::bytes).unwrap_or(0.0);
-        let gigabytes = (memory / 1e9).ceil().max(1.0);
-        let timeout = self.completion_timeout_per_gib.mul_f64(gigabytes);
-        let effective = self.bandwidth - dirty;
-        if effective <= 0.0 {
-            return (self.progress_timeout, "Failed");
-        }
-        let needed = Duration::from_secs_f64(memory / effective);
-        if needed > timeout {
-            (timeout, "Failed")
-        } else {
-            (needed, "Succeeded")
-        }
+        let dirty_rate =
+            vmi.meta().annotation(DIRTY_RATE_ANNOTATION).and_then(quantity::bytes).unwrap_or(0.0);
+        let estimate = estimate::estimate(&MigrationInputs {
+            memory,
+            dirty_rate,
+            bandwidth: self.bandwidth,
+            completion_timeout_per_gib: self.completion_timeout_per_gib.as_secs(),
+            progress_timeout: self.progress_timeout.as_secs(),
+        });
+        let outcome = if estimate.completes() { "Succeeded" } else { "Failed" };
+        (Duration::from_secs_f64(estimate.seconds()), outcome)
     }
 
     fn set_phase(

@@ -11,8 +11,9 @@
 //!   `eviction-in-progress` annotation on the launcher pod of a marked VMI, as the VMI controller
 //!   keeps it;
 //! - the **VM controller** starts a stopped VM again when its run strategy is `Always` (a new
-//!   launcher pod for the scheduler to place), and the **VMI controller** marks it running once
-//!   its pod is bound.
+//!   launcher pod for the scheduler to place), and creates a new VMI for one whose VMI was
+//!   deleted (`pkg/virt-controller/watch/vm/vm.go`, `syncRunStrategy`: `Always` starts a VMI
+//!   whenever none exists); the **VMI controller** marks it running once its pod is bound.
 //!
 //! A VM's run strategy comes from the VMI annotation [`RUN_STRATEGY_ANNOTATION`] (the simulator has
 //! no VirtualMachine objects); [`RESTARTS_ANNOTATION`] counts the restarts.
@@ -48,11 +49,13 @@ pub struct VirtController {
     /// are gone, to take the `eviction-in-progress` annotations off (as a VMI update would
     /// enqueue them).
     visited: Arc<Mutex<BTreeSet<String>>>,
+    /// The revision of VMIs read last: the VM controller acts on deletions since.
+    vmis_seen: Arc<Mutex<Option<u64>>>,
 }
 
 impl Default for VirtController {
     fn default() -> Self {
-        Self { evacuation: true, visited: Arc::default() }
+        Self { evacuation: true, visited: Arc::default(), vmis_seen: Arc::default() }
     }
 }
 
@@ -64,12 +67,62 @@ impl VirtController {
 
     /// One pass of the evacuation, VM and VMI controllers.
     pub fn reconcile(&self, store: &Store) -> Result<Option<Duration>, ApiError> {
+        self.recreate_deleted(store)?;
         let (all_vmis, _) = store.list(&vmis(), None, None, None);
         if self.evacuation {
             self.evacuate(store, &all_vmis)?;
         }
         self.restart_vms(store, &all_vmis)?;
         Ok(None)
+    }
+
+    /// The VM controller: a VM whose run strategy is `Always` gets a new VMI (and launcher pod)
+    /// when its VMI is deleted.
+    fn recreate_deleted(&self, store: &Store) -> Result<(), ApiError> {
+        let mut seen = self.vmis_seen.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(from) = *seen else {
+            *seen = Some(store.revision_of(&[vmis()]));
+            return Ok(());
+        };
+        let (events, revision) = match store.events_since(&vmis(), from) {
+            Ok(read) => read,
+            // History too short: the deletions are lost, as a relisting informer loses them.
+            Err(_) => (Vec::new(), store.revision_of(&[vmis()])),
+        };
+        *seen = Some(revision);
+        drop(seen);
+        for event in events.iter().filter(|e| e.type_ == crate::store::EventType::Deleted) {
+            let deleted = Vmi(&event.object);
+            if deleted.meta().annotation(RUN_STRATEGY_ANNOTATION) != Some("Always") {
+                continue;
+            }
+            let namespace = deleted.meta().namespace();
+            let restarts: u64 =
+                deleted.meta().annotation(RESTARTS_ANNOTATION).and_then(|r| r.parse().ok()).unwrap_or(0);
+            let mut vmi = (*event.object).clone();
+            let metadata = vmi["metadata"].as_object_mut().expect("a stored object has metadata");
+            for field in ["uid", "resourceVersion", "creationTimestamp", "deletionTimestamp", "finalizers"] {
+                metadata.remove(field);
+            }
+            vmi["metadata"]["annotations"][RESTARTS_ANNOTATION] = json!((restarts + 1).to_string());
+            if let Some(annotations) = vmi["metadata"]["annotations"].as_object_mut() {
+                annotations.remove(EVICTION_SOURCE_ANNOTATION);
+            }
+            if let Some(labels) = vmi["metadata"]["labels"].as_object_mut() {
+                labels.remove(super::NODE_NAME_LABEL);
+            }
+            let conditions = vmi["status"]["conditions"].clone();
+            vmi["status"] = json!({"phase": "Scheduling", "conditions": conditions});
+            let created = match store.create(&vmis(), namespace, vmi, false) {
+                Ok(created) => created,
+                // Recreated already, or a VMI of that name exists again.
+                Err(e) if e.code == 409 => continue,
+                Err(e) => return Err(e),
+            };
+            let created = Vmi(&created);
+            store.create(&pods(), namespace, launcher_pod(created), false)?;
+        }
+        Ok(())
     }
 
     /// The evacuation controller: evac's core decision, as KubeVirt makes it, on every node with
@@ -120,7 +173,7 @@ impl VirtController {
     /// Starts stopped `Always` VMs again, and marks restarted ones running once their pod is bound.
     fn restart_vms(&self, store: &Store, all_vmis: &[std::sync::Arc<Value>]) -> Result<(), ApiError> {
         for vmi in all_vmis.iter().map(|v| Vmi(v)) {
-            let (namespace, name, uid) = (vmi.meta().namespace(), vmi.meta().name(), vmi.meta().uid());
+            let (namespace, name) = (vmi.meta().namespace(), vmi.meta().name());
             if vmi.is_final() && vmi.meta().annotation(RUN_STRATEGY_ANNOTATION) == Some("Always") {
                 let restarts: u64 =
                     vmi.meta().annotation(RESTARTS_ANNOTATION).and_then(|r| r.parse().ok()).unwrap_or(0);
@@ -131,17 +184,7 @@ impl VirtController {
                     "status": {"phase": "Scheduling", "nodeName": null, "evacuationNodeName": null, "reason": null},
                 }));
                 store.patch(&vmis(), namespace, name, &patch, false)?;
-                let pod = json!({
-                    "metadata": {"generateName": format!("virt-launcher-{name}-"),
-                                 "labels": {"kubevirt.io": "virt-launcher", "kubevirt.io/created-by": uid},
-                                 "annotations": {"kubevirt.io/domain": name},
-                                 "ownerReferences": [{"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
-                                                      "name": name, "uid": uid, "controller": true}]},
-                    "spec": {"containers": [{"name": "compute", "image": "virt-launcher",
-                                             "resources": {"requests": {"memory": vmi.guest_memory().map(|m| m.to_string())}}}],
-                             "terminationGracePeriodSeconds": 30},
-                    "status": {"phase": "Pending"},
-                });
+                let pod = launcher_pod(vmi);
                 store.create(&pods(), namespace, pod, false)?;
             } else if vmi.phase() == Some("Scheduling") {
                 let selector = evac_cluster::LabelSelector::parse(LAUNCHER_SELECTOR).ok();
@@ -158,6 +201,24 @@ impl VirtController {
         }
         Ok(())
     }
+}
+
+/// A new launcher pod of a VMI, for the scheduler to place, as virt-controller's VMI controller
+/// creates one (the VMI's tolerations copied).
+fn launcher_pod(vmi: Vmi<'_>) -> Value {
+    let (name, uid) = (vmi.meta().name(), vmi.meta().uid());
+    json!({
+        "metadata": {"generateName": format!("virt-launcher-{name}-"),
+                     "labels": {"kubevirt.io": "virt-launcher", "kubevirt.io/created-by": uid},
+                     "annotations": {"kubevirt.io/domain": name},
+                     "ownerReferences": [{"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+                                          "name": name, "uid": uid, "controller": true}]},
+        "spec": {"containers": [{"name": "compute", "image": "virt-launcher",
+                                 "resources": {"requests": {"memory": vmi.guest_memory().map(|m| m.to_string())}}}],
+                 "tolerations": vmi.0.pointer("/spec/tolerations").cloned().unwrap_or(json!([])),
+                 "terminationGracePeriodSeconds": 30},
+        "status": {"phase": "Pending"},
+    })
 }
 
 impl crate::Actor for VirtController {

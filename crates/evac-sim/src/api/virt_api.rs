@@ -7,11 +7,11 @@
 
 use serde_json::{json, Value};
 
-use crate::kinds::{nodes, vmis};
-use crate::objects::{Node, Vmi};
+use crate::kinds::{migrations, nodes, vmis};
+use crate::objects::{Migration, Node, Vmi};
 use crate::store::{Patch, Store};
 use crate::ApiError;
-use evac_cluster::{CoreReader, Executor};
+use evac_cluster::{CoreReader, Executor, MemoryStore};
 use evac_core::eviction::{self, messages, Settings};
 use evac_core::model::AdmissionRequest;
 use evac_core::Verdict;
@@ -74,4 +74,54 @@ pub fn cancel_evacuation(store: &Store, namespace: &str, name: &str) -> Result<(
     ]))
     .map_err(|e| ApiError::bad_request(e.to_string()))?;
     store.patch(&vmis(), namespace, name, &Patch::Json(patch), false).map(drop)
+}
+
+/// The name KubeVirt's migration-create webhook has in refusals.
+pub const MIGRATION_WEBHOOK: &str = "migration-create-validator.kubevirt.io";
+
+/// virt-api's admission of a new migration (`pkg/virt-api/webhooks/validating-webhook/admitters/
+/// migration-create-admitter.go`, `Admit`): the VMI must exist, not be final, not be explicitly
+/// not live-migratable, and have no migration in flight (`ensureNoMigrationConflict`: any
+/// migration of the VMI whose phase is not Succeeded or Failed, the unset phase included).
+/// Refusals are 400, as the webhook's denial reaches the client.
+pub fn admit_migration(store: &MemoryStore, namespace: &str, object: &Value) -> Result<(), ApiError> {
+    let deny = |why: String| {
+        Err(ApiError::bad_request(format!(
+            "admission webhook \"{MIGRATION_WEBHOOK}\" denied the request: {why}"
+        )))
+    };
+    let vmi_name = Migration(object).vmi_name();
+    let vmi = match store.get(&vmis(), namespace, vmi_name) {
+        Ok(vmi) => vmi,
+        Err(e) if e.code == 404 => return deny(format!("the VMI \"{namespace}/{vmi_name}\" does not exist")),
+        Err(e) => return deny(e.message),
+    };
+    let view = Vmi(&vmi);
+    if view.is_final() {
+        return deny("Cannot migrate VMI in finalized state.".to_owned());
+    }
+    if let Some(condition) = view.condition(evac_core::kubevirt::LIVE_MIGRATABLE_CONDITION) {
+        if condition.status() == "False" {
+            return deny(format!(
+                "Cannot migrate VMI, Reason: {}, Message: {}",
+                condition.reason().unwrap_or_default(),
+                condition.message().unwrap_or_default()
+            ));
+        }
+    }
+    let (all, _) = store.list(&migrations(), Some(namespace), None, None);
+    if let Some(in_flight) =
+        all.iter().map(|m| Migration(m)).find(|m| m.vmi_name() == vmi_name && !m.is_final())
+    {
+        return deny(format!(
+            "in-flight migration detected. Active migration job ({}) is currently already in progress for VMI {vmi_name}.",
+            in_flight.meta().uid()
+        ));
+    }
+    Ok(())
+}
+
+/// Registers [`admit_migration`] with the store, as KubeVirt registers its webhook.
+pub fn register(store: &Store) {
+    store.check_creates(migrations(), std::sync::Arc::new(admit_migration));
 }

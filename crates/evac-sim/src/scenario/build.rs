@@ -16,6 +16,7 @@ pub const KUBEVIRT_WEBHOOK: &str = "virt-launcher-eviction-interceptor.kubevirt.
 
 /// Creates the scenario's cluster in an empty store; returns how many VMs it has.
 pub fn populate(store: &Store, scenario: &Scenario, with_evac: bool) -> Result<usize, ApiError> {
+    virt_api::register(store);
     let nodes = scenario.node_names();
     let mut memory_of_node = Vec::with_capacity(nodes.len());
     for group in &scenario.cluster.nodes {
@@ -52,7 +53,8 @@ pub fn populate(store: &Store, scenario: &Scenario, with_evac: bool) -> Result<u
             let node = placement[(vms + i - 1) % placement.len()];
             let mut vmi = json!({
                 "metadata": {"name": name, "annotations": {}, "labels": {NODE_NAME_LABEL: node}},
-                "spec": {"domain": {"memory": {"guest": group.memory.0}}},
+                // KubeVirt copies the VMI's tolerations to its launcher pods.
+                "spec": {"domain": {"memory": {"guest": group.memory.0}}, "tolerations": tolerations.clone()},
                 "status": {"phase": "Running", "nodeName": node, "conditions": [migratable(group.migratable)]},
             });
             if let Some(strategy) = group.eviction_strategy {

@@ -5,6 +5,7 @@ mod build;
 mod compare;
 mod error;
 mod evac;
+mod invariants;
 mod observer;
 mod report;
 mod run;

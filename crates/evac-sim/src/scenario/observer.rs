@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use crate::actors::migration::RUNNING_PHASES;
 use crate::api::eviction::{ApiEvictor, EvictionRecord};
 use crate::kinds::migrations;
 use crate::objects::{Meta, Migration, Pod, Vmi};
@@ -66,6 +67,12 @@ pub struct Observed {
     refused_pods: std::collections::HashSet<String>,
     /// Pods seen with a DisruptionTarget condition.
     marked_pods: std::collections::HashSet<String>,
+    /// Migrations counted against the parallel limits, with the node they leave.
+    running_from: HashMap<String, String>,
+    /// Unfinished migrations, per VM.
+    unfinished: HashMap<String, std::collections::BTreeSet<String>>,
+    /// Broken invariants, each once.
+    pub violations: Vec<String>,
 }
 
 /// A cause in the report's words, from a `DisruptionTarget` reason or an eviction's requester.
@@ -144,7 +151,7 @@ impl Actor for Observer {
                 match key {
                     "pods" => state.pod(at, event),
                     "vmis" => state.vmi(at, event),
-                    _ => state.migration(at, event),
+                    _ => state.migration(at, event, store),
                 }
             }
         }
@@ -220,6 +227,15 @@ impl Observed {
         let vmi = Vmi(&event.object);
         let key = vmi.meta().key();
         self.mark(at, &key, vmi, event.type_ == EventType::Deleted);
+        if event.type_ == EventType::Deleted {
+            let before = self.phases.remove(&format!("vmi/{key}")).unwrap_or_default();
+            // A VMI deleted while it ran stops its VM (one that had stopped already is counted).
+            if !matches!(before.as_str(), "Failed" | "Succeeded") {
+                self.vms.entry(key.clone()).or_default().stops += 1;
+            }
+            self.log(at, format!("VM {key} deleted (its VMI)"));
+            return;
+        }
         let phase = vmi.phase().unwrap_or_default().to_owned();
         let before = self.phases.insert(format!("vmi/{key}"), phase.clone()).unwrap_or_default();
         if before == phase {
@@ -261,10 +277,11 @@ impl Observed {
         }
     }
 
-    fn migration(&mut self, at: f64, event: &Event) {
+    fn migration(&mut self, at: f64, event: &Event, store: &Store) {
         let migration = Migration(&event.object);
-        let name = migration.meta().name();
+        let name = migration.meta().name().to_owned();
         let key = vm_key(migration.0, migration.vmi_name());
+        let id = format!("migration/{}", migration.meta().key());
         if event.type_ == EventType::Added {
             self.migrations_created += 1;
             // evac records why it migrates; a VM it moved before anything else touched it (node
@@ -272,36 +289,66 @@ impl Observed {
             if let Some(cause) = migration.meta().annotation(evac_core::effect::CAUSE_ANNOTATION) {
                 self.note_cause(&key, &migration_cause_name(cause));
             }
+            let unfinished = self.unfinished.entry(key.clone()).or_default();
+            unfinished.insert(name.clone());
+            if unfinished.len() == 2 {
+                let both = unfinished.iter().cloned().collect::<Vec<_>>().join(", ");
+                self.violation(format!("VM {key} had two unfinished migrations at once: {both}"));
+            }
+        }
+        if event.type_ == EventType::Deleted {
+            // A migration deleted before it finished (its VMI gone) failed: its VM did not move.
+            let before = self.phases.remove(&id).unwrap_or_default();
+            self.stop_running(&id);
+            self.finish(&key, &name);
+            if !matches!(before.as_str(), "Succeeded" | "Failed") {
+                self.migrations_failed += 1;
+                self.vms.entry(key.clone()).or_default().failed_migrations += 1;
+                self.log(at, format!("migration {name}: deleted unfinished, VM {key} did not migrate"));
+            }
+            return;
         }
         let phase = migration.phase().unwrap_or_default().to_owned();
-        let id = format!("migration/{}", migration.meta().key());
-        let before = self.phases.insert(id, phase.clone()).unwrap_or_default();
+        let before = self.phases.insert(id.clone(), phase.clone()).unwrap_or_default();
         if before == phase {
             return;
         }
-        let source = migration.source_node().unwrap_or_default().to_owned();
-        let target = migration.target_node().unwrap_or_default();
-        if before == "Running" {
-            self.running -= 1;
-            if let Some(n) = self.running_by_node.get_mut(&source) {
-                *n -= 1;
-            }
+        let counted = RUNNING_PHASES.contains(&phase.as_str());
+        if counted && !self.running_from.contains_key(&id) {
+            let source = migration
+                .source_node()
+                .or_else(|| migration.meta().annotation(evac_core::effect::EVACUATION_MIGRATION_ANNOTATION))
+                .map(str::to_owned)
+                .or_else(|| vmi_node(store, migration.meta().namespace(), migration.vmi_name()))
+                .unwrap_or_default();
+            self.running += 1;
+            let on_node = self.running_by_node.entry(source.clone()).or_default();
+            *on_node += 1;
+            self.max_running_on_a_node = self.max_running_on_a_node.max(*on_node);
+            self.max_running = self.max_running.max(self.running);
+            self.running_from.insert(id.clone(), source);
+        } else if !counted {
+            self.stop_running(&id);
         }
+        let source = migration.source_node().unwrap_or_default().to_owned();
+        let target = migration.target_node().unwrap_or_default().to_owned();
         match phase.as_str() {
-            "Running" => {
-                self.running += 1;
-                let on_node = self.running_by_node.entry(source.clone()).or_default();
-                *on_node += 1;
-                self.max_running_on_a_node = self.max_running_on_a_node.max(*on_node);
-                self.max_running = self.max_running.max(self.running);
-                self.log(at, format!("migration {name}: VM {key} {source} -> {target} started"));
-            }
+            "Running" => self.log(at, format!("migration {name}: VM {key} {source} -> {target} started")),
             "Succeeded" => {
+                self.finish(&key, &name);
                 self.migrations_succeeded += 1;
                 self.vms.entry(key.clone()).or_default().migrations += 1;
                 self.log(at, format!("migration {name}: VM {key} now runs on {target}"));
+                let now_on = vmi_node(store, migration.meta().namespace(), migration.vmi_name());
+                if target.is_empty() || now_on.as_deref() != Some(target.as_str()) {
+                    self.violation(format!(
+                        "migration {name} succeeded, but VM {key} runs on {}, not on its target {target:?}",
+                        now_on.as_deref().unwrap_or("no node (its VMI is gone)")
+                    ));
+                }
             }
             "Failed" => {
+                self.finish(&key, &name);
                 self.migrations_failed += 1;
                 self.vms.entry(key.clone()).or_default().failed_migrations += 1;
                 self.log(at, format!("migration {name}: VM {key} failed to migrate from {source}"));
@@ -309,4 +356,34 @@ impl Observed {
             _ => {}
         }
     }
+
+    /// A migration no longer counts against the parallel limits.
+    fn stop_running(&mut self, id: &str) {
+        if let Some(source) = self.running_from.remove(id) {
+            self.running -= 1;
+            if let Some(n) = self.running_by_node.get_mut(&source) {
+                *n -= 1;
+            }
+        }
+    }
+
+    /// A migration of `vm` is finished.
+    fn finish(&mut self, vm: &str, migration: &str) {
+        if let Some(unfinished) = self.unfinished.get_mut(vm) {
+            unfinished.remove(migration);
+        }
+    }
+
+    /// Records a broken invariant, once.
+    pub fn violation(&mut self, what: String) {
+        if !self.violations.contains(&what) {
+            self.violations.push(what);
+        }
+    }
+}
+
+/// Where a VMI runs now.
+fn vmi_node(store: &Store, namespace: &str, name: &str) -> Option<String> {
+    let vmi = store.get(&crate::kinds::vmis(), namespace, name).ok()?;
+    Vmi(&vmi).node_name().map(str::to_owned)
 }

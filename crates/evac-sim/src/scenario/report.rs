@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
+pub use super::invariants::{Blocker, EventLine};
 use super::spec::Section;
 use crate::actors::descheduler::DeschedulerStats;
 use crate::actors::drain::DrainState;
@@ -38,6 +39,12 @@ pub struct Report {
     /// monitor mode (`monitored`), what evac would have done.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub evac_effects: BTreeMap<String, usize>,
+    /// The events evac recorded on VMIs: evacuations given up, migrations not started and why.
+    pub events: Vec<EventLine>,
+    /// What must never happen and did: two unfinished migrations of a VMI, a migration
+    /// succeeded whose VM is not on its target, parallel limits exceeded, pods outliving their
+    /// VMI. Empty in every correct run.
+    pub invariant_violations: Vec<String>,
 }
 
 /// `evac control`'s work over a run.
@@ -141,6 +148,9 @@ pub struct DrainReport {
     pub node: String,
     /// When the node was empty, in simulated seconds (none: it never was).
     pub finished_at: Option<f64>,
+    /// When it did not finish: the pods still on the node, and why each stayed.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub blocked_by: Vec<Blocker>,
     #[serde(flatten)]
     pub state: DrainState,
 }
@@ -198,6 +208,12 @@ impl Report {
                 m.marks, m.marks_cleared, m.in_progress_annotations
             );
         }
+        if !self.invariant_violations.is_empty() {
+            let _ = writeln!(out, "INVARIANT VIOLATIONS:");
+            for violation in &self.invariant_violations {
+                let _ = writeln!(out, "  {violation}");
+            }
+        }
         if !sections.contains(&Section::Evictions) {
             return out;
         }
@@ -220,6 +236,17 @@ impl Report {
                 "Drain of {}: {finished}, {} eviction requests, {} refused with 429{error}",
                 drain.node, drain.state.requests, drain.state.refused
             );
+            for blocker in &drain.blocked_by {
+                let vm = blocker.vm.as_deref().map(|vm| format!(" (VM {vm})")).unwrap_or_default();
+                let why = blocker.refused.as_deref().unwrap_or("not evicted");
+                let _ = writeln!(out, "  blocked by pod {}{vm}: {why}", blocker.pod);
+            }
+        }
+        if !self.events.is_empty() {
+            let _ = writeln!(out, "Events evac recorded:");
+            for event in &self.events {
+                let _ = writeln!(out, "  {} {}: {}", event.vm, event.reason, event.message);
+            }
         }
         let monitored: Vec<String> = self
             .evac_effects

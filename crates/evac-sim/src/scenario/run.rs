@@ -9,6 +9,7 @@ use serde_json::Value;
 
 use super::build;
 use super::evac::Mode;
+use super::invariants;
 use super::observer::{cause_name, Entry, Observer};
 use super::report::{DrainReport, EvictionCounts, MigrationCounts, Outcome, Report, VmCounts, VmOutcome};
 use super::spec::{Action, Scenario};
@@ -93,17 +94,24 @@ pub fn run(scenario: &Scenario, mode: &Mode, progress: &mut dyn Progress) -> Res
     }
 
     // The report.
-    let observed = observer.lock();
+    let mut observed = observer.lock();
     let mut vms = VmCounts { total: total_vms, ..VmCounts::default() };
     let mut disrupted_vms = Vec::new();
-    for vmi in list(&store, &vmis()) {
-        let key = key(&vmi);
-        let history = observed.vms.get(&key).cloned().unwrap_or_default();
-        let view = Vmi(&vmi);
-        let restarted =
+    let at_end: HashMap<String, Arc<Value>> =
+        list(&store, &vmis()).into_iter().map(|v| (key(&v), v)).collect();
+    let mut all_vms: Vec<&String> = placement.keys().collect();
+    all_vms.sort();
+    for key in all_vms {
+        let history = observed.vms.get(key).cloned().unwrap_or_default();
+        // A VM whose VMI was deleted and not started again is gone.
+        let vmi = at_end.get(key);
+        let view = vmi.map(|v| Vmi(v));
+        let restarted = view.is_some_and(|view| {
             view.meta().annotation(RESTARTS_ANNOTATION).and_then(|r| r.parse::<u64>().ok()).unwrap_or(0) > 0
-                && view.is_running();
+                && view.is_running()
+        });
         let outcome = match (history.stops, history.migrations) {
+            _ if vmi.is_none() => Outcome::ShutDown,
             (0, 0) => Outcome::Untouched,
             (0, _) => Outcome::Migrated,
             _ if restarted => Outcome::Restarted,
@@ -117,15 +125,18 @@ pub fn run(scenario: &Scenario, mode: &Mode, progress: &mut dyn Progress) -> Res
         }
         if outcome != Outcome::Untouched || history.cause.is_some() {
             disrupted_vms.push(VmOutcome {
-                node_before: placement.get(&key).cloned().unwrap_or_default(),
-                node_after: view.node_name().unwrap_or_default().to_owned(),
-                vm: key,
+                node_before: placement.get(key).cloned().unwrap_or_default(),
+                node_after: view.and_then(|v| v.node_name()).unwrap_or_default().to_owned(),
+                vm: key.clone(),
                 outcome,
                 cause: history.cause.unwrap_or_else(|| "evacuation".to_owned()),
                 migrations: history.migrations,
                 failed_migrations: history.failed_migrations,
             });
         }
+    }
+    for violation in invariants::at_the_end(&store, &observed) {
+        observed.violation(violation);
     }
     let mut evictions: BTreeMap<String, EvictionCounts> = BTreeMap::new();
     for record in evictor.record() {
@@ -162,13 +173,20 @@ pub fn run(scenario: &Scenario, mode: &Mode, progress: &mut dyn Progress) -> Res
             .iter()
             .map(|drain| {
                 let state = drain.state();
+                let blocked_by = match state.finished {
+                    Some(_) => Vec::new(),
+                    None => invariants::blocking(&store, &drain.node, &evictor.record()),
+                };
                 DrainReport {
                     node: drain.node.clone(),
                     finished_at: state.finished.map(|d| d.as_secs_f64()),
+                    blocked_by,
                     state,
                 }
             })
             .collect(),
+        events: invariants::events(&store),
+        invariant_violations: observed.violations.clone(),
         descheduler: descheduler.map(|d| d.stats()),
         controller: evac.as_ref().map(|evac| evac.controller_stats()),
         evac_effects: evac.as_ref().map(|evac| evac.effects()).unwrap_or_default(),

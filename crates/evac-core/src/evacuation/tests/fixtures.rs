@@ -60,6 +60,11 @@ pub fn node() -> Value {
            "status": {"conditions": [{"type": "Ready", "status": "True"}]}})
 }
 
+/// [`OTHER`]: schedulable, untainted, with no memory figure (room for any VM).
+pub fn other_node() -> Value {
+    set(node(), "/metadata/name", json!(OTHER))
+}
+
 /// `kubectl cordon`.
 pub fn cordoned() -> Value {
     set(node(), "/spec/unschedulable", json!(true))
