@@ -288,7 +288,11 @@ impl Cluster {
         let mut migrated: Vec<&str> =
             migrations.iter().map(|m| m["spec"]["vmiName"].as_str().unwrap()).collect();
         migrated.sort();
-        assert_eq!(migrated, live_migrated().collect::<Vec<_>>(), "one migration per VMI: {migrations:#?}");
+        assert_eq!(
+            migrated,
+            live_migrated().collect::<Vec<_>>(),
+            "one migration per VMI: {migrations:#?}\nkubectl drain:\n{stderr}\n{stdout}"
+        );
         for migration in &migrations {
             let annotations = &migration["metadata"]["annotations"];
             assert_eq!(annotations["kubevirt.io/evacuationMigration"], DRAINED, "{migration}");
@@ -362,7 +366,10 @@ fn objects() -> Vec<Value> {
     for (name, node, strategy) in VMS {
         items.push(json!({
             "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
-            "metadata": {"name": name, "namespace": "default", "labels": {"kubevirt.io/nodeName": node}},
+            // The uid the launcher pod's ownerReference names: the garbage collector deletes pods
+            // whose owner is gone.
+            "metadata": {"name": name, "namespace": "default", "uid": format!("uid-{name}"),
+                         "labels": {"kubevirt.io/nodeName": node}},
             "spec": {"evictionStrategy": strategy, "domain": {"memory": {"guest": "1Gi"}}},
             "status": {"phase": "Running", "nodeName": node,
                        "conditions": [{"type": "Ready", "status": "True"}, {"type": "LiveMigratable", "status": "True"}]},

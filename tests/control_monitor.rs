@@ -26,15 +26,16 @@ fn evacuation_policies(mode: &str) -> PoliciesFile {
     PoliciesFile::parse(&text, "/".into()).unwrap()
 }
 
-/// The simulated API server on a port the system chose, with a cordoned node and a VMI marked
-/// for evacuation from it (a drain under way).
+/// The simulated API server on a port the system chose, with a cordoned node, a VMI marked for
+/// evacuation from it (a drain under way), and another node with room for it.
 async fn simulated_api() -> (Arc<Store>, tempfile::TempDir) {
     let store = Arc::new(Store::new(Arc::new(SimClock::default()), 10_000));
     let node = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": NODE}, "spec": {"unschedulable": true}});
     let vmi =
         with(vmi(NS, "web", Some("LiveMigrate"), true, NODE), "/status/evacuationNodeName", json!(NODE));
     let vmi = with(vmi, "/metadata/labels", json!({"kubevirt.io/nodeName": NODE}));
-    for object in [kubevirt_cr(None), node, vmi, launcher_pod(NS, "web", NODE)] {
+    let other = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": OTHER_NODE}, "spec": {}});
+    for object in [kubevirt_cr(None), node, other, vmi, launcher_pod(NS, "web", NODE)] {
         store.insert(object).unwrap();
     }
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
 use evac_core::effect::{
-    MigrationCause, MigrationPriority, EVICTION_IN_PROGRESS_ANNOTATION as IN_PROGRESS,
+    EventReason, MigrationCause, MigrationPriority, EVICTION_IN_PROGRESS_ANNOTATION as IN_PROGRESS,
     REQUEST_EVICT_ONLY_ANNOTATION as EVICT_ONLY,
 };
 use evac_core::testing::ReadFailure;
@@ -46,8 +46,10 @@ fn embedded_grants() -> Vec<ResourceGrant> {
     metadata.context_aware_resources.into_iter().collect()
 }
 
-/// The policy over these objects, granted what its metadata declares.
+/// The policy over these objects and a schedulable OTHER_NODE with room for every VM, granted
+/// what its metadata declares.
 fn policy(objects: impl IntoIterator<Item = Value>) -> Policy {
+    let objects = objects.into_iter().chain([node(OTHER_NODE)]);
     let capabilities = KubernetesCapabilities::new(Arc::new(cluster(objects))).granting(embedded_grants());
     Policy::new(module(), Arc::new(capabilities))
 }
@@ -234,12 +236,47 @@ fn back_off_after_failed_evacuations() {
     // Three in a row: 80 s.
     assert_eq!(migrations(&decide(&policy(objects(&[900, 800, 60])), drained())), Vec::<&Effect>::new());
     assert_eq!(migrations(&decide(&policy(objects(&[900, 800, 100])), drained())), [&drain("a")]);
-    // Five in a row: given up, and the descheduler may evict the pod again.
-    let response = decide(&policy(objects(&[5000, 4000, 3000, 2000, 1000])), drained());
+    // Five in a row: 320 s, capped at 300 s. A drain's mark is never given up: the drain waits
+    // for the VM, as it does with KubeVirt alone.
+    assert_eq!(
+        migrations(&decide(&policy(objects(&[5000, 4000, 3000, 2000, 200])), drained())),
+        Vec::<&Effect>::new()
+    );
+    assert_eq!(
+        migrations(&decide(&policy(objects(&[5000, 4000, 3000, 2000, 1000])), drained())),
+        [&drain("a")]
+    );
+}
+
+#[test]
+fn evacs_own_marks_are_given_up_after_failures() {
+    // A NoExecute taint's mark (evac's own cause) with five failed migrations in a row: called
+    // off, with an event on the VMI, and the descheduler may evict the pod again.
+    let vmi = with(marked(vm("a", Some("LiveMigrate"), true)), "/metadata/annotations", json!({}));
+    let vmi = with(vmi, "/metadata/annotations/kubevirt.io~1eviction-source", json!("noexecute-taint"));
+    let failed = [5000, 4000, 3000, 2000, 1000]
+        .iter()
+        .enumerate()
+        .map(|(i, ago)| migration(&format!("f{i}"), "a", "Failed", Some(NODE), *ago));
+    let objects = [kubevirt_cr(None)].into_iter().chain(with_pod(vmi)).chain(failed);
+    let tainted = with(
+        node(NODE),
+        "/spec/taints",
+        json!([{"key": "node.kubernetes.io/unreachable", "effect": "NoExecute"}]),
+    );
+    let response = decide(&policy(objects), tainted);
     assert_eq!(
         response.effects,
         [
             Effect::ClearEvacuation { vmi: ObjectRef::new(NS, "a"), node: NODE.into() },
+            Effect::RecordEvent {
+                vmi: ObjectRef::new(NS, "a"),
+                node: NODE.into(),
+                reason: EventReason::EvacuationGivenUp,
+                message: "evac gave up evacuating the VMI from node node01 (noexecute-taint) after 5 failed \
+                          migrations in a row: it stays on the node"
+                    .into(),
+            },
             annotate("a", &[(EVICT_ONLY, Some(""))]),
         ]
     );
@@ -315,7 +352,13 @@ fn settings_are_validated() {
     let answer =
         |settings: Value| kubewarden::validate_settings(&policy, &raw(&settings)).expect("validate_settings");
     assert!(answer(json!({})).valid);
-    assert!(answer(json!({"maxFailedEvacuations": 3, "nodePressureRelease": "2Gi"})).valid);
+    assert!(
+        answer(json!({"maxFailedEvacuations": 3, "nodePressure": {"threshold": "2Gi", "headroom": "512Mi"},
+                          "assumedBandwidth": "128Mi"}))
+        .valid
+    );
+    let removed = answer(json!({"nodePressureRelease": "2Gi"}));
+    assert!(!removed.valid, "{:?}", removed.message);
     let zero = answer(json!({"maxFailedEvacuations": 0}));
     assert_eq!(
         (zero.valid, zero.message.as_deref()),

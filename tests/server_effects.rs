@@ -117,7 +117,9 @@ async fn a_failed_effect_becomes_kubevirts_429() {
         vec![(
             "VirtualMachineInstance".into(),
             "vm-1".into(),
-            json!({"status": {"evacuationNodeName": NODE}})
+            // A drain's mark: no source, and none left from an earlier mark of evac's own.
+            json!({"status": {"evacuationNodeName": NODE},
+                   "metadata": {"annotations": {"kubevirt.io/eviction-source": null}}})
         )]
     );
     assert!(pipeline.metrics().encode().contains(

@@ -6,6 +6,7 @@ use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use serde_json::Value;
 
+use evac_cluster::ClusterStore;
 use evac_sim::actors::{Kubelet, MigrationController, Scheduler, TaintManager, VirtController};
 use evac_sim::api::{self, RESOURCES};
 use evac_sim::{SimClock, Simulation, Store};
@@ -118,9 +119,22 @@ fn load(store: &Store, path: &std::path::Path) -> Result<usize> {
             None if resource.namespaced => "default",
             _ => "",
         };
-        store
-            .create(&resource.store_kind(), namespace, item.clone(), false)
-            .map_err(|e| anyhow::anyhow!("{}: items[{i}]: {}", path.display(), e.message))?;
+        // An object with a uid (a dump of a cluster) keeps it: the ownerReferences of its
+        // dependents name it, and the garbage collector deletes dependents of an absent uid.
+        let kind = resource.store_kind();
+        let loaded =
+            match (item.pointer("/metadata/uid"), item.pointer("/metadata/name").and_then(Value::as_str)) {
+                (Some(Value::String(_)), Some(name)) => {
+                    let mut item = item.clone();
+                    if item.pointer("/metadata/creationTimestamp").is_none() {
+                        item["metadata"]["creationTimestamp"] =
+                            Value::String(ClusterStore::timestamp(&**store.memory()));
+                    }
+                    store.restore(&kind, namespace, name, item)
+                }
+                _ => store.create(&kind, namespace, item.clone(), false),
+            };
+        loaded.map_err(|e| anyhow::anyhow!("{}: items[{i}]: {}", path.display(), e.message))?;
     }
     Ok(items.len())
 }
@@ -149,6 +163,18 @@ mod tests {
         )
         .unwrap();
         assert_eq!(count, 2);
+        // A dump's uids are kept: its ownerReferences name them.
+        let file = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(
+            file.path(),
+            "items: [{apiVersion: v1, kind: Node, metadata: {name: n1, uid: uid-n1}}]",
+        )
+        .unwrap();
+        let store = Store::new(Arc::new(SimClock::default()), 10);
+        load(&store, file.path()).unwrap();
+        let node = store.get(&evac_cluster::Kind::new("v1", "Node"), "", "n1").unwrap();
+        assert_eq!(node["metadata"]["uid"], "uid-n1");
+        assert!(node["metadata"]["creationTimestamp"].is_string(), "{node}");
         let err = load_text("kind: Pod").unwrap_err().to_string();
         assert!(err.contains("expected a v1 List of Kubernetes objects"), "{err}");
         let err = load_text("kind: List\nitems: [{apiVersion: v1, kind: Secret, metadata: {name: s}}]")

@@ -348,7 +348,13 @@ async fn marking_for_evacuation_is_one_merge_patch_on_the_vmi() {
         assert_eq!(patch.path, "/apis/kubevirt.io/v1/namespaces/default/virtualmachineinstances/web-1");
         assert_eq!(patch.content_type, "application/merge-patch+json");
     }
-    assert_eq!(patches[0].body, json!({"status": {"evacuationNodeName": "node01"}}));
+    // No source: a source left by an earlier mark (evac's own cause) is removed, as the mark is
+    // now the eviction's.
+    assert_eq!(
+        patches[0].body,
+        json!({"status": {"evacuationNodeName": "node01"},
+               "metadata": {"annotations": {"kubevirt.io/eviction-source": null}}})
+    );
     assert!(!patches[0].query.contains("dryRun"), "{}", patches[0].query);
     assert_eq!(
         patches[1].body,

@@ -502,7 +502,7 @@ fn an_api_evictions_mark_retries_for_ever() {
         };
         // The last of ten failures ended 1000 s ago: the 300 s back-off is over.
         let cluster = cluster_of(vm.objects().into_iter().chain(failures("vm", &ten)));
-        assert_eq!(run(&cluster, &cordoned()), [expected.clone()], "{source:?}");
+        assert_eq!(run(&cluster, &cordoned()), std::slice::from_ref(&expected), "{source:?}");
         // The last ended 299 s ago: still backing off, and the mark stays.
         let ending = |last: i64| ten.iter().map(|t| t - ten[9] + last).collect::<Vec<_>>();
         let cluster = cluster_of(vm.objects().into_iter().chain(failures("vm", &ending(-299))));

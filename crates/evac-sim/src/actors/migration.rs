@@ -1,8 +1,9 @@
 //! KubeVirt's migration controller (`pkg/virt-controller/watch/migration/migration.go`), as far
 //! as disruptions go:
 //!
-//! - a new `VirtualMachineInstanceMigration` becomes `Pending`, or `Failed` when an unfinished
-//!   migration of the same VMI came first (`canMigrateVMI`); one whose VMI is gone is deleted;
+//! - a new `VirtualMachineInstanceMigration` becomes `Pending`; a second unfinished migration of a
+//!   VMI is refused by virt-api's migration-create admitter ([`crate::api::virt_api`]), and one
+//!   that slips past it fails at once (`canMigrateVMI`); one whose VMI is gone is deleted;
 //! - a `Pending` migration gets its target pod (`handleTargetPodCreation`) in priority order
 //!   (VEP 62: `system-critical`, then `user-triggered`, then `system-maintenance`, then the
 //!   oldest), once its evacuation back-off is over (`handleMigrationBackoff`), its VMI runs with a

@@ -29,14 +29,22 @@ fn node_with_vms(sizes: &[u32]) -> Store {
     store
 }
 
+/// Gives a pod a priority (`spec.priority`, as admission resolves `priorityClassName`).
+fn set_priority(store: &Store, name: &str, priority: i64) {
+    store
+        .patch(&pods(), "default", name, &Patch::Merge(json!({"spec": {"priority": priority}})), false)
+        .unwrap();
+}
+
 fn pod(store: &Store, name: &str) -> Value {
     (*store.get(&pods(), "default", name).unwrap()).clone()
 }
 
 #[test]
-fn soft_pressure_evicts_the_biggest_pod_after_the_grace_periods() {
+fn soft_pressure_evicts_the_lowest_priority_pod_after_the_grace_periods() {
     // 8 GiB - (1 + 3) GiB = 4 GiB available: no pressure under a 3500 MiB threshold.
     let store = node_with_vms(&[1, 3]);
+    set_priority(&store, "virt-launcher-vm-1", -10);
     let kubelet = Kubelet::default();
     assert_eq!(kubelet.reconcile(&store).unwrap(), None);
     // A third VM: 8 - 5 = 3 GiB available < 3500 MiB: pressure, and the soft grace period runs.
@@ -55,7 +63,7 @@ fn soft_pressure_evicts_the_biggest_pod_after_the_grace_periods() {
     assert_eq!(node["status"]["conditions"][0]["status"], "True");
     assert!(pod(&store, "virt-launcher-vm-1").pointer("/status/conditions").is_none(), "not yet: soft grace");
 
-    // After the soft grace: the biggest pod (3 GiB) is the target, with evictionMaxPodGracePeriod
+    // After the soft grace: the lowest-priority pod is the target, with evictionMaxPodGracePeriod
     // (300 s) instead of its own 600 s.
     store.clock().advance(Duration::from_secs(5));
     let next = kubelet.reconcile(&store).unwrap();
@@ -91,6 +99,7 @@ fn soft_pressure_evicts_the_biggest_pod_after_the_grace_periods() {
 #[test]
 fn a_vm_that_migrated_away_in_time_is_not_shut_down() {
     let store = node_with_vms(&[2, 3]);
+    set_priority(&store, "virt-launcher-vm-1", -1);
     let kubelet = Kubelet { soft_threshold: 4.0 * 1024.0 * 1024.0 * 1024.0, ..Kubelet::default() };
     kubelet.reconcile(&store).unwrap();
     store.clock().advance(Duration::from_secs(5));
