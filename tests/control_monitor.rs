@@ -27,15 +27,19 @@ fn evacuation_policies(mode: &str) -> PoliciesFile {
 }
 
 /// The simulated API server on a port the system chose, with a cordoned node, a VMI marked for
-/// evacuation from it (a drain under way), and another node with room for it.
-async fn simulated_api() -> (Arc<Store>, tempfile::TempDir) {
+/// evacuation from it (a drain under way), and another node with room for it when `room`.
+async fn simulated_api(room: bool) -> (Arc<Store>, tempfile::TempDir) {
     let store = Arc::new(Store::new(Arc::new(SimClock::default()), 10_000));
     let node = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": NODE}, "spec": {"unschedulable": true}});
     let vmi =
         with(vmi(NS, "web", Some("LiveMigrate"), true, NODE), "/status/evacuationNodeName", json!(NODE));
     let vmi = with(vmi, "/metadata/labels", json!({"kubevirt.io/nodeName": NODE}));
     let other = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": OTHER_NODE}, "spec": {}});
-    for object in [kubevirt_cr(None), node, other, vmi, launcher_pod(NS, "web", NODE)] {
+    let mut objects = vec![kubevirt_cr(None), node, vmi, launcher_pod(NS, "web", NODE)];
+    if room {
+        objects.push(other);
+    }
+    for object in objects {
         store.insert(object).unwrap();
     }
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -50,7 +54,19 @@ async fn simulated_api() -> (Arc<Store>, tempfile::TempDir) {
 /// One controller pass over the simulated API with the policies in `mode`: the migrations then in
 /// the cluster, and the pipeline's effect counts.
 async fn one_pass(mode: &str) -> (usize, std::collections::BTreeMap<String, usize>, evac::control::Pass) {
-    let (store, dir) = simulated_api().await;
+    let (store, _, pipeline, pass) = passes(mode, true, 1).await;
+    let (migrations, _) = store.list(&evac_sim::kinds::migrations(), None, None, None);
+    (migrations.len(), pipeline.effect_counts(), pass)
+}
+
+/// `count` controller passes over the simulated API (with room for the VM or not) with the
+/// policies in `mode`: the store, its API's directory, the pipeline and the last pass.
+async fn passes(
+    mode: &str,
+    room: bool,
+    count: usize,
+) -> (Arc<Store>, tempfile::TempDir, Pipeline, evac::control::Pass) {
+    let (store, dir) = simulated_api(room).await;
     let file = evacuation_policies(mode);
     let mut resources: Vec<Kind> =
         file.policies.values().flat_map(|p| p.context_aware_resources.iter().cloned()).collect();
@@ -70,9 +86,11 @@ async fn one_pass(mode: &str) -> (usize, std::collections::BTreeMap<String, usiz
     );
     let pipeline = Pipeline::new(registry, Executor::new(Arc::clone(&cluster) as _), metrics);
     let controller = Controller::new(pipeline.clone()).unwrap();
-    let pass = controller.reconcile(&*cluster, true).await.unwrap();
-    let (migrations, _) = store.list(&evac_sim::kinds::migrations(), None, None, None);
-    (migrations.len(), pipeline.effect_counts(), pass)
+    let mut pass = controller.reconcile(&*cluster, true).await.unwrap();
+    for _ in 1..count {
+        pass = controller.reconcile(&*cluster, true).await.unwrap();
+    }
+    (store, dir, pipeline, pass)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -88,4 +106,23 @@ async fn monitor_mode_creates_nothing_through_the_api_and_records_what_it_would_
     let (created, effects, _) = one_pass("protect").await;
     assert_eq!(created, 1, "{effects:?}");
     assert_eq!(effects.get("evacuation CreateMigration applied"), Some(&1), "{effects:?}");
+}
+
+/// With no node to go to, the controller defers the migration: one event on the VMI (recorded
+/// once however many passes see it), counted by reason in the metrics, and no migration.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deferred_evacuation_is_one_event_and_a_metric() {
+    let (store, _dir, pipeline, _) = passes("protect", false, 3).await;
+    let (migrations, _) = store.list(&evac_sim::kinds::migrations(), None, None, None);
+    assert_eq!(migrations.len(), 0);
+    let (events, _) = store.list(&Kind::new("v1", "Event"), None, None, None);
+    assert_eq!(events.len(), 1, "{events:#?}");
+    assert_eq!(events[0]["reason"], "EvacuationDeferred", "{}", events[0]);
+    assert_eq!(events[0]["involvedObject"]["name"], "web", "{}", events[0]);
+    let metrics = pipeline.metrics().encode();
+    assert!(
+        metrics
+            .contains(r#"evac_evacuation_events_total{policy="evacuation",reason="EvacuationDeferred"} 1"#),
+        "{metrics}"
+    );
 }

@@ -240,3 +240,32 @@ fn monitor_mode_carries_out_nothing_and_says_what_it_would_have_done() {
     assert!(text.contains("evac in monitor mode: nothing carried out; it would have applied:"), "{text}");
     assert!(text.contains("disruption-cause MarkForEvacuation"), "{text}");
 }
+
+/// Every example scenario, with KubeVirt alone and with evac: no run breaks an invariant (the
+/// simulator's `invariantViolations`), and evac never ends with more VMs shut down than KubeVirt
+/// alone.
+#[test]
+fn every_example_keeps_the_invariants() {
+    let mut examples: Vec<_> = std::fs::read_dir(repo_root().join("examples/scenarios"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
+        .collect();
+    examples.sort();
+    assert!(examples.len() >= 7, "{examples:?}");
+    let mut failures = Vec::new();
+    for file in &examples {
+        let (baseline, evac) = (simulate(file, false), simulate(file, true));
+        for (mode, report) in [("KubeVirt alone", &baseline), ("evac", &evac)] {
+            let violations = report["invariantViolations"].as_array().expect("invariantViolations");
+            if !violations.is_empty() {
+                failures.push(format!("{}: {mode}: {violations:?}", file.display()));
+            }
+        }
+        let (ours, theirs) = (outcome_count(&evac, "shutDown"), outcome_count(&baseline, "shutDown"));
+        if ours > theirs {
+            failures.push(format!("{}: evac shut down {ours} VMs, KubeVirt alone {theirs}", file.display()));
+        }
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
+}

@@ -83,6 +83,16 @@ pub struct EffectLabels {
     pub result: &'static str,
 }
 
+/// An event recorded on a VMI for a policy: `reason` is `EvacuationGivenUp` or
+/// `EvacuationDeferred`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct EventLabels {
+    /// The policy's id.
+    pub policy: String,
+    /// The event's reason.
+    pub reason: &'static str,
+}
+
 /// A request refused before any evaluation: `reason` is `unknown_policy`, `bad_request`, ...
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RefusalLabels {
@@ -107,6 +117,9 @@ pub struct Metrics {
     pub shadow: Family<ShadowLabels, Counter>,
     /// Effects, by policy, type and result.
     pub effects: Family<EffectLabels, Counter>,
+    /// Events recorded on VMIs (each once: a repeated event is not written again), by reason:
+    /// evacuations given up or deferred.
+    pub events: Family<EventLabels, Counter>,
     /// Requests refused before evaluation.
     pub refused: Family<RefusalLabels, Counter>,
     /// Certificate reloads, by result.
@@ -168,6 +181,12 @@ impl Default for Metrics {
         );
         let effects = Family::default();
         registry.register("policy_effects", "Effects carried out for policies", effects.clone());
+        let events = Family::default();
+        registry.register(
+            "evacuation_events",
+            "Events recorded on VMIs, by reason: evacuations given up or deferred",
+            events.clone(),
+        );
         let refused = Family::default();
         registry.register(
             "admission_requests_refused",
@@ -198,6 +217,7 @@ impl Default for Metrics {
             versions,
             shadow,
             effects,
+            events,
             refused,
             tls_reloads,
             instances,

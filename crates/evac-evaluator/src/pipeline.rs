@@ -24,7 +24,7 @@ use evac_runtime::wapc::EvalError;
 use serde_json::value::RawValue;
 
 use crate::config::PolicyMode;
-use crate::metrics::{EffectLabels, FaultLabels, Metrics, ShadowLabels};
+use crate::metrics::{EffectLabels, EventLabels, FaultLabels, Metrics, ShadowLabels};
 use crate::registry::{Registry, ServedPolicy, Version};
 
 /// Evaluations slower than this move off the caller's async thread (see [`Pipeline::evaluate`]).
@@ -262,6 +262,10 @@ impl Pipeline {
                 result: outcome.as_str(),
             };
             self.metrics.effects.get_or_create(&labels).inc();
+            if let (Effect::RecordEvent { reason, .. }, EffectOutcome::Applied) = (&effect, &outcome) {
+                let labels = EventLabels { policy: served.id.clone(), reason: reason.as_str() };
+                self.metrics.events.get_or_create(&labels).inc();
+            }
             let key = format!("{} {} {}", served.id, effect.type_name(), outcome.as_str());
             *self.tally.lock().unwrap_or_else(PoisonError::into_inner).entry(key).or_default() += 1;
             done.push((effect, outcome));

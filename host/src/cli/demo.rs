@@ -3,7 +3,9 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use clap::Args;
 
-use evac_sim::scenario::{self, comparison_line, Entry, Mode, Progress, Report, Scenario};
+use evac_sim::scenario::{
+    self, comparison_line, comparison_problems, Entry, Mode, Progress, Report, Scenario,
+};
 
 #[derive(Debug, Args)]
 pub struct DemoArgs {
@@ -19,7 +21,8 @@ pub struct DemoArgs {
 }
 
 /// Runs every scenario twice, with KubeVirt alone and with evac (simulator, policy server and
-/// controller in this process), and prints one comparison line for each.
+/// controller in this process), and prints one comparison line for each, followed by what either
+/// run must never show (an invariant broken, more VMs shut down with evac): a failure.
 pub fn run(args: DemoArgs) -> Result<()> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(&args.scenarios)
         .with_context(|| format!("cannot read the scenarios in {}", args.scenarios.display()))?
@@ -35,11 +38,17 @@ pub fn run(args: DemoArgs) -> Result<()> {
         .iter()
         .filter_map(|(file, s)| s.baseline.as_ref().map(|b| file.with_file_name(b)))
         .collect();
-    let mut failures = 0;
+    let (mut failures, mut unsound) = (0, 0);
     for (file, scenario) in scenarios.iter().filter(|(file, _)| !baselines.contains(file)) {
         let started = std::time::Instant::now();
         match compare(file, scenario, &args.policies) {
-            Ok(line) => println!("{line}  [{:.1} s]", started.elapsed().as_secs_f64()),
+            Ok((line, problems)) => {
+                println!("{line}  [{:.1} s]", started.elapsed().as_secs_f64());
+                for problem in &problems {
+                    println!("  FAILED: {problem}");
+                }
+                unsound += usize::from(!problems.is_empty());
+            }
             Err(e) => {
                 failures += 1;
                 println!("{}: error: {e:#}", file_name(file));
@@ -47,10 +56,12 @@ pub fn run(args: DemoArgs) -> Result<()> {
         }
     }
     anyhow::ensure!(failures == 0, "{failures} scenario(s) could not run");
+    anyhow::ensure!(unsound == 0, "{unsound} scenario(s) broke an invariant");
     Ok(())
 }
 
-fn compare(file: &Path, scenario: &Scenario, policies: &Path) -> Result<String> {
+/// The comparison line of one scenario, and its problems (see [`comparison_problems`]).
+fn compare(file: &Path, scenario: &Scenario, policies: &Path) -> Result<(String, Vec<String>)> {
     let baseline_scenario = match &scenario.baseline {
         Some(other) => load(&file.with_file_name(other))?,
         None => scenario.clone(),
@@ -60,7 +71,8 @@ fn compare(file: &Path, scenario: &Scenario, policies: &Path) -> Result<String> 
         scenario,
         &Mode::Evac(std::sync::Arc::new(crate::simulation::EvacPolicies { policies: policies.to_owned() })),
     )?;
-    Ok(comparison_line(&file_name(file).replace(".yaml", ""), &evac, &baseline))
+    let line = comparison_line(&file_name(file).replace(".yaml", ""), &evac, &baseline);
+    Ok((line, comparison_problems(&evac, &baseline)))
 }
 
 fn run_quietly(scenario: &Scenario, mode: &Mode) -> Result<Report> {

@@ -3,6 +3,7 @@
 //! dry runs, for the resources in [`resources::RESOURCES`]. Errors are `metav1.Status` objects.
 
 pub mod eviction;
+mod openapi;
 mod resources;
 pub mod virt_api;
 mod watch;
@@ -53,6 +54,10 @@ fn parse_target(path: &str) -> Result<Target<'_>, ApiError> {
             ))
         }
         ["api"] => return Ok(Target::Document(resources::core_versions())),
+        ["openapi", "v3"] => return Ok(Target::Document(openapi::index())),
+        ["openapi", "v3", rest @ ..] => {
+            return openapi::group_version(&rest.join("/")).map(Target::Document).ok_or_else(not_found)
+        }
         ["apis"] => return Ok(Target::Document(resources::group_list())),
         ["apis", group] => return resources::group(group).map(Target::Document).ok_or_else(not_found),
         ["api", version, rest @ ..] => ("", *version, rest),

@@ -40,7 +40,8 @@ impl Resource {
     }
 }
 
-/// Every resource the API server serves: namespaces, nodes, pods, PodDisruptionBudgets,
+/// Every resource the API server serves: namespaces, nodes, pods, events, DaemonSets (which
+/// `kubectl drain --ignore-daemonsets` looks up for their pods), PodDisruptionBudgets,
 /// ValidatingWebhookConfigurations, and KubeVirt's VMIs, migrations and KubeVirt CRs.
 pub const RESOURCES: &[Resource] = &[
     Resource {
@@ -69,6 +70,24 @@ pub const RESOURCES: &[Resource] = &[
         namespaced: true,
         short_names: &["po"],
         subresources: &["status", "eviction"],
+    },
+    Resource {
+        group: "",
+        version: "v1",
+        plural: "events",
+        kind: "Event",
+        namespaced: true,
+        short_names: &["ev"],
+        subresources: &[],
+    },
+    Resource {
+        group: "apps",
+        version: "v1",
+        plural: "daemonsets",
+        kind: "DaemonSet",
+        namespaced: true,
+        short_names: &["ds"],
+        subresources: &["status"],
     },
     Resource {
         group: "policy",

@@ -187,6 +187,15 @@ async fn kubectl_gets_and_cordons() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let node = nodes.get("node01").await.unwrap();
     assert_eq!(node.spec.unwrap().unschedulable, Some(true));
+
+    // `kubectl create` with its default validation: it reads the OpenAPI v3 documents, finds
+    // `fieldValidation` on the kind's PATCH, and leaves validation to the server.
+    let manifest = dir.path().join("pod.yaml");
+    std::fs::write(&manifest, "apiVersion: v1\nkind: Pod\nmetadata: {name: web-2, namespace: default}\nspec: {containers: [{name: c, image: x}]}\n").unwrap();
+    let out = run(&["create", "-f", manifest.to_str().unwrap()]).await.unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "pod/web-2 created");
+    assert!(pods.get("web-2").await.is_ok());
 }
 
 fn which_kubectl() -> Result<std::path::PathBuf, ()> {
@@ -354,6 +363,24 @@ async fn kubectl_drain_retries_a_429_and_completes() {
     let pods: Api<Pod> = Api::namespaced(api.client.clone(), "default");
     pods.create(&PostParams::default(), &managed_pod("virt-launcher-vm-abcde", "node01")).await.unwrap();
     pods.create(&PostParams::default(), &managed_pod("web-1", "node01")).await.unwrap();
+    // virt-handler, a DaemonSet's pod: `--ignore-daemonsets` looks the DaemonSet up and leaves
+    // the pod.
+    let daemon_sets: Api<k8s_openapi::api::apps::v1::DaemonSet> =
+        Api::namespaced(api.client.clone(), "kubevirt");
+    let daemon_set = serde_json::from_value(json!({"metadata": {"name": "virt-handler", "namespace": "kubevirt"},
+                                                   "spec": {"selector": {"matchLabels": {"kubevirt.io": "virt-handler"}},
+                                                            "template": {"spec": {"containers": []}}}}))
+    .unwrap();
+    let daemon_set = daemon_sets.create(&PostParams::default(), &daemon_set).await.unwrap();
+    let mut handler = pod("virt-handler-x7k2p", "node01", "virt-handler");
+    handler.metadata.namespace = Some("kubevirt".into());
+    handler.metadata.owner_references = Some(vec![serde_json::from_value(json!({
+        "apiVersion": "apps/v1", "kind": "DaemonSet", "name": "virt-handler",
+        "uid": daemon_set.metadata.uid, "controller": true
+    }))
+    .unwrap()]);
+    let handlers: Api<Pod> = Api::namespaced(api.client.clone(), "kubevirt");
+    handlers.create(&PostParams::default(), &handler).await.unwrap();
     let _kubelet = run_kubelet(&api.store);
 
     let dir = tempfile::tempdir().unwrap();
@@ -374,8 +401,13 @@ async fn kubectl_drain_retries_a_429_and_completes() {
         stderr.contains("admission webhook \"pod-eviction.evac.kubevirt.io\" denied the request: Eviction triggered evacuation"),
         "drain reports the webhook's 429 and retries:\n{stderr}"
     );
+    assert!(
+        stderr.contains("Warning: ignoring DaemonSet-managed Pods: kubevirt/virt-handler-x7k2p"),
+        "{stderr}"
+    );
     assert_eq!(calls.load(Ordering::SeqCst), 2);
     assert!(pods.list(&ListParams::default()).await.unwrap().items.is_empty());
+    assert!(handlers.get("virt-handler-x7k2p").await.is_ok(), "the DaemonSet's pod stays");
     assert_eq!(nodes.get("node01").await.unwrap().spec.unwrap().unschedulable, Some(true));
 }
 

@@ -13,7 +13,7 @@ mod spec;
 mod steps;
 
 pub use build::{EVAC_FEATURE_GATES, KUBEVIRT_WEBHOOK};
-pub use compare::{line as comparison_line, Tally};
+pub use compare::{line as comparison_line, problems as comparison_problems, Tally};
 pub use error::ScenarioError;
 pub use evac::{Evac, EvacRun, Mode, SERVICE as EVAC_SERVICE, WEBHOOK_PATH as EVAC_WEBHOOK_PATH};
 pub use observer::Entry;
