@@ -61,14 +61,9 @@ async fn one_pass(mode: &str) -> (usize, std::collections::BTreeMap<String, usiz
     (migrations.len(), pipeline.effect_counts(), pass)
 }
 
-/// `count` controller passes over the simulated API (with room for the VM or not) with the
-/// policies in `mode`: the store, its API's directory, the pipeline and the last pass.
-async fn passes(
-    mode: &str,
-    room: bool,
-    count: usize,
-) -> (Arc<Store>, tempfile::TempDir, Pipeline, evac::control::Pass) {
-    let (store, dir) = simulated_api(room).await;
+/// `evac control`'s parts on the kube-rs back end, against the API of the kubeconfig in `dir`,
+/// with the policies in `mode`: its watch caches (synced), its pipeline and its controller.
+async fn controller_on(dir: &tempfile::TempDir, mode: &str) -> (Arc<KubeCluster>, Pipeline, Controller) {
     let file = evacuation_policies(mode);
     let mut resources: Vec<Kind> =
         file.policies.values().flat_map(|p| p.context_aware_resources.iter().cloned()).collect();
@@ -88,6 +83,18 @@ async fn passes(
     );
     let pipeline = Pipeline::new(registry, Executor::new(Arc::clone(&cluster) as _), metrics);
     let controller = Controller::new(pipeline.clone()).unwrap();
+    (cluster, pipeline, controller)
+}
+
+/// `count` controller passes over the simulated API (with room for the VM or not) with the
+/// policies in `mode`: the store, its API's directory, the pipeline and the last pass.
+async fn passes(
+    mode: &str,
+    room: bool,
+    count: usize,
+) -> (Arc<Store>, tempfile::TempDir, Pipeline, evac::control::Pass) {
+    let (store, dir) = simulated_api(room).await;
+    let (cluster, pipeline, controller) = controller_on(&dir, mode).await;
     let mut pass = controller.reconcile(&*cluster, true).await.unwrap();
     for _ in 1..count {
         pass = controller.reconcile(&*cluster, true).await.unwrap();
@@ -177,25 +184,7 @@ async fn an_api_server_restart_loses_nothing_and_duplicates_nothing() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("kubeconfig"), evac_sim::kubeconfig(&format!("http://{addr}"))).unwrap();
 
-    let file = evacuation_policies("protect");
-    let mut resources: Vec<Kind> =
-        file.policies.values().flat_map(|p| p.context_aware_resources.iter().cloned()).collect();
-    resources.extend(WATCHED.iter().map(|(v, k)| Kind::new(v, k)));
-    let cluster =
-        Arc::new(KubeCluster::connect(Some(&dir.path().join("kubeconfig")), &resources).await.unwrap());
-    cluster.wait_synced(Duration::from_secs(10)).await.unwrap();
-    let engine =
-        PolicyEngine::new(EngineOptions { cache_dir: Some(server::cache_dir()), ..EngineOptions::default() })
-            .unwrap();
-    let metrics = Arc::new(Metrics::default());
-    let registry = Arc::new(
-        tokio::task::block_in_place(|| {
-            Registry::start(&file, Loader { engine, source: Arc::clone(&cluster) as _ }, Arc::clone(&metrics))
-        })
-        .unwrap(),
-    );
-    let pipeline = Pipeline::new(registry, Executor::new(Arc::clone(&cluster) as _), metrics);
-    let controller = Controller::new(pipeline).unwrap();
+    let (cluster, _, controller) = controller_on(&dir, "protect").await;
     controller.reconcile(&*cluster, true).await.unwrap();
     let migrated = || {
         let (migrations, _) = store.list(&evac_sim::kinds::migrations(), None, None, None);
