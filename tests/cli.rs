@@ -150,6 +150,8 @@ fn eval_refuses_bad_input_with_one_error_line() {
     let module = policy_bytes();
     let truncated = dir.path().join("truncated.wasm");
     std::fs::write(&truncated, &module[..module.len() / 2]).unwrap();
+    let panics = dir.path().join("panics.wasm");
+    std::fs::write(&panics, wat_fixture("panics.wat")).unwrap();
     let request = path(&example("requests/01-drain-live-migratable.json"));
     let empty_context = path(&test_data("empty-context.yaml"));
 
@@ -197,6 +199,12 @@ fn eval_refuses_bad_input_with_one_error_line() {
             with_context(&path(&dir.path().join("missing.yaml"))),
             None,
             vec!["cannot read context file", "missing.yaml"],
+        ),
+        (
+            "a policy that panics (writing its message through WASI, as Rust policies do)",
+            with_policy(&panics),
+            None,
+            vec!["the policy trapped", "the policy wrote: panicked at src/lib.rs:12:5: boom"],
         ),
         (
             "a request that is not a pods/eviction CREATE",

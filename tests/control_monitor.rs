@@ -18,7 +18,11 @@ use evac_sim::{SimClock, Store};
 use serde_json::json;
 
 fn evacuation_policies(mode: &str) -> PoliciesFile {
-    let module = repo_root().join("dist/policies/evacuation.wasm");
+    policies_with(mode, &repo_root().join("dist/policies/evacuation.wasm"))
+}
+
+/// The controller's policies in `mode`, with `module` as the evacuation policy.
+fn policies_with(mode: &str, module: &std::path::Path) -> PoliciesFile {
     let disruption = repo_root().join("dist/policies/disruption-cause.wasm");
     let text = format!(
         "evacuation:\n  module: {}\n  policyMode: {mode}\n  contextAwareResources:\n    - {{apiVersion: v1, kind: Node}}\n    - {{apiVersion: v1, kind: Pod}}\n    - {{apiVersion: kubevirt.io/v1, kind: VirtualMachineInstance}}\n    - {{apiVersion: kubevirt.io/v1, kind: VirtualMachineInstanceMigration}}\n    - {{apiVersion: kubevirt.io/v1, kind: KubeVirt}}\ndisruption-cause:\n  module: {}\n  policyMode: {mode}\n  contextAwareResources:\n    - {{apiVersion: v1, kind: Node}}\n    - {{apiVersion: kubevirt.io/v1, kind: VirtualMachineInstance}}\n    - {{apiVersion: kubevirt.io/v1, kind: KubeVirt}}\n",
@@ -64,7 +68,14 @@ async fn one_pass(mode: &str) -> (usize, std::collections::BTreeMap<String, usiz
 /// `evac control`'s parts on the kube-rs back end, against the API of the kubeconfig in `dir`,
 /// with the policies in `mode`: its watch caches (synced), its pipeline and its controller.
 async fn controller_on(dir: &tempfile::TempDir, mode: &str) -> (Arc<KubeCluster>, Pipeline, Controller) {
-    let file = evacuation_policies(mode);
+    controller_with(dir, evacuation_policies(mode)).await
+}
+
+/// `evac control`'s parts with these policies.
+async fn controller_with(
+    dir: &tempfile::TempDir,
+    file: PoliciesFile,
+) -> (Arc<KubeCluster>, Pipeline, Controller) {
     let mut resources: Vec<Kind> =
         file.policies.values().flat_map(|p| p.context_aware_resources.iter().cloned()).collect();
     resources.extend(WATCHED.iter().map(|(v, k)| Kind::new(v, k)));
@@ -211,4 +222,25 @@ async fn an_api_server_restart_loses_nothing_and_duplicates_nothing() {
     let _ = controller.reconcile(&*cluster, true).await;
     assert_eq!(migrated(), ["db", "web"], "one migration each, none twice");
     api.stop();
+}
+
+/// An evacuation policy that panics (writing its message through WASI, as a Rust policy does),
+/// evaluated on the controller's runtime: the evaluation fails and is counted, nothing is written,
+/// and the controller goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panicking_policy_fails_its_evaluation_not_the_controller() {
+    let (store, dir) = simulated_api(true).await;
+    let file = policies_with("protect", &test_data("wat/panics.wat"));
+    let (cluster, pipeline, controller) = controller_with(&dir, file).await;
+    for _ in 0..2 {
+        controller.reconcile(&*cluster, true).await.unwrap();
+    }
+    let (migrations, _) = store.list(&evac_sim::kinds::migrations(), None, None, None);
+    assert!(migrations.is_empty());
+    let metrics = pipeline.metrics().encode();
+    assert!(
+        metrics.lines().any(|l| l.starts_with("evac_policy_faults_total{policy=\"evacuation\"")
+            && l.contains("kind=\"trap\"")),
+        "{metrics}"
+    );
 }

@@ -128,27 +128,6 @@ fn every_thread_sees_fresh_state() {
 }
 
 #[test]
-fn wasi_state_does_not_leak_between_calls() {
-    const EBADF: u32 = 8;
-    for reuse_instances in [true, false] {
-        let engine = engine(EngineOptions { reuse_instances, ..EngineOptions::default() });
-        let policy = guest_policy(compile_wat(&engine, "wasi.wat"));
-        let errno = |operation: &str| {
-            let answer = policy.call(operation, b"").expect(operation);
-            u32::from_le_bytes(answer.try_into().expect("a u32"))
-        };
-        for round in 0..5 {
-            let case = format!("reuse_instances: {reuse_instances}, round {round}");
-            assert_eq!(errno("stat"), 0, "{case}: standard output is open on a fresh context");
-            // Within one evaluation, the guest sees its own close.
-            assert_eq!(errno("both"), EBADF, "{case}: standard output after closing it");
-            // Each evaluation has its own descriptors: closing succeeds every time.
-            assert_eq!(errno("close"), 0, "{case}: closing standard output");
-        }
-    }
-}
-
-#[test]
 fn policies_sharing_a_module_keep_their_own_capabilities() {
     // One module, three policies over different clusters and grants: instances pass from one
     // policy to the next, and each call must read through its own policy's capabilities.

@@ -150,10 +150,13 @@ spin:
   timeoutEvalMilliseconds: 100
 hungry:
   module: {}
+panics:
+  module: {}
 ",
         pod_eviction_policies(""),
         test_data("wat/validate_forever.wat").display(),
         test_data("wat/validate_hungry.wat").display(),
+        test_data("wat/panics.wat").display(),
     );
     let server = TestServer::start(Setup {
         policies: &policies,
@@ -163,9 +166,10 @@ hungry:
     runtime().block_on(async {
         let review = example_review("11-plain-pod.json");
         let started = Instant::now();
-        let (spin, hungry, healthy) = tokio::join!(
+        let (spin, hungry, panics, healthy) = tokio::join!(
             server.review("spin", &review),
             server.review("hungry", &review),
+            server.review("panics", &review),
             server.review("pod-eviction", &review),
         );
         assert!(started.elapsed() < Duration::from_secs(10));
@@ -180,6 +184,13 @@ hungry:
         let (code, message) = denial(&hungry);
         assert_eq!(code, 500);
         assert!(message.contains("exceeded its memory limit of 16 MiB"), "{message}");
+        // A policy that panics, writing its message through WASI as Rust policies do, inside the
+        // server's runtime: that request's 500, with the panic's text, and the server lives on.
+        let (code, message) = denial(&panics);
+        assert_eq!(code, 500);
+        assert!(message.contains("the policy trapped"), "{message}");
+        assert!(message.contains("the policy wrote: panicked at src/lib.rs:12:5: boom"), "{message}");
+        assert_eq!(denial(&server.review("panics", &review).await).0, 500);
         assert_eq!(healthy["allowed"], true);
 
         // Again, to see that nothing was left broken; the looping version now runs off the

@@ -9,14 +9,14 @@ use std::sync::Arc;
 
 use wasmtime::{bail, format_err as anyhow, Result};
 use wasmtime::{Caller, Linker, Memory, ResourceLimiter};
-use wasmtime_wasi::p1::WasiP1Ctx;
 
 use super::error::MemoryLimitExceeded;
+use super::wasi::WasiState;
 use crate::capabilities::HostCapabilities;
 
 /// Everything one evaluation's store holds.
 pub(crate) struct GuestState {
-    pub(crate) wasi: WasiP1Ctx,
+    pub(crate) wasi: WasiState,
     pub(crate) limiter: MemoryLimiter,
     pub(crate) memory: Option<Memory>,
     pub(crate) capabilities: Arc<dyn HostCapabilities>,
@@ -80,9 +80,9 @@ fn utf8(bytes: Vec<u8>) -> String {
     String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
 
-/// Adds WASI preview 1 and the waPC host functions to a linker.
+/// Adds WASI preview 1 (evac's, [`super::wasi`]) and the waPC host functions to a linker.
 pub(crate) fn add_to_linker(linker: &mut Linker<GuestState>) -> Result<()> {
-    wasmtime_wasi::p1::add_to_linker_sync(linker, |s: &mut GuestState| &mut s.wasi)?;
+    super::wasi::add_to_linker(linker)?;
 
     linker.func_wrap(
         "wapc",

@@ -39,16 +39,6 @@ impl std::fmt::Debug for WallClock {
     }
 }
 
-impl wasmtime_wasi::HostWallClock for WallClock {
-    fn resolution(&self) -> Duration {
-        Duration::from_millis(1)
-    }
-
-    fn now(&self) -> Duration {
-        (self.0)()
-    }
-}
-
 impl Default for EngineOptions {
     fn default() -> Self {
         Self {

@@ -7,12 +7,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use wasmtime::{Global, Memory, Store, TypedFunc, Val};
-use wasmtime_wasi::WasiCtxBuilder;
 
 use super::abi::{CallState, GuestState, MemoryLimiter};
 use super::dirty_pages;
 use super::error::{classify, describe_trap};
 use super::module::ModuleInner;
+use super::wasi::WasiState;
 use super::{EvalError, PolicyEngine};
 use crate::capabilities::HostCapabilities;
 
@@ -30,13 +30,9 @@ struct Snapshot {
     globals: Vec<(Global, Val)>,
 }
 
-/// WASI for one instance: nothing but the clock, which is the engine's when it has one.
-fn wasi(module: &ModuleInner) -> wasmtime_wasi::p1::WasiP1Ctx {
-    let mut builder = WasiCtxBuilder::new();
-    if let Some(clock) = &module.engine.options().wall_clock {
-        builder.wall_clock(clock.clone());
-    }
-    builder.build_p1()
+/// WASI for one instance: the clock, which is the engine's when it has one.
+fn wasi(module: &ModuleInner) -> WasiState {
+    WasiState::new(module.engine.options().wall_clock.clone())
 }
 
 fn fresh_state(module: &ModuleInner, capabilities: Arc<dyn HostCapabilities>) -> GuestState {
@@ -46,6 +42,16 @@ fn fresh_state(module: &ModuleInner, capabilities: Arc<dyn HostCapabilities>) ->
         memory: None,
         capabilities,
         call: CallState::default(),
+    }
+}
+
+/// A trap with what the guest wrote before it (a Rust policy's panic message).
+fn with_output(error: EvalError, wasi: &WasiState) -> EvalError {
+    match (error, wasi.summary()) {
+        (EvalError::Trap(trap), Some(output)) => {
+            EvalError::Trap(format!("{trap}; the policy wrote: {output}"))
+        }
+        (error, _) => error,
     }
 }
 
@@ -122,13 +128,13 @@ impl Instance {
             payload: payload.to_vec(),
             ..CallState::default()
         };
+        state.wasi.output.clear();
         self.store.set_epoch_deadline(PolicyEngine::deadline_ticks(timeout));
 
         let args = (operation.len() as i32, payload.len() as i32);
-        let status = self
-            .guest_call
-            .call(&mut self.store, args)
-            .map_err(|e| classify(e, engine.options().memory_limit, timeout))?;
+        let status = self.guest_call.call(&mut self.store, args).map_err(|e| {
+            with_output(classify(e, engine.options().memory_limit, timeout), &self.store.data().wasi)
+        })?;
         let call = &mut self.store.data_mut().call;
         match (status, call.response.take(), call.error.take()) {
             (1, Some(response), _) => Ok(response),
@@ -146,7 +152,7 @@ impl Instance {
 
     /// Puts the instance back into its post-init state. `false` if it cannot be (it must then be
     /// dropped): not reusable, or its memory grew.
-    pub(crate) fn reset(&mut self, module: &ModuleInner) -> bool {
+    pub(crate) fn reset(&mut self) -> bool {
         let Some(snapshot) = &self.snapshot else {
             return false;
         };
@@ -167,10 +173,8 @@ impl Instance {
                 return false;
             }
         }
-        if module.wasi_stateful {
-            // The guest may have opened or closed descriptors: WASI starts over too.
-            self.store.data_mut().wasi = wasi(module);
-        }
+        // WASI keeps no descriptors or other state; only the output goes.
+        self.store.data_mut().wasi.output.clear();
         true
     }
 }

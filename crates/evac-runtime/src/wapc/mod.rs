@@ -14,6 +14,7 @@ mod module;
 mod permits;
 mod policy;
 mod prepare;
+mod wasi;
 
 pub use engine::{EngineOptions, PolicyEngine, WallClock};
 pub use error::EvalError;

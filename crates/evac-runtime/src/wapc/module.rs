@@ -7,7 +7,7 @@ use wasmtime::{ExternType, FuncType, InstancePre, Linker, Module, ModuleExport, 
 
 use super::abi::{self, GuestState};
 use super::instance::Instance;
-use super::{compile_cache, prepare, PolicyEngine};
+use super::{compile_cache, prepare, wasi, PolicyEngine};
 
 /// A compiled, checked waPC policy module, ready to instantiate cheaply.
 #[derive(Clone)]
@@ -23,8 +23,6 @@ pub(crate) struct ModuleInner {
     pub(crate) reusable_globals: Option<Vec<String>>,
     /// Why instances may not be reused, when they may not.
     reuse_blocker: Option<String>,
-    /// The WASI context must be rebuilt between evaluations.
-    pub(crate) wasi_stateful: bool,
     /// Instances in their post-init state, ready for a call.
     idle: Mutex<Vec<Instance>>,
     pub(crate) created: AtomicU64,
@@ -63,6 +61,7 @@ impl PolicyModule {
         let exports = resolve_exports(&module)?;
         let mut linker = Linker::new(engine.engine());
         abi::add_to_linker(&mut linker)?;
+        wasi::stub_the_rest(&mut linker, &module)?;
         let pre = linker.instantiate_pre(&module).map_err(|e| {
             anyhow!(
                 "the module needs imports the evac host does not provide: {}",
@@ -80,7 +79,6 @@ impl PolicyModule {
                 exports,
                 reusable_globals,
                 reuse_blocker,
-                wasi_stateful: prepared.wasi_stateful,
                 idle: Mutex::new(Vec::new()),
                 created: AtomicU64::new(0),
                 reused: AtomicU64::new(0),

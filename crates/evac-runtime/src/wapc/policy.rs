@@ -56,7 +56,7 @@ impl Policy {
         });
         let answer =
             std::panic::catch_unwind(call).map_err(|panic| EvalError::HostPanic(panic_text(&*panic)))??;
-        if instance.reset(module) {
+        if instance.reset() {
             module.make_idle(instance);
         }
         Ok(answer)

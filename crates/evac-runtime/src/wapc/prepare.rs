@@ -20,34 +20,12 @@ pub(crate) struct Prepared {
     pub(crate) reuse: Result<Vec<String>, String>,
     /// The byte size the module's memory starts with.
     pub(crate) initial_memory: u64,
-    /// Whether the module imports a WASI function that can change the WASI context (open or close
-    /// descriptors, ...): its context must then be rebuilt between evaluations.
-    pub(crate) wasi_stateful: bool,
 }
-
-/// WASI preview 1 functions that leave the context as they found it (with no preopened
-/// directories, and stdio that discards output and reads nothing).
-const STATELESS_WASI: &[&str] = &[
-    "args_get",
-    "args_sizes_get",
-    "clock_res_get",
-    "clock_time_get",
-    "environ_get",
-    "environ_sizes_get",
-    "fd_fdstat_get",
-    "fd_prestat_dir_name",
-    "fd_prestat_get",
-    "fd_write",
-    "proc_exit",
-    "random_get",
-    "sched_yield",
-];
 
 pub(crate) fn prepare(bytes: &[u8]) -> Result<Prepared> {
     let mut imported_globals = 0u32;
     let mut memories = 0u32;
     let mut mutable_globals = Vec::new();
-    let mut wasi_stateful = false;
     let mut initial_memory = 0u64;
     let mut blocker: Option<String> = None;
     let mut block = |why: String| {
@@ -59,9 +37,6 @@ pub(crate) fn prepare(bytes: &[u8]) -> Result<Prepared> {
             Payload::ImportSection(imports) => {
                 for import in imports {
                     let import = import?;
-                    if import.module == "wasi_snapshot_preview1" && !STATELESS_WASI.contains(&import.name) {
-                        wasi_stateful = true;
-                    }
                     match import.ty {
                         TypeRef::Global(g) => {
                             if g.mutable {
@@ -119,12 +94,12 @@ pub(crate) fn prepare(bytes: &[u8]) -> Result<Prepared> {
         block(format!("it has {memories} memories"));
     }
     if let Some(why) = blocker {
-        return Ok(Prepared { bytes: bytes.to_vec(), reuse: Err(why), initial_memory, wasi_stateful });
+        return Ok(Prepared { bytes: bytes.to_vec(), reuse: Err(why), initial_memory });
     }
     let names: Vec<String> = mutable_globals.iter().map(|i| format!("{GLOBAL_EXPORT_PREFIX}{i}")).collect();
     let bytes =
         if mutable_globals.is_empty() { bytes.to_vec() } else { export_globals(bytes, &mutable_globals)? };
-    Ok(Prepared { bytes, reuse: Ok(names), initial_memory, wasi_stateful })
+    Ok(Prepared { bytes, reuse: Ok(names), initial_memory })
 }
 
 fn memory_bytes(memory: &wasmparser::MemoryType) -> u64 {
@@ -177,16 +152,7 @@ mod tests {
         .unwrap();
         let prepared = prepare(&wasm).unwrap();
         assert_eq!(prepared.reuse, Ok(vec![format!("{GLOBAL_EXPORT_PREFIX}0")]));
-        assert!(!prepared.wasi_stateful);
         wasmparser::validate(&prepared.bytes).unwrap();
-    }
-
-    #[test]
-    fn notices_wasi_functions_that_change_the_context() {
-        let stateless = r#"(module (import "wasi_snapshot_preview1" "fd_write" (func (param i32 i32 i32 i32) (result i32))) (memory 1))"#;
-        assert!(!prepare(&wat::parse_str(stateless).unwrap()).unwrap().wasi_stateful);
-        let stateful = r#"(module (import "wasi_snapshot_preview1" "fd_close" (func (param i32) (result i32))) (memory 1))"#;
-        assert!(prepare(&wat::parse_str(stateful).unwrap()).unwrap().wasi_stateful);
     }
 
     #[test]
