@@ -104,8 +104,9 @@ pub fn start(
     let wall_clock = WallClock(Arc::new(move || {
         (clock.now() - chrono::DateTime::UNIX_EPOCH).to_std().unwrap_or(Duration::ZERO)
     }));
-    // Compiled modules are cached where `evac serve` keeps them: runs after the first start fast.
-    let cache_dir = Some(std::env::temp_dir().join("evac-cache"));
+    // Compiled modules are cached where `evac serve` keeps them by default: runs after the first
+    // start fast.
+    let cache_dir = evac_runtime::wapc::usable_default_cache_dir();
     let engine = PolicyEngine::new(EngineOptions {
         wall_clock: Some(wall_clock),
         cache_dir,

@@ -35,9 +35,11 @@ pub struct ControlArgs {
     /// How long to wait for the watch caches' initial lists, in seconds.
     #[arg(long, default_value_t = 60)]
     sync_timeout: u64,
-    /// Where compiled modules are cached.
-    #[arg(long, default_value = "/tmp/evac-cache")]
-    cache_dir: PathBuf,
+    /// Where compiled modules are cached: a directory only this user can write (created 0700;
+    /// refused otherwise). Default: `$XDG_CACHE_HOME/evac` or `~/.cache/evac` when it can be
+    /// used, else no cache.
+    #[arg(long)]
+    cache_dir: Option<PathBuf>,
 }
 
 pub fn run(args: ControlArgs) -> Result<()> {
@@ -55,7 +57,7 @@ async fn control(args: ControlArgs) -> Result<()> {
     cluster.wait_synced(Duration::from_secs(args.sync_timeout)).await?;
 
     let engine = PolicyEngine::new(EngineOptions {
-        cache_dir: Some(args.cache_dir.clone()),
+        cache_dir: args.cache_dir.clone().or_else(evac_runtime::wapc::usable_default_cache_dir),
         ..EngineOptions::default()
     })?;
     let metrics = Arc::new(Metrics::default());

@@ -41,9 +41,11 @@ pub struct ServeArgs {
     /// ~/.kube/config.
     #[arg(long)]
     kubeconfig: Option<PathBuf>,
-    /// Where compiled modules are cached, so restarts and swaps back do not recompile.
-    #[arg(long, default_value = "/tmp/evac-cache")]
-    cache_dir: PathBuf,
+    /// Where compiled modules are cached, so restarts and swaps back do not recompile: a
+    /// directory only this user can write (created 0700; refused otherwise). Default:
+    /// `$XDG_CACHE_HOME/evac` or `~/.cache/evac` when it can be used, else no cache.
+    #[arg(long)]
+    cache_dir: Option<PathBuf>,
     /// Default deadline of one evaluation, in milliseconds (a policy's timeout overrides it).
     #[arg(long, default_value_t = 2000)]
     timeout_ms: u64,
@@ -80,7 +82,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
             timeout: Duration::from_millis(args.timeout_ms),
             max_concurrent: args.max_concurrent,
             reuse_instances: true,
-            cache_dir: Some(args.cache_dir.clone()),
+            cache_dir: args.cache_dir.clone().or_else(evac_runtime::wapc::usable_default_cache_dir),
             wall_clock: None,
         },
     };

@@ -22,7 +22,8 @@ pub struct EngineOptions {
     /// instantiating for every evaluation (for modules and kernels where that is possible).
     pub reuse_instances: bool,
     /// Where compiled modules are kept, so that loading a module compiled before (by this engine
-    /// configuration) does not compile it again. `None`: no cache.
+    /// configuration) does not compile it again. `None`: no cache. The directory is created
+    /// private, and refused when another user owns it or others may write to it.
     pub cache_dir: Option<std::path::PathBuf>,
     /// The time policies read (WASI's wall clock). `None`: the host's. A simulation gives its
     /// simulated clock, so that back-offs and deadlines in policies follow simulated time.
@@ -70,6 +71,9 @@ pub(crate) struct EngineInner {
 impl PolicyEngine {
     /// A wasmtime engine for policies: pooling allocator, epoch deadlines, `options`' limits.
     pub fn new(options: EngineOptions) -> Result<Self> {
+        if let Some(dir) = &options.cache_dir {
+            super::compile_cache::prepare_dir(dir)?;
+        }
         let mut pool = PoolingAllocationConfig::new();
         // Slots are reused between evaluations; keeping their pages resident and resetting only
         // the dirty ones (found with PAGEMAP_SCAN where the kernel has it) avoids most of the
