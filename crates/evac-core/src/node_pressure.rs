@@ -61,12 +61,14 @@ impl NodePressure {
 
     /// The levels in bytes; an error names the field that is not a memory quantity.
     pub fn levels(&self) -> Result<PressureLevels, crate::InvalidSettings> {
-        let parse = |field: &str, value: &str| {
-            quantity::bytes(value).ok_or_else(|| {
-                crate::InvalidSettings::from(format!(
-                    "nodePressure.{field}: {value:?} is not a memory quantity (e.g. 3500Mi)"
-                ))
-            })
+        let parse = |field: &str, value: &str| match quantity::bytes(value) {
+            Some(bytes) if bytes >= 0.0 => Ok(bytes),
+            Some(_) => Err(crate::InvalidSettings::from(format!(
+                "nodePressure.{field}: {value:?} is negative: a memory quantity is at least 0"
+            ))),
+            None => Err(crate::InvalidSettings::from(format!(
+                "nodePressure.{field}: {value:?} is not a memory quantity (e.g. 3500Mi)"
+            ))),
         };
         Ok(PressureLevels {
             threshold: parse("threshold", &self.threshold)?,
@@ -101,5 +103,10 @@ mod tests {
         );
         let bad = NodePressure { threshold: "1Gi".into(), headroom: "-".into() };
         assert!(bad.bytes().unwrap_err().to_string().starts_with("nodePressure.headroom"));
+        let negative = NodePressure { threshold: "1Gi".into(), headroom: "-1Gi".into() };
+        assert_eq!(
+            negative.levels().unwrap_err().to_string(),
+            r#"nodePressure.headroom: "-1Gi" is negative: a memory quantity is at least 0"#
+        );
     }
 }

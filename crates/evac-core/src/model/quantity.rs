@@ -1,24 +1,50 @@
-//! Kubernetes resource quantities (`4Gi`, `512Mi`, `1G`, `100k`), as bytes.
+//! Kubernetes resource quantities (`4Gi`, `512Mi`, `1G`, `100k`, `1.5e9`, `500m`), as numbers.
+//!
+//! The grammar is `resource.Quantity`'s (k8s.io/apimachinery `pkg/api/resource/quantity.go`):
+//! an optionally signed number (`+1`, `-2.5`, `.5`, `5.`), then a binary suffix (`Ki` ... `Ei`),
+//! a decimal suffix (`m`, none, `k`, `M`, `G`, `T`, `P`, `E`) or a decimal exponent (`e3`,
+//! `E-2`).
+
+const KI: f64 = 1024.0;
 
 /// The value of a quantity, or `None` when it is not one.
 pub fn bytes(quantity: &str) -> Option<f64> {
     let quantity = quantity.trim();
-    let split = quantity.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(quantity.len());
-    let (number, suffix) = quantity.split_at(split);
+    let unsigned = quantity.strip_prefix(['+', '-']).unwrap_or(quantity);
+    let negative = quantity.starts_with('-');
+    let split = unsigned.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(unsigned.len());
+    let (number, suffix) = unsigned.split_at(split);
+    // `parse` takes `.5` and `5.`, and refuses `.`, `1.2.3` and the empty string.
+    if !number.bytes().any(|b| b.is_ascii_digit()) {
+        return None;
+    }
     let number: f64 = number.parse().ok()?;
     let scale = match suffix {
         "" => 1.0,
+        "m" => 1e-3,
         "k" => 1e3,
         "M" => 1e6,
         "G" => 1e9,
         "T" => 1e12,
-        "Ki" => 1024.0,
-        "Mi" => 1024.0 * 1024.0,
-        "Gi" => 1024.0 * 1024.0 * 1024.0,
-        "Ti" => 1024.0 * 1024.0 * 1024.0 * 1024.0,
-        _ => return None,
+        "P" => 1e15,
+        "E" => 1e18,
+        "Ki" => KI,
+        "Mi" => KI * KI,
+        "Gi" => KI * KI * KI,
+        "Ti" => KI * KI * KI * KI,
+        "Pi" => KI * KI * KI * KI * KI,
+        "Ei" => KI * KI * KI * KI * KI * KI,
+        _ => {
+            let exponent = suffix.strip_prefix(['e', 'E'])?;
+            let digits = exponent.strip_prefix(['+', '-']).unwrap_or(exponent);
+            if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+                return None;
+            }
+            10f64.powi(exponent.parse::<i32>().ok()?)
+        }
     };
-    Some(number * scale)
+    let value = number * scale;
+    Some(if negative { -value } else { value })
 }
 
 /// `bytes` for a person to read, in the largest binary unit that keeps it at least 1, with at
@@ -58,6 +84,11 @@ mod tests {
         assert_eq!(super::bytes("42"), Some(42.0));
         assert_eq!(super::bytes("4Qi"), None);
         assert_eq!(super::bytes("Gi"), None);
+        for bad in [
+            "", ".", "-", "+Gi", "1.2.3", "1e", "1e+", "1ee3", "1e3.5", "1Gi5", "1 Gi", "--1", "1mi", "1e3Gi",
+        ] {
+            assert_eq!(super::bytes(bad), None, "{bad:?}");
+        }
     }
 
     /// Each suffix of `resource.Quantity` that memory figures use, at its value in
@@ -75,6 +106,19 @@ mod tests {
             ("1Mi", 1_048_576.0),
             ("1Gi", 1_073_741_824.0),
             ("1Ti", 1_099_511_627_776.0),
+            ("1P", 1e15),
+            ("1E", 1e18),
+            ("1Pi", 1_125_899_906_842_624.0),
+            ("1Ei", 1_152_921_504_606_846_976.0),
+            ("1500m", 1.5),
+            ("1e3", 1_000.0),
+            ("1E3", 1_000.0),
+            ("2.5e-3", 0.0025),
+            ("1e+2", 100.0),
+            ("+1Gi", 1_073_741_824.0),
+            ("-1Gi", -1_073_741_824.0),
+            (".5Ki", 512.0),
+            ("5.Ki", 5_120.0),
             ("3500Mi", 3_670_016_000.0),
             ("16Gi", 17_179_869_184.0),
             ("129M", 129_000_000.0),
