@@ -192,6 +192,14 @@ panics:
         assert!(message.contains("the policy wrote: panicked at src/lib.rs:12:5: boom"), "{message}");
         assert_eq!(denial(&server.review("panics", &review).await).0, 500);
         assert_eq!(healthy["allowed"], true);
+        // Clients can make a faulty policy fail at will: its warnings are rate-limited (one a
+        // second, with the count held back), its faults all counted.
+        for _ in 0..30 {
+            assert_eq!(denial(&server.review("panics", &review).await).0, 500);
+        }
+        let warnings =
+            server.log().lines().filter(|l| l.contains("evaluation failed") && l.contains("panics")).count();
+        assert!((1..=5).contains(&warnings), "{warnings} warnings for 32 faults:\n{}", server.log());
 
         // Again, to see that nothing was left broken; the looping version now runs off the
         // connection threads.

@@ -24,6 +24,7 @@ use evac_runtime::wapc::EvalError;
 use serde_json::value::RawValue;
 
 use crate::config::PolicyMode;
+use crate::log_limit::LogLimit;
 use crate::metrics::{EffectLabels, EventLabels, FaultLabels, Metrics, ShadowLabels};
 use crate::registry::{Registry, ServedPolicy, Version};
 
@@ -38,6 +39,8 @@ pub struct Pipeline {
     metrics: Arc<Metrics>,
     /// Effects by `<policy> <effect> <outcome>`, for reports (metrics are for scrapers).
     tally: Arc<Mutex<BTreeMap<String, usize>>>,
+    /// Warnings about failures, at most one a second per policy (requests can cause them at will).
+    warnings: Arc<LogLimit>,
 }
 
 /// What became of one effect.
@@ -131,7 +134,13 @@ impl Comparable {
 impl Pipeline {
     /// A pipeline over a registry's policies, carrying out effects through `executor`.
     pub fn new(registry: Arc<Registry>, executor: Executor, metrics: Arc<Metrics>) -> Self {
-        Self { registry, executor, metrics, tally: Arc::default() }
+        Self {
+            registry,
+            executor,
+            metrics,
+            tally: Arc::default(),
+            warnings: Arc::new(LogLimit::new(Duration::from_secs(1))),
+        }
     }
 
     /// Every effect so far, by `<policy> <effect> <outcome>` (e.g. `evacuation CreateMigration
@@ -200,7 +209,12 @@ impl Pipeline {
                     kind: error.label(),
                 };
                 self.metrics.faults.get_or_create(&labels).inc();
-                tracing::warn!(policy = %served.id, version = %active.name, uid, "evaluation failed: {error}");
+                if let Some(held_back) = self.warnings.allow(&format!("{} evaluation", served.id)) {
+                    tracing::warn!(
+                        policy = %served.id, version = %active.name, uid, held_back,
+                        "evaluation failed: {error}"
+                    );
+                }
                 evaluation.outcome = Err(Fault { kind: error.label(), message: error.to_string() });
             }
         }
@@ -241,7 +255,9 @@ impl Pipeline {
                     }
                     Ok(Applied::Unneeded(why)) => EffectOutcome::Unneeded(why),
                     Err(e) => {
-                        tracing::warn!(policy = %served.id, uid, ?effect, "effect failed: {e}");
+                        if let Some(held_back) = self.warnings.allow(&format!("{} effect", served.id)) {
+                            tracing::warn!(policy = %served.id, uid, ?effect, held_back, "effect failed: {e}");
+                        }
                         if response.accepted {
                             // An allowed request (a pod deletion seen by disruption-cause, a
                             // controller's evaluation) is never blocked by its side effect.
