@@ -95,6 +95,9 @@ mod tests {
             (0.5 * GI, 0.0, 1.0 * MI, Estimate::TimesOut(150.0)),
             (4.0 * GI, 128.0 * MI, 128.0 * MI, Estimate::NeverConverges(150.0)),
             (4.0 * GI, 200.0 * MI, 128.0 * MI, Estimate::NeverConverges(150.0)),
+            // Exactly at the completion timeout (1.5 GB in 2 x 150 s at 5 MB/s): KubeVirt aborts
+            // only a migration that runs past it.
+            (1.5e9, 0.0, 5e6, Estimate::Completes(300.0)),
         ];
         for (memory, dirty, bandwidth, expected) in rows {
             let got = estimate(&inputs(memory, dirty, bandwidth));

@@ -146,6 +146,24 @@ mod tests {
         assert_eq!(placement.reserve("n1", 1.0 * GI, &tolerations), Ok(()));
     }
 
+    /// Among nodes with the same room the first by name is booked, as the scheduler breaks the
+    /// tie: a VM that only one of them accepts may then find it full.
+    #[test]
+    fn ties_go_to_the_first_node_by_name() {
+        let nodes = decode(&[
+            node("a", Some("20Gi"), json!({})),
+            node("b", Some("20Gi"), json!({"taints": [{"key": "gpu", "effect": "NoSchedule"}]})),
+        ]);
+        let gpu: Vec<Toleration<'_>> =
+            vec![serde_json::from_str(r#"{"key": "gpu", "operator": "Exists"}"#).unwrap()];
+        let mut placement = Placement::new(&nodes, GI);
+        assert_eq!(placement.reserve("src", 16.0 * GI, &gpu), Ok(()));
+        assert_eq!(
+            placement.reserve("src", 16.0 * GI, &[]),
+            Err(NoRoom::Memory { needs: 16.0 * GI, best_left: -12.0 * GI, level: GI })
+        );
+    }
+
     #[test]
     fn nowhere_to_go_without_an_accepting_node() {
         let nodes =

@@ -736,7 +736,12 @@ fn settings() {
             invalid(json!({"assumedBandwidth": bandwidth})),
             format!("assumedBandwidth: {bandwidth:?} is not a positive quantity (e.g. 64Mi)").as_str()
         );
+        // Unvalidated, such a setting falls back to the default.
+        let unvalidated: Settings = serde_json::from_value(json!({"assumedBandwidth": bandwidth})).unwrap();
+        assert_eq!(unvalidated.assumed_bandwidth_bytes(), 64.0 * 1024.0 * 1024.0, "{bandwidth}");
     }
+    // An error compares equal to its own text only.
+    assert!(invalid(json!({"maxFailedEvacuations": 0})) != "something else");
     // The setting it replaced is refused by name, not ignored.
     assert!(serde_json::from_value::<Settings>(json!({"nodePressureRelease": "2Gi"})).is_err());
     assert_eq!(

@@ -136,6 +136,19 @@ mod tests {
         .to_string()
     }
 
+    /// `bandwidthPerMigration: 0` is KubeVirt's "unlimited": no figure to estimate with.
+    #[test]
+    fn a_zero_bandwidth_is_no_bandwidth() {
+        let read = |migrations: serde_json::Value| {
+            let text = kubevirt(&[], migrations);
+            let cr: KubeVirt<'_> = serde_json::from_str(&text).unwrap();
+            cr.bandwidth_per_migration()
+        };
+        assert_eq!(read(serde_json::json!({"bandwidthPerMigration": "0"})), None);
+        assert_eq!(read(serde_json::json!({"bandwidthPerMigration": "64Mi"})), Some(64.0 * 1024.0 * 1024.0));
+        assert_eq!(read(serde_json::json!({})), None);
+    }
+
     /// Feature gates are names matched exactly, as KubeVirt's `featureGates` list is read: a gate
     /// is on when listed, whatever else is listed, and only then.
     #[test]

@@ -514,6 +514,25 @@ fn pressure_targets(cases: &mut Vec<Case>) {
             .with_settings(settings()),
         );
     }
+    // The only other node is tainted: a VM goes there only with its own toleration (each VM's
+    // tolerations, looked up by namespace and name), so of a and d only a, which tolerates it.
+    let gpu_node = with(
+        node(OTHER_NODE, false, Some("18Gi")),
+        "/spec/taints",
+        json!([{"key": "gpu", "effect": "NoSchedule"}]),
+    );
+    let mut objects = vms();
+    objects[1] = with(objects[1].clone(), "/spec/tolerations", json!([{"key": "gpu", "operator": "Exists"}]));
+    objects.push(gpu_node);
+    cases.push(
+        Case::new(
+            "node pressure, targets: a tainted node takes only the VM that tolerates it",
+            objects,
+            update_node(node_at("8Gi")),
+            pressure_marks(&["a"]),
+        )
+        .with_settings(settings()),
+    );
 }
 
 fn pressure_marks_and_levels(cases: &mut Vec<Case>) {

@@ -187,3 +187,48 @@ fn targets_must_accept_the_pod() {
         assert_eq!(only_migrations_and_events(run(&cluster, &cordoned())), expected, "{row}");
     }
 }
+
+/// The hopeless VM's event says savable VMs go first only when one does wait: with every
+/// candidate hopeless, the one that gets no slot waits for a slot like any other.
+#[test]
+fn hopeless_vms_hear_of_savable_ones_only_when_one_waits() {
+    let settings = Settings { assumed_bandwidth: "128Mi".into(), ..Settings::default() };
+    let one_slot = set(
+        kubevirt(None, None),
+        "/spec/configuration/migrations",
+        json!({"parallelOutboundMigrationsPerNode": 1}),
+    );
+    let objects = [
+        vec![one_slot],
+        preempted("big-1", "16Gi", "104Mi", 195).to_vec(),
+        preempted("big-2", "16Gi", "104Mi", 195).to_vec(),
+    ]
+    .concat();
+    let effects = only_migrations_and_events(decide_with(&cluster_of(objects), &node(), &settings, NOW));
+    assert_eq!(effects, [preemption("big-1")]);
+}
+
+/// Where VMs can go (the node list, the largest read) is read only when a migration may start.
+#[test]
+fn no_room_no_node_list() {
+    let full = set(
+        kubevirt(None, None),
+        "/spec/configuration/migrations",
+        json!({"parallelMigrationsPerCluster": 0}),
+    );
+    let cluster = cluster_of([full].into_iter().chain(Vm::new("web").marked().objects()));
+    assert_eq!(only_migrations_and_events(run(&cluster, &node())), []);
+    assert!(!cluster.reads().iter().any(|r| r.starts_with("list Node")), "{:?}", cluster.reads());
+}
+
+/// A migration that ends exactly at its pod's deadline makes it: 1Gi at 128Mi/s takes 8 s.
+#[test]
+fn ending_at_the_deadline_is_in_time() {
+    let objects = [vec![kubevirt_128mi()], preempted("exact", "1Gi", "0", 8).to_vec()].concat();
+    let effects = only_migrations_and_events(run(&cluster_of(objects), &node()));
+    assert_eq!(effects, [preemption("exact")]);
+    let objects = [vec![kubevirt_128mi()], preempted("late", "1Gi", "0", 7).to_vec()].concat();
+    let effects = only_migrations_and_events(run(&cluster_of(objects), &node()));
+    let why = "its migration needs about 8 s and its pod is deleted in 7 s: it cannot leave in time";
+    assert_eq!(effects, [deferred("late", why)]);
+}
