@@ -19,6 +19,8 @@ use serde_json::{json, Value};
 struct RefusingStore {
     context: MemoryStore,
     asked: Mutex<Vec<(String, String, Value)>>,
+    /// Never answer patches, as a hung API server.
+    hang: bool,
 }
 
 impl ObjectSource for RefusingStore {
@@ -67,11 +69,18 @@ impl ClusterStore for RefusingStore {
     ) -> BoxFuture<'a, Result<(), ApiError>> {
         let Patch::Merge(patch) = patch else { panic!("marks are merge patches") };
         self.asked.lock().unwrap().push((kind.kind.clone(), name.to_owned(), patch.clone()));
+        if self.hang {
+            return Box::pin(std::future::pending());
+        }
         Box::pin(async { Err(refusal()) })
     }
 }
 
 fn pipeline(mode: &str) -> (Pipeline, Arc<RefusingStore>) {
+    pipeline_over(mode, false)
+}
+
+fn pipeline_over(mode: &str, hang: bool) -> (Pipeline, Arc<RefusingStore>) {
     let policies = format!(
         "pod-eviction:\n  module: {}\n  policyMode: {mode}\n  contextAwareResources:\n    - {{apiVersion: v1, kind: Pod}}\n    - {{apiVersion: kubevirt.io/v1, kind: VirtualMachineInstance}}\n    - {{apiVersion: kubevirt.io/v1, kind: KubeVirt}}\n",
         policy_path().display()
@@ -83,7 +92,7 @@ fn pipeline(mode: &str) -> (Pipeline, Arc<RefusingStore>) {
         launcher_pod(NS, "vm-1", NODE),
     ])
     .unwrap();
-    let store = Arc::new(RefusingStore { context, asked: Mutex::default() });
+    let store = Arc::new(RefusingStore { context, asked: Mutex::default(), hang });
     let engine = PolicyEngine::new(EngineOptions::default()).unwrap();
     let metrics = Arc::new(Metrics::default());
     let registry =
@@ -140,4 +149,21 @@ async fn monitor_mode_carries_out_no_effect() {
         [("pod-eviction MarkForEvacuation monitored".to_owned(), 1)].into(),
         "what the policy would have done is recorded"
     );
+}
+
+/// A hung API server: the mark waits at most the pipeline's effect deadline, then the eviction
+/// gets KubeVirt's 429 for a mark it could not write, well within the webhook's timeout.
+#[tokio::test]
+async fn a_hung_api_server_is_a_429_at_the_effect_deadline() {
+    let (pipeline, store) = pipeline_over("protect", true);
+    let pipeline = pipeline.with_effect_timeout(std::time::Duration::from_millis(100));
+    let served = pipeline.registry().current()["pod-eviction"].clone();
+    let (answer, _) = admission::answer(&pipeline, &served, drain("u-2")).await;
+    let answer = serde_json::to_value(&answer).unwrap();
+    assert_eq!(answer["response"]["status"]["code"], 429, "{answer}");
+    assert_eq!(
+        answer["response"]["status"]["message"],
+        "kubevirt failed marking the vmi for eviction: the API server did not answer within 100 ms"
+    );
+    assert_eq!(store.asked.lock().unwrap().len(), 1);
 }

@@ -16,7 +16,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use evac_cluster::{Applied, Executor};
+use evac_cluster::{ApiError, Applied, EffectError, Executor};
 use evac_core::kubevirt::FAILED_MARKING;
 use evac_core::{Effect, PolicyResponse};
 use evac_runtime::kubewarden;
@@ -41,7 +41,15 @@ pub struct Pipeline {
     tally: Arc<Mutex<BTreeMap<String, usize>>>,
     /// Warnings about failures, at most one a second per policy (requests can cause them at will).
     warnings: Arc<LogLimit>,
+    /// How long one effect may wait for the API server; `None`: as long as it takes (an
+    /// in-memory store, which answers at once, on any executor).
+    effect_timeout: Option<Duration>,
 }
+
+/// How long an effect may wait for a real API server (`evac serve`, `evac control`): under the
+/// 10 s `timeoutSeconds` of evac's webhook (`deploy/webhook.yaml`), so that an admission answers
+/// (KubeVirt's 429 when a mark could not be written) before the API server gives up on the webhook.
+pub const DEFAULT_EFFECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// What became of one effect.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -140,7 +148,15 @@ impl Pipeline {
             metrics,
             tally: Arc::default(),
             warnings: Arc::new(LogLimit::new(Duration::from_secs(1))),
+            effect_timeout: None,
         }
+    }
+
+    /// The same pipeline with a deadline for each effect: an effect the API server has not
+    /// answered by then fails (504), as a failed write does. Needs a Tokio runtime with timers.
+    pub fn with_effect_timeout(mut self, timeout: Duration) -> Self {
+        self.effect_timeout = Some(timeout);
+        self
     }
 
     /// Every effect so far, by `<policy> <effect> <outcome>` (e.g. `evacuation CreateMigration
@@ -248,7 +264,25 @@ impl Pipeline {
             } else if failed {
                 EffectOutcome::Skipped
             } else {
-                match self.executor.apply(&effect).await {
+                let applied = match self.effect_timeout {
+                    None => self.executor.apply(&effect).await,
+                    Some(timeout) => tokio::time::timeout(timeout, self.executor.apply(&effect))
+                        .await
+                        .unwrap_or_else(|_| {
+                            Err(EffectError {
+                                effect: effect.type_name(),
+                                error: ApiError {
+                                    code: 504,
+                                    reason: "Timeout",
+                                    message: format!(
+                                        "the API server did not answer within {} ms",
+                                        timeout.as_millis()
+                                    ),
+                                },
+                            })
+                        }),
+                };
+                match applied {
                     Ok(Applied::Written) => {
                         tracing::debug!(policy = %served.id, uid, ?effect, "applied");
                         EffectOutcome::Applied

@@ -67,7 +67,8 @@ async fn control(args: ControlArgs) -> Result<()> {
             .with_context(|| format!("cannot load {}", args.policies.display()))?,
     );
     let pipeline =
-        Pipeline::new(Arc::clone(&registry), Executor::new(Arc::clone(&cluster) as _), Arc::clone(&metrics));
+        Pipeline::new(Arc::clone(&registry), Executor::new(Arc::clone(&cluster) as _), Arc::clone(&metrics))
+            .with_effect_timeout(evac_evaluator::pipeline::DEFAULT_EFFECT_TIMEOUT);
     let controller = Controller::new(pipeline)?;
     let listener = tokio::net::TcpListener::bind(args.metrics_addr)
         .await

@@ -67,7 +67,8 @@ impl Server {
         let engine = PolicyEngine::new(options.engine.clone())?;
         let loader = Loader { engine, source: Arc::clone(&cluster.store) as _ };
         let registry = Arc::new(Registry::start(&file, loader, Arc::clone(&metrics))?);
-        let pipeline = Pipeline::new(registry, Executor::new(cluster.store), metrics);
+        let pipeline = Pipeline::new(registry, Executor::new(cluster.store), metrics)
+            .with_effect_timeout(evac_evaluator::pipeline::DEFAULT_EFFECT_TIMEOUT);
         Ok(Arc::new(Self { options, pipeline, tls, cluster_not_ready: cluster.not_ready }))
     }
 
