@@ -379,3 +379,53 @@ fn invalid_policies_are_start_up_errors() {
     let err = run(&format!("pod-eviction:\n  module: {module}\n  polcyMode: protect\n"));
     assert!(err.contains("unknown field `polcyMode`"), "{err}");
 }
+
+/// Connections that never finish a TLS handshake are closed after the handshake timeout, and
+/// beyond `--max-connections` new ones are closed as soon as they are accepted; the probe port
+/// answers all along.
+#[test]
+fn idle_and_excess_connections_are_closed() {
+    use std::io::Read;
+    use std::net::TcpStream;
+
+    let server = TestServer::start(Setup {
+        policies: &pod_eviction_policies(""),
+        context: example_context(),
+        extra_args: &["--max-connections", "4", "--handshake-timeout-ms", "3000"],
+    });
+    let connect = || {
+        let stream = TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+        stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        stream
+    };
+    // Closed by the server: a read ends (no data), it does not wait out the 30 s.
+    let closed = |mut stream: TcpStream| {
+        let mut byte = [0u8; 1];
+        matches!(stream.read(&mut byte), Ok(0) | Err(_))
+    };
+    let idle: Vec<TcpStream> = (0..4).map(|_| connect()).collect();
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(closed(connect()), "a fifth connection is closed at once");
+    // The four idle ones are still open (their handshake time is not up)...
+    for stream in &idle {
+        stream.set_nonblocking(true).unwrap();
+        let mut byte = [0u8; 1];
+        let open = matches!((&*stream).read(&mut byte), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock);
+        assert!(open, "an idle connection was closed before its handshake time was up");
+        stream.set_nonblocking(false).unwrap();
+    }
+    // ... while the probe port answers.
+    runtime().block_on(async {
+        let readiness =
+            reqwest::get(format!("http://127.0.0.1:{}/readiness", server.probe_port)).await.unwrap();
+        assert_eq!(readiness.status().as_u16(), 200);
+    });
+    // Then the handshake timeout closes them, and their slots serve new clients.
+    for stream in idle {
+        assert!(closed(stream), "an idle connection outlived the handshake timeout");
+    }
+    runtime().block_on(async {
+        let response = server.review("pod-eviction", &example_review("11-plain-pod.json")).await;
+        assert_eq!(response["allowed"], true);
+    });
+}

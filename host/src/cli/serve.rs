@@ -61,6 +61,21 @@ pub struct ServeArgs {
     /// Threads serving admission connections (default: one per CPU).
     #[arg(long)]
     workers: Option<usize>,
+    /// Admission connections open at once; more are closed as soon as they are accepted
+    /// (default: half the process's descriptor limit, at most 10,000).
+    #[arg(long)]
+    max_connections: Option<usize>,
+    /// How long a client may take to finish the TLS handshake, and then to send each request's
+    /// headers, in milliseconds.
+    #[arg(long, default_value_t = 10_000)]
+    handshake_timeout_ms: u64,
+}
+
+/// Half the soft limit on open descriptors (the rest for the cluster's watches, modules and
+/// the probe port), between 64 and 10,000.
+fn default_max_connections() -> usize {
+    let soft = rlimit::getrlimit(rlimit::Resource::NOFILE).map_or(1024, |(soft, _)| soft);
+    usize::try_from(soft / 2).unwrap_or(usize::MAX).clamp(64, 10_000)
 }
 
 pub fn run(args: ServeArgs) -> Result<()> {
@@ -77,6 +92,8 @@ pub fn run(args: ServeArgs) -> Result<()> {
         tls,
         max_body_bytes: args.max_body_bytes,
         workers: args.workers.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get())),
+        max_connections: args.max_connections.unwrap_or_else(default_max_connections),
+        handshake_timeout: Duration::from_millis(args.handshake_timeout_ms),
         engine: EngineOptions {
             memory_limit: args.memory_limit_mib * 1024 * 1024,
             timeout: Duration::from_millis(args.timeout_ms),

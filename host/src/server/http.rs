@@ -3,6 +3,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use axum::extract::{Path, State};
@@ -10,7 +11,7 @@ use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
@@ -96,38 +97,93 @@ async fn metrics(State(server): State<Arc<Server>>) -> Response {
     ([(header::CONTENT_TYPE, content_type)], server.metrics().encode()).into_response()
 }
 
+/// What one listener lets a connection hold: how many may be open at once (the excess is closed
+/// as soon as it is accepted), and how long a client may take to finish the TLS handshake and to
+/// send a request's headers. Without them, connections that never handshake or never finish
+/// their headers would pile up until the process ran out of descriptors.
+#[derive(Debug, Clone)]
+pub struct ConnectionLimits {
+    /// Open connections at once, shared by every listener given the same limits.
+    pub open: Arc<tokio::sync::Semaphore>,
+    pub handshake_timeout: Duration,
+    pub header_timeout: Duration,
+}
+
+impl ConnectionLimits {
+    pub fn new(max_open: usize, handshake_timeout: Duration, header_timeout: Duration) -> Self {
+        Self { open: Arc::new(tokio::sync::Semaphore::new(max_open)), handshake_timeout, header_timeout }
+    }
+}
+
 /// Accepts connections until the task is dropped; each connection is served on its own task
-/// (HTTP/1.1 with keep-alive, or HTTP/2 when TLS negotiates it).
-pub async fn serve(listener: TcpListener, router: Router, tls: Option<Arc<Tls>>) {
+/// (HTTP/1.1 with keep-alive, or HTTP/2 when TLS negotiates it), within `limits`.
+pub async fn serve(listener: TcpListener, router: Router, tls: Option<Arc<Tls>>, limits: ConnectionLimits) {
+    let refusals = LogEvery::default();
     loop {
         let (stream, peer) = match listener.accept().await {
             Ok(accepted) => accepted,
             Err(e) => {
                 // Out of descriptors and the like: wait a little instead of spinning.
                 tracing::warn!("accept failed: {e}");
-                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                tokio::time::sleep(Duration::from_millis(50)).await;
                 continue;
             }
+        };
+        let Ok(permit) = Arc::clone(&limits.open).try_acquire_owned() else {
+            // At the cap: closed at once, so the descriptor is not held.
+            refusals.note(
+                |count| tracing::warn!(%peer, refused = count, "too many open connections: closing new ones"),
+            );
+            drop(stream);
+            continue;
         };
         let _ = stream.set_nodelay(true);
         let service = TowerToHyperService::new(router.clone());
         let acceptor = tls.as_ref().map(|tls| tls.acceptor());
+        let (handshake_timeout, header_timeout) = (limits.handshake_timeout, limits.header_timeout);
         tokio::spawn(async move {
-            let builder = auto::Builder::new(TokioExecutor::new());
+            let _permit = permit;
+            let mut builder = auto::Builder::new(TokioExecutor::new());
+            builder.http1().timer(TokioTimer::new()).header_read_timeout(header_timeout);
             let served = match acceptor {
-                Some(acceptor) => match acceptor.accept(stream).await {
-                    Ok(stream) => builder.serve_connection(TokioIo::new(stream), service).await,
-                    Err(e) => {
-                        tracing::debug!(%peer, "TLS handshake failed: {e}");
-                        return;
+                Some(acceptor) => {
+                    match tokio::time::timeout(handshake_timeout, acceptor.accept(stream)).await {
+                        Ok(Ok(stream)) => builder.serve_connection(TokioIo::new(stream), service).await,
+                        Ok(Err(e)) => {
+                            tracing::debug!(%peer, "TLS handshake failed: {e}");
+                            return;
+                        }
+                        Err(_) => {
+                            tracing::debug!(%peer, "TLS handshake not finished in {handshake_timeout:?}: closed");
+                            return;
+                        }
                     }
-                },
+                }
                 None => builder.serve_connection(TokioIo::new(stream), service).await,
             };
             if let Err(e) = served {
                 tracing::debug!(%peer, "connection ended: {e}");
             }
         });
+    }
+}
+
+/// Counts an event and calls back at most once a second with the count since the last call.
+#[derive(Default)]
+struct LogEvery {
+    state: std::sync::Mutex<(Option<std::time::Instant>, u64)>,
+}
+
+impl LogEvery {
+    fn note(&self, log: impl FnOnce(u64)) {
+        let mut state = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        state.1 += 1;
+        let now = std::time::Instant::now();
+        if state.0.is_none_or(|last| now.duration_since(last) >= Duration::from_secs(1)) {
+            let count = std::mem::take(&mut state.1);
+            state.0 = Some(now);
+            log(count);
+        }
     }
 }
 

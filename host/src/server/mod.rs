@@ -9,7 +9,7 @@ mod tls;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
@@ -20,6 +20,9 @@ use evac_runtime::wapc::{EngineOptions, PolicyEngine};
 pub use tls::Tls;
 
 /// How the server runs.
+/// Connections the probe port allows at once: the kubelet and a scraper or two.
+const PROBE_CONNECTIONS: usize = 64;
+
 #[derive(Debug, Clone)]
 pub struct ServeOptions {
     /// `policies.yml`.
@@ -35,6 +38,11 @@ pub struct ServeOptions {
     /// runtime: a request is read, evaluated and answered on one thread, without waking another.
     pub workers: usize,
     pub engine: EngineOptions,
+    /// Admission connections open at once (all threads together); the excess is closed at once.
+    /// The probe port has its own small allowance, so admission traffic never starves it.
+    pub max_connections: usize,
+    /// How long a client may take to finish the TLS handshake, and to send a request's headers.
+    pub handshake_timeout: Duration,
 }
 
 /// A cluster as the server uses it: where policies read, where effects go, and whether its
@@ -116,8 +124,11 @@ impl Server {
         let scheme = if self.tls.is_some() { "https" } else { "http" };
         let admission_router = http::admission_router(Arc::clone(&self));
         let (stopped_tx, mut stopped) = tokio::sync::mpsc::channel::<String>(1);
+        let timeout = self.options.handshake_timeout;
+        let admission_limits = http::ConnectionLimits::new(self.options.max_connections, timeout, timeout);
         for (i, listener) in shards.into_iter().enumerate() {
             let (router, tls, stopped) = (admission_router.clone(), self.tls.clone(), stopped_tx.clone());
+            let limits = admission_limits.clone();
             std::thread::Builder::new().name(format!("evac-admission-{i}")).spawn(move || {
                 let served = tokio::runtime::Builder::new_current_thread()
                     .enable_all()
@@ -126,7 +137,7 @@ impl Server {
                     .and_then(|runtime| {
                         runtime.block_on(async {
                             let listener = tokio::net::TcpListener::from_std(listener)?;
-                            http::serve(listener, router, tls).await;
+                            http::serve(listener, router, tls, limits).await;
                             Ok(())
                         })
                     });
@@ -150,7 +161,7 @@ impl Server {
         let probe_router = http::probe_router(Arc::clone(&self));
         tokio::select! {
             Some(why) = stopped.recv() => anyhow::bail!(why),
-            () = http::serve(probes, probe_router, None) => {}
+            () = http::serve(probes, probe_router, None, http::ConnectionLimits::new(PROBE_CONNECTIONS, timeout, timeout)) => {}
             () = reloader.run() => {}
             () = shutdown_signal() => tracing::info!("stopping"),
         }
