@@ -26,6 +26,9 @@ pub enum EvalError {
     /// No instance could be created.
     #[error("the policy could not be started: {0}")]
     Instantiate(String),
+    /// Every evaluation slot stayed busy until the deadline: too many evaluations at once.
+    #[error("the host had no free evaluation slot ({0} in flight) before the deadline")]
+    Overloaded(u32),
     /// The host's own code failed during the evaluation (a host capability panicked): not the
     /// policy's fault, and not a verdict.
     #[error("the host failed while evaluating the policy: {0}")]
@@ -42,6 +45,7 @@ impl EvalError {
             Self::Guest(_) => "guest_error",
             Self::BadResponse { .. } => "bad_response",
             Self::Instantiate(_) => "instantiate",
+            Self::Overloaded(_) => "overloaded",
             Self::HostPanic(_) => "host_panic",
         }
     }

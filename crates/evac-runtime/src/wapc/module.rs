@@ -124,7 +124,10 @@ impl PolicyModule {
     /// Creates idle instances ahead of the first evaluations, off the request path.
     pub fn prewarm(&self, count: usize) -> Result<(), super::EvalError> {
         for _ in 0..count {
-            let _permit = self.inner.engine.permits().acquire();
+            // Prewarming is an optimisation: when every slot is busy, it is not needed.
+            let Some(_permit) = self.inner.engine.permits().acquire(std::time::Duration::ZERO) else {
+                break;
+            };
             let instance = Instance::new(&self.inner, Arc::new(crate::capabilities::NoCapabilities))?;
             if !instance.is_reusable() {
                 break;

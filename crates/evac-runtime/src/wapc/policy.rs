@@ -43,7 +43,9 @@ impl Policy {
     /// module qualifies). An instance whose call failed is never reused.
     pub fn call(&self, operation: &str, payload: &[u8]) -> Result<Vec<u8>, EvalError> {
         let module = self.module.inner();
-        let _permit = module.engine.permits().acquire();
+        let Some(_permit) = module.engine.permits().acquire(self.timeout) else {
+            return Err(EvalError::Overloaded(module.engine.options().max_concurrent));
+        };
         let mut instance = match module.take_idle() {
             Some(instance) => instance,
             None => Instance::new(module, Arc::clone(&self.capabilities))?,
