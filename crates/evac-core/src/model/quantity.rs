@@ -35,11 +35,8 @@ pub fn bytes(quantity: &str) -> Option<f64> {
         "Pi" => KI * KI * KI * KI * KI,
         "Ei" => KI * KI * KI * KI * KI * KI,
         _ => {
+            // An optionally signed integer, as `i32`'s parser reads it (`e3`, `E+3`, `e-2`).
             let exponent = suffix.strip_prefix(['e', 'E'])?;
-            let digits = exponent.strip_prefix(['+', '-']).unwrap_or(exponent);
-            if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-                return None;
-            }
             10f64.powi(exponent.parse::<i32>().ok()?)
         }
     };
