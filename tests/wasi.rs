@@ -43,6 +43,9 @@ fn every_call_answers() {
             let panic = trap(answer(&policy, "panic"));
             assert_eq!(panic.matches("boom").count(), 1, "{case}: {panic}");
             assert!(!panic.contains("hello"), "{case}: {panic}");
+            // Asking more of the host than a guest could hold fails at once, allocating nothing.
+            assert_eq!(answer(&policy, "random").unwrap(), [21, 0], "{case}: EFAULT");
+            assert_eq!(answer(&policy, "vector").unwrap(), [28, 0], "{case}: EINVAL");
             let exit = trap(answer(&policy, "x"));
             assert!(exit.contains("the policy exited with status 3"), "{case}: {exit}");
         }

@@ -6,6 +6,8 @@
 ;;   z  sleep  sleeps 3 s on a clock subscription (poll_oneoff)
 ;;   p  panic  writes "panicked at policy.rs:7: boom" to standard error, then traps
 ;;   x         exits with status 3 (proc_exit)
+;;   r  random asks for 2 GiB of random bytes (random_get): more than its memory
+;;   v  vector writes with 100,000 buffers (fd_write): more than WASI's IOV_MAX
 ;; Each answers the WASI errno as a little-endian u32 (write: and the count written).
 (module
   (import "wapc" "__guest_request" (func $request (param i32 i32)))
@@ -17,6 +19,7 @@
     (func $path_open (param i32 i32 i32 i32 i32 i64 i64 i32 i32) (result i32)))
   (import "wasi_snapshot_preview1" "poll_oneoff" (func $poll_oneoff (param i32 i32 i32 i32) (result i32)))
   (import "wasi_snapshot_preview1" "proc_exit" (func $proc_exit (param i32)))
+  (import "wasi_snapshot_preview1" "random_get" (func $random_get (param i32 i32) (result i32)))
   (memory (export "memory") 1)
   (data (i32.const 4096) "hello")
   (data (i32.const 4160) "panicked at policy.rs:7:\0aboom\0a")
@@ -61,6 +64,12 @@
         (i32.store (i32.const 260) (i32.const 30))
         (drop (call $fd_write (i32.const 2) (i32.const 256) (i32.const 1) (i32.const 516)))
         (unreachable)))
+    ;; r: random_get of 2 GiB
+    (if (i32.eq (local.get $op) (i32.const 114))
+      (then (i32.store (i32.const 512) (call $random_get (i32.const 0) (i32.const 0x7fffffff)))))
+    ;; v: fd_write with 100,000 buffers
+    (if (i32.eq (local.get $op) (i32.const 118))
+      (then (i32.store (i32.const 512) (call $fd_write (i32.const 2) (i32.const 256) (i32.const 100000) (i32.const 516)))))
     ;; x: exit
     (if (i32.eq (local.get $op) (i32.const 120))
       (then (call $proc_exit (i32.const 3))))

@@ -21,6 +21,9 @@ use super::engine::WallClock;
 /// The module name of WASI preview 1 imports.
 pub(crate) const MODULE: &str = "wasi_snapshot_preview1";
 
+/// The most buffers one `fd_write` takes (WASI's `IOV_MAX`).
+const IOV_MAX: u32 = 1024;
+
 /// Output kept per instance from stdout and stderr together; the rest is counted, not kept.
 pub(crate) const OUTPUT_LIMIT: usize = 4096;
 
@@ -122,8 +125,11 @@ fn fd_write(mut caller: Caller<'_, GuestState>, fd: i32, iovs: i32, iovs_len: i3
     if fd != 1 && fd != 2 {
         return errno::BADF;
     }
+    // WASI's IOV_MAX: a guest cannot keep the host looping (a host call is not interrupted by
+    // the evaluation's deadline).
+    let Ok(count @ 0..=IOV_MAX) = u32::try_from(iovs_len) else { return errno::INVAL };
     let mut total: u32 = 0;
-    for i in 0..iovs_len.max(0) as u32 {
+    for i in 0..count {
         let Some(iov) = get(&mut caller, (iovs as u32).wrapping_add(i * 8), 8) else { return errno::FAULT };
         let ptr = u32::from_le_bytes([iov[0], iov[1], iov[2], iov[3]]);
         let len = u32::from_le_bytes([iov[4], iov[5], iov[6], iov[7]]);
@@ -167,11 +173,17 @@ fn clock_time_get(mut caller: Caller<'_, GuestState>, id: i32, _precision: i64, 
 }
 
 fn random_get(mut caller: Caller<'_, GuestState>, buf: i32, len: i32) -> i32 {
-    let mut bytes = vec![0u8; len as u32 as usize];
-    if getrandom::fill(&mut bytes).is_err() {
-        return errno::NOSYS;
+    // Filled in place: the host allocates nothing, whatever length the guest asks for.
+    let Some(memory) = memory_of(&mut caller) else { return errno::FAULT };
+    let start = buf as u32 as usize;
+    let Some(target) = memory.data_mut(&mut caller).get_mut(start..start.saturating_add(len as u32 as usize))
+    else {
+        return errno::FAULT;
+    };
+    match getrandom::fill(target) {
+        Ok(()) => errno::SUCCESS,
+        Err(_) => errno::NOSYS,
     }
-    status(put(&mut caller, buf, &bytes))
 }
 
 /// The policy asked to exit: the call ends here, as a trap that says so.
