@@ -12,7 +12,7 @@
 
 pub mod admission;
 pub mod config;
-mod log_limit;
+pub mod log_limit;
 pub mod metrics;
 pub mod pipeline;
 pub mod registry;

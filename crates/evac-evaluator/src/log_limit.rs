@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 /// One line per key per interval.
 #[derive(Debug)]
-pub(crate) struct LogLimit {
+pub struct LogLimit {
     interval: Duration,
     keys: Mutex<HashMap<String, Window>>,
 }
@@ -20,13 +20,14 @@ struct Window {
 }
 
 impl LogLimit {
-    pub(crate) fn new(interval: Duration) -> Self {
+    /// At most one line per key per `interval`.
+    pub fn new(interval: Duration) -> Self {
         Self { interval, keys: Mutex::default() }
     }
 
     /// Whether a line for `key` may be written now: `Some(lines held back since the last one)`,
     /// or `None` (the line is counted as held back).
-    pub(crate) fn allow(&self, key: &str) -> Option<u64> {
+    pub fn allow(&self, key: &str) -> Option<u64> {
         self.allow_at(key, Instant::now())
     }
 

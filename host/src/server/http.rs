@@ -19,6 +19,7 @@ use tokio::net::TcpListener;
 use super::tls::Tls;
 use super::Server;
 use evac_evaluator::admission::{self, BadRequest};
+use evac_evaluator::log_limit::LogLimit;
 
 /// The admission routes.
 pub fn admission_router(server: Arc<Server>) -> Router {
@@ -118,7 +119,7 @@ impl ConnectionLimits {
 /// Accepts connections until the task is dropped; each connection is served on its own task
 /// (HTTP/1.1 with keep-alive, or HTTP/2 when TLS negotiates it), within `limits`.
 pub async fn serve(listener: TcpListener, router: Router, tls: Option<Arc<Tls>>, limits: ConnectionLimits) {
-    let refusals = LogEvery::default();
+    let refusals = LogLimit::new(Duration::from_secs(1));
     loop {
         let (stream, peer) = match listener.accept().await {
             Ok(accepted) => accepted,
@@ -131,9 +132,10 @@ pub async fn serve(listener: TcpListener, router: Router, tls: Option<Arc<Tls>>,
         };
         let Ok(permit) = Arc::clone(&limits.open).try_acquire_owned() else {
             // At the cap: closed at once, so the descriptor is not held.
-            refusals.note(
-                |count| tracing::warn!(%peer, refused = count, "too many open connections: closing new ones"),
-            );
+            if let Some(held_back) = refusals.allow("refused") {
+                let refused = held_back + 1;
+                tracing::warn!(%peer, refused, "too many open connections: closing new ones");
+            }
             drop(stream);
             continue;
         };
@@ -165,25 +167,6 @@ pub async fn serve(listener: TcpListener, router: Router, tls: Option<Arc<Tls>>,
                 tracing::debug!(%peer, "connection ended: {e}");
             }
         });
-    }
-}
-
-/// Counts an event and calls back at most once a second with the count since the last call.
-#[derive(Default)]
-struct LogEvery {
-    state: std::sync::Mutex<(Option<std::time::Instant>, u64)>,
-}
-
-impl LogEvery {
-    fn note(&self, log: impl FnOnce(u64)) {
-        let mut state = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        state.1 += 1;
-        let now = std::time::Instant::now();
-        if state.0.is_none_or(|last| now.duration_since(last) >= Duration::from_secs(1)) {
-            let count = std::mem::take(&mut state.1);
-            state.0 = Some(now);
-            log(count);
-        }
     }
 }
 
