@@ -9,7 +9,7 @@ EVAC         := target/release/evac
 DIST         := dist/policies
 POLICY_WASM  := $(foreach p,$(POLICIES),$(DIST)/$(p).wasm)
 
-.PHONY: all build host policies test test-core test-e2e lint fmt demo demo-evictions bench bench-control bench-load bench-sim mutants clean setup
+.PHONY: all build host policies test test-core test-e2e lint fmt demo demo-evictions bench bench-control bench-load bench-sim mutants fuzz clean setup
 
 all: build
 
@@ -86,6 +86,34 @@ mutants:
 	@for p in $(POLICIES); do \
 		$(CARGO) mutants -p $$p -o target/mutants/$$p $(MUTANTS_FLAGS); rc=$$?; \
 		case $$rc in 0|2|3) ;; *) exit $$rc;; esac; \
+	done
+
+## Fuzzing with cargo-fuzz (libFuzzer; needs a nightly toolchain: rustup toolchain install
+## nightly): each target of fuzz/ for FUZZ_SECONDS, starting from its seeds. A fault stops the run
+## and leaves its input in fuzz/artifacts/<target>/: copy it to fuzz/regressions/<target>/ (which
+## `make test` replays through tests/fuzz_regressions.rs) and fix it. Not part of `make test`.
+FUZZ_VERSION  := 0.13.2
+FUZZ_SECONDS  ?= 60
+FUZZ_TARGETS  := admission_review core_models quantity sim_api_request
+fuzz_seeds_admission_review := examples/evictions/requests
+fuzz_seeds_core_models      := fuzz/seeds/core_models
+fuzz_seeds_quantity         := fuzz/seeds/quantity
+fuzz_seeds_sim_api_request  := fuzz/seeds/sim_api_request
+fuzz:
+	@$(CARGO) fuzz --version 2>/dev/null | grep -q '$(FUZZ_VERSION)' || \
+		$(CARGO) install --locked cargo-fuzz@$(FUZZ_VERSION)
+	@for t in $(FUZZ_TARGETS); do \
+		mkdir -p fuzz/corpus/$$t; \
+		case $$t in \
+			admission_review) seeds="$(fuzz_seeds_admission_review)";; \
+			core_models) seeds="$(fuzz_seeds_core_models)";; \
+			quantity) seeds="$(fuzz_seeds_quantity)";; \
+			sim_api_request) seeds="$(fuzz_seeds_sim_api_request)";; \
+		esac; \
+		echo "fuzzing $$t for $(FUZZ_SECONDS) s"; \
+		$(CARGO) +nightly fuzz run --fuzz-dir fuzz --sanitizer none $$t \
+			$(CURDIR)/fuzz/corpus/$$t $(CURDIR)/$$seeds $(CURDIR)/fuzz/regressions/$$t \
+			-- -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=4096 || exit 1; \
 	done
 
 clean:

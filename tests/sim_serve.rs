@@ -45,51 +45,55 @@ async fn json_of(request: reqwest::RequestBuilder) -> Value {
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
 }
 
-#[tokio::test]
-async fn the_policy_server_reads_and_marks_through_the_simulated_api() {
-    let dir = tempfile::tempdir().unwrap();
-    let p = |name: &str| dir.path().join(name).to_str().unwrap().to_owned();
+/// `evac sim serve` on the example cluster, writing its kubeconfig into `dir`; returns the
+/// process and the API's URL once it answers.
+async fn start_sim(dir: &std::path::Path) -> (Process, String) {
+    let kubeconfig = dir.join("kubeconfig");
     let objects = example("context.yaml");
-    let (_api, listening) = spawn(
-        &[
-            "sim",
-            "serve",
-            "--addr",
-            "127.0.0.1:0",
-            "--kubeconfig",
-            &p("kubeconfig"),
-            "--objects",
-            objects.to_str().unwrap(),
-        ],
-        &dir.path().join("sim.log"),
-    );
-    let api = listening.url("api").to_owned();
-    wait_for(&format!("{api}/api"), "the simulated API", &dir.path().join("sim.log")).await;
+    let args = ["sim", "serve", "--addr", "127.0.0.1:0", "--kubeconfig", kubeconfig.to_str().unwrap()];
+    let mut args: Vec<&str> = args.to_vec();
+    args.extend(["--objects", objects.to_str().unwrap()]);
+    let (api, listening) = spawn(&args, &dir.join("sim.log"));
+    let url = listening.url("api").to_owned();
+    wait_for(&format!("{url}/api"), "the simulated API", &dir.join("sim.log")).await;
+    (api, url)
+}
 
+/// `evac serve` of pod-eviction (reading `kinds`) against the cluster of `dir`'s kubeconfig, with
+/// `extra` arguments; returns the process and its addresses once it is ready.
+async fn start_server(
+    dir: &std::path::Path,
+    kinds: &[&str],
+    extra: &[&str],
+) -> (Process, evac_e2e::server::Listening) {
+    let p = |name: &str| dir.join(name).to_str().unwrap().to_owned();
+    let resources: String = kinds.iter().map(|kind| format!("    - {kind}\n")).collect();
     let policies = format!(
-        "pod-eviction:\n  module: {}\n  contextAwareResources:\n    - {{apiVersion: v1, kind: Pod}}\n    - {{apiVersion: kubevirt.io/v1, kind: VirtualMachineInstance}}\n    - {{apiVersion: kubevirt.io/v1, kind: KubeVirt}}\n",
+        "pod-eviction:\n  module: {}\n  contextAwareResources:\n{resources}",
         policy_path().display()
     );
     std::fs::write(p("policies.yml"), policies).unwrap();
-    let (_server, listening) = spawn(
-        &[
-            "serve",
-            "--config",
-            &p("policies.yml"),
-            "--kubeconfig",
-            &p("kubeconfig"),
-            "--insecure-http",
-            "--addr",
-            "127.0.0.1:0",
-            "--probe-addr",
-            "127.0.0.1:0",
-            "--cache-dir",
-            &p("cache"),
-        ],
-        &dir.path().join("server.log"),
-    );
-    wait_for(&format!("{}/readiness", listening.url("probes")), "evac serve", &dir.path().join("server.log"))
-        .await;
+    let (config, kubeconfig) = (p("policies.yml"), p("kubeconfig"));
+    let mut args = vec!["serve", "--config", &config, "--kubeconfig", &kubeconfig, "--insecure-http"];
+    args.extend(["--addr", "127.0.0.1:0", "--probe-addr", "127.0.0.1:0"]);
+    args.extend(extra);
+    let (server, listening) = spawn(&args, &dir.join("server.log"));
+    wait_for(&format!("{}/readiness", listening.url("probes")), "evac serve", &dir.join("server.log")).await;
+    (server, listening)
+}
+
+#[tokio::test]
+async fn the_policy_server_reads_and_marks_through_the_simulated_api() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_api, api) = start_sim(dir.path()).await;
+    let kinds = [
+        "{apiVersion: v1, kind: Pod}",
+        "{apiVersion: kubevirt.io/v1, kind: VirtualMachineInstance}",
+        "{apiVersion: kubevirt.io/v1, kind: KubeVirt}",
+    ];
+    let cache = dir.path().join("cache");
+    let (_server, listening) =
+        start_server(dir.path(), &kinds, &["--cache-dir", cache.to_str().unwrap()]).await;
 
     let admission = listening.url("admission").to_owned();
     let client = reqwest::Client::new();
@@ -129,5 +133,30 @@ async fn the_policy_server_reads_and_marks_through_the_simulated_api() {
         }
         assert!(Instant::now() < deadline, "the mark never reached the cache: {response}");
         tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// With the API server gone, the caches stop following the cluster: past the staleness bound the
+/// server reports not ready (so a Service sends the webhook's calls elsewhere), and says why.
+#[tokio::test]
+async fn readiness_fails_while_the_api_server_is_gone() {
+    let dir = tempfile::tempdir().unwrap();
+    let (api, _) = start_sim(dir.path()).await;
+    let kinds = ["{apiVersion: v1, kind: Pod}"];
+    let (_server, listening) =
+        start_server(dir.path(), &kinds, &["--max-cache-staleness-seconds", "2"]).await;
+    let readiness = format!("{}/readiness", listening.url("probes"));
+
+    drop(api);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let response = reqwest::get(&readiness).await.unwrap();
+        if response.status().as_u16() == 503 {
+            let why = response.text().await.unwrap();
+            assert!(why.contains("has not answered for"), "{why}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "still ready 30 s after the API server went away");
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }

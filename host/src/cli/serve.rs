@@ -69,6 +69,11 @@ pub struct ServeArgs {
     /// headers, in milliseconds.
     #[arg(long, default_value_t = 10_000)]
     handshake_timeout_ms: u64,
+    /// /readiness answers 503 once the API server has not answered, or a watch has been failing,
+    /// for this many seconds: verdicts from caches that old may be wrong, so the Service sends the
+    /// webhook's calls to a replica that sees the cluster (the API server is probed every second).
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(2..))]
+    max_cache_staleness_seconds: u64,
 }
 
 /// Half the soft limit on open descriptors (the rest for the cluster's watches, modules and
@@ -126,10 +131,14 @@ async fn connect(args: &ServeArgs) -> Result<ClusterAccess> {
     resources.dedup();
     let cluster = Arc::new(KubeCluster::connect(args.kubeconfig.as_deref(), &resources).await?);
     let watched = Arc::clone(&cluster);
+    let bound = Duration::from_secs(args.max_cache_staleness_seconds);
     Ok(ClusterAccess {
         store: cluster,
         not_ready: Box::new(move || {
-            (!watched.is_synced()).then(|| "the cluster caches are not synced yet".into())
+            if !watched.is_synced() {
+                return Some("the cluster caches are not synced yet".into());
+            }
+            watched.staleness(bound)
         }),
     })
 }

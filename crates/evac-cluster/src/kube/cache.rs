@@ -7,6 +7,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard};
+use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use kube::api::{Api, DynamicObject};
@@ -36,6 +37,9 @@ struct State {
     objects: Option<Namespaces>,
     /// The last error of the watch, for the messages of reads and `wait_synced`.
     last_error: Option<String>,
+    /// Since when the watch has been failing (its first error with no event after it), and
+    /// when it last failed: see [`WatchCache::failing`].
+    failing: Option<(Instant, Instant)>,
     /// The changes since the latest list, for [`WatchCache::changes_since`].
     log: ChangeLog,
 }
@@ -92,6 +96,19 @@ impl WatchCache {
 
     pub(super) fn last_error(&self) -> Option<String> {
         self.read().last_error.clone()
+    }
+
+    /// How long the watch has been failing, with its last error, while it still is.
+    ///
+    /// kube-rs' watcher reports each failed attempt as an error and retries with a backoff capped
+    /// at 30 s; a watch that resumes produces no event of its own, so in a quiet cluster recovery
+    /// shows only as errors stopping. A run of errors therefore counts as ongoing while its last
+    /// error is more recent than `RECENT` (twice the backoff cap), and ends at the first event.
+    pub(super) fn failing(&self) -> Option<(Duration, String)> {
+        const RECENT: Duration = Duration::from_secs(60);
+        let state = self.read();
+        let (since, last) = state.failing?;
+        (last.elapsed() < RECENT).then(|| (since.elapsed(), state.last_error.clone().unwrap_or_default()))
     }
 
     pub(super) fn get(&self, namespace: Option<&str>, name: &str) -> Result<Arc<[u8]>, ReadError> {
@@ -199,10 +216,14 @@ impl WatchCache {
         edit(&mut self.state.write().unwrap_or_else(PoisonError::into_inner));
     }
 
-    fn record_error(&self, error: &watcher::Error) {
+    pub(super) fn record_error(&self, error: &watcher::Error) {
         let text = watch_error_text(error);
         tracing::warn!(resource = %self.describe(), error = %text, "watch failed; retrying");
-        self.edit(|state| state.last_error = Some(text));
+        let now = Instant::now();
+        self.edit(|state| {
+            state.last_error = Some(text);
+            state.failing = Some((state.failing.map_or(now, |(since, _)| since), now));
+        });
     }
 
     /// The stored form of an object, with its namespace and name.
@@ -245,6 +266,10 @@ impl Loader {
     }
 
     pub(super) fn apply(&mut self, event: Event<DynamicObject>) {
+        // Any event means the watch is flowing again.
+        if self.cache.read().failing.is_some() {
+            self.cache.edit(|state| state.failing = None);
+        }
         match event {
             Event::Init => self.pending = Some(Namespaces::new()),
             Event::InitApply(object) => {

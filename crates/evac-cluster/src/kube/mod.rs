@@ -7,6 +7,7 @@
 
 mod cache;
 mod change_log;
+mod contact;
 mod discovery;
 mod errors;
 mod writer;
@@ -23,6 +24,8 @@ use kube::Client;
 use tokio::task::AbortHandle;
 
 use self::cache::WatchCache;
+use self::contact::Contact;
+pub use self::contact::PROBE_INTERVAL;
 use crate::Kind;
 use crate::{Change, ChangeFeed, Cursor, ListQuery, ObjectSource, ReadError};
 
@@ -33,7 +36,9 @@ pub struct KubeCluster {
     server: String,
     /// One per resource; a policy reads a handful, so a scan finds one faster than hashing.
     caches: Vec<Arc<WatchCache>>,
-    /// The caches' watch tasks, stopped when the cluster is dropped.
+    /// When the API server last answered.
+    contact: Arc<Contact>,
+    /// The caches' watch tasks and the contact probe, stopped when the cluster is dropped.
     tasks: Vec<AbortHandle>,
 }
 
@@ -55,19 +60,47 @@ impl KubeCluster {
         )
         .await?;
         let mut caches = Vec::with_capacity(resolved.len());
-        let mut tasks = Vec::with_capacity(resolved.len());
+        let mut tasks = Vec::with_capacity(resolved.len() + 1);
+        let contact = Arc::new(Contact::new());
+        tasks.push(tokio::spawn(Arc::clone(&contact).probe(client.clone(), server.clone())).abort_handle());
         for discovery::Resolved { resource, namespaced } in resolved {
             let cache = WatchCache::new(resource, namespaced);
             tasks.push(tokio::spawn(Arc::clone(&cache).run(client.clone())).abort_handle());
             caches.push(cache);
         }
         tracing::info!(%server, resources = caches.len(), "watching the Kubernetes API server");
-        Ok(Self { client, server, caches, tasks })
+        Ok(Self { client, server, caches, contact, tasks })
     }
 
     /// Whether every cache has completed its initial list.
     pub fn is_synced(&self) -> bool {
         self.caches.iter().all(|cache| cache.is_synced())
+    }
+
+    /// Why the caches may be behind the cluster by more than `bound`, if they may be: the API
+    /// server has not answered for longer (probed every [`PROBE_INTERVAL`], so `bound` should be
+    /// several of those), or a cache's watch has been failing for longer. Reads still answer from
+    /// what the caches hold; this is for readiness, so that traffic goes to a replica that sees the
+    /// cluster as it is.
+    pub fn staleness(&self, bound: Duration) -> Option<String> {
+        let silent = self.contact.silent_for();
+        if silent > bound {
+            return Some(format!(
+                "the Kubernetes API server {} has not answered for {}s (the caches may be stale; bound {}s)",
+                self.server,
+                silent.as_secs(),
+                bound.as_secs_f64()
+            ));
+        }
+        self.caches.iter().find_map(|cache| {
+            let (failing, error) = cache.failing().filter(|(failing, _)| *failing > bound)?;
+            Some(format!(
+                "the watch of {} has been failing for {}s (bound {}s): {error}",
+                cache.describe(),
+                failing.as_secs(),
+                bound.as_secs_f64()
+            ))
+        })
     }
 
     /// Waits until every cache has completed its initial list. On timeout, the error names the

@@ -2,6 +2,7 @@
 //! patch requests as kube-apiserver does, and records the patches it receives.
 
 use std::convert::Infallible;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -39,6 +40,8 @@ struct FakeApiServer {
     /// No VMI changes in these tests: a watch that stays open and silent.
     vmi_events: watch::Sender<Vec<String>>,
     patches: Mutex<Vec<RecordedPatch>>,
+    /// While set, every new request hangs unanswered, as from an API server stuck on etcd.
+    hung: AtomicBool,
 }
 
 impl FakeApiServer {
@@ -133,7 +136,13 @@ async fn handle(State(fake): State<Arc<FakeApiServer>>, request: Request) -> Res
     let path = request.uri().path().to_owned();
     let query = request.uri().query().unwrap_or_default().to_owned();
     let watching = query.split('&').any(|pair| pair == "watch=true");
+    if fake.hung.load(Ordering::SeqCst) {
+        return std::future::pending().await;
+    }
     match (request.method().clone(), path.as_str()) {
+        (Method::GET, "/version") => {
+            answer(200, &json!({"major": "1", "minor": "33", "gitVersion": "v1.33.0"}))
+        }
         (Method::GET, "/api/v1") => {
             answer(200, &resource_list("v1", &[("pods", "Pod"), ("pods/eviction", "Eviction")]))
         }
@@ -187,6 +196,7 @@ async fn start_fake() -> (Arc<FakeApiServer>, tempfile::TempDir) {
         pod_events: watch::channel(Vec::new()).0,
         vmi_events: watch::channel(Vec::new()).0,
         patches: Mutex::default(),
+        hung: AtomicBool::new(false),
     });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
@@ -617,4 +627,47 @@ async fn the_change_feed_follows_the_watches() {
         unwatched.message,
         "v1 Node is not watched: the change feed follows only the resources given at connect"
     );
+}
+
+#[tokio::test]
+async fn a_hung_api_server_makes_the_caches_stale_until_it_answers_again() {
+    let (fake, dir) = start_fake().await;
+    let cluster = connect(&dir, &pods_and_vmis()).await.unwrap();
+    cluster.wait_synced(Duration::from_secs(10)).await.unwrap();
+    let bound = super::PROBE_INTERVAL * 3;
+    assert_eq!(cluster.staleness(bound), None);
+
+    // Hung, not down: the open watches stay silent and report no error.
+    fake.hung.store(true, Ordering::SeqCst);
+    eventually("the caches count as stale", || cluster.staleness(bound).is_some()).await;
+    let why = cluster.staleness(bound).unwrap();
+    assert!(why.contains("has not answered for"), "{why}");
+    assert!(why.contains("http://127.0.0.1:"), "{why}");
+    assert!(
+        cluster.get("v1", "Pod", Some("default"), "virt-launcher-web-1-abcde").is_ok(),
+        "reads still answer"
+    );
+
+    fake.hung.store(false, Ordering::SeqCst);
+    eventually("the API server counts as answering again", || cluster.staleness(bound).is_none()).await;
+}
+
+#[test]
+fn a_failing_watch_counts_from_its_first_error_until_the_next_event() {
+    let cache = WatchCache::new(pods_resource(), true);
+    let mut loader = Loader::new(Arc::clone(&cache));
+    loader.apply(Event::Init);
+    loader.apply(Event::InitDone);
+    assert_eq!(cache.failing(), None);
+
+    cache.record_error(&kube::runtime::watcher::Error::NoResourceVersion);
+    let (first, error) = cache.failing().unwrap();
+    assert!(!error.is_empty());
+    std::thread::sleep(Duration::from_millis(20));
+    cache.record_error(&kube::runtime::watcher::Error::NoResourceVersion);
+    let (later, _) = cache.failing().unwrap();
+    assert!(later >= first + Duration::from_millis(20), "counted from the first error: {first:?} {later:?}");
+
+    loader.apply(Event::Apply(pod("a")));
+    assert_eq!(cache.failing(), None, "an event ends the run of errors");
 }

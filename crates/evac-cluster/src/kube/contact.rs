@@ -1,0 +1,49 @@
+//! When the API server last answered: a watch cache can only be as current as its connection, and
+//! a hung API server (accepting connections, answering nothing) leaves every watch open and silent,
+//! with no error for minutes. A small request on a timer tells the two apart.
+
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use kube::Client;
+
+/// How often the API server is asked for `/version` (readable by every client, RBAC or not).
+pub const PROBE_INTERVAL: Duration = Duration::from_secs(1);
+
+/// How long one probe may take before it counts as unanswered.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The time of the API server's last answer.
+pub(super) struct Contact {
+    last: Mutex<Instant>,
+}
+
+impl Contact {
+    /// Connecting counts as an answer: the caller has just completed discovery.
+    pub(super) fn new() -> Self {
+        Self { last: Mutex::new(Instant::now()) }
+    }
+
+    /// How long since the API server last answered.
+    pub(super) fn silent_for(&self) -> Duration {
+        self.last.lock().unwrap_or_else(PoisonError::into_inner).elapsed()
+    }
+
+    fn answered(&self) {
+        *self.last.lock().unwrap_or_else(PoisonError::into_inner) = Instant::now();
+    }
+
+    /// Probes until the task is aborted.
+    pub(super) async fn probe(self: std::sync::Arc<Self>, client: Client, server: String) {
+        loop {
+            tokio::time::sleep(PROBE_INTERVAL).await;
+            match tokio::time::timeout(PROBE_TIMEOUT, client.apiserver_version()).await {
+                Ok(Ok(_)) => self.answered(),
+                Ok(Err(error)) => tracing::debug!(%server, %error, "the API server did not answer /version"),
+                Err(_) => {
+                    tracing::debug!(%server, timeout = ?PROBE_TIMEOUT, "the API server did not answer /version in time")
+                }
+            }
+        }
+    }
+}
