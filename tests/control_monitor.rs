@@ -25,7 +25,7 @@ fn evacuation_policies(mode: &str) -> PoliciesFile {
 fn policies_with(mode: &str, module: &std::path::Path) -> PoliciesFile {
     let disruption = repo_root().join("dist/policies/disruption-cause.wasm");
     let text = format!(
-        "evacuation:\n  module: {}\n  policyMode: {mode}\n  contextAwareResources:\n    - {{apiVersion: v1, kind: Node}}\n    - {{apiVersion: v1, kind: Pod}}\n    - {{apiVersion: kubevirt.io/v1, kind: VirtualMachineInstance}}\n    - {{apiVersion: kubevirt.io/v1, kind: VirtualMachineInstanceMigration}}\n    - {{apiVersion: kubevirt.io/v1, kind: KubeVirt}}\ndisruption-cause:\n  module: {}\n  policyMode: {mode}\n  contextAwareResources:\n    - {{apiVersion: v1, kind: Node}}\n    - {{apiVersion: kubevirt.io/v1, kind: VirtualMachineInstance}}\n    - {{apiVersion: kubevirt.io/v1, kind: KubeVirt}}\n",
+        "evacuation:\n  module: {}\n  policyMode: {mode}\n  hostCapabilities: [kubernetes/*]\n  contextAwareResources:\n    - {{apiVersion: v1, kind: Node}}\n    - {{apiVersion: v1, kind: Pod}}\n    - {{apiVersion: kubevirt.io/v1, kind: VirtualMachineInstance}}\n    - {{apiVersion: kubevirt.io/v1, kind: VirtualMachineInstanceMigration}}\n    - {{apiVersion: kubevirt.io/v1, kind: KubeVirt}}\ndisruption-cause:\n  module: {}\n  policyMode: {mode}\n  hostCapabilities: [kubernetes/*]\n  contextAwareResources:\n    - {{apiVersion: v1, kind: Node}}\n    - {{apiVersion: kubevirt.io/v1, kind: VirtualMachineInstance}}\n    - {{apiVersion: kubevirt.io/v1, kind: KubeVirt}}\n",
         module.display(),
         disruption.display()
     );

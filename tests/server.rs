@@ -20,6 +20,7 @@ fn example_review(name: &str) -> Value {
 }
 
 const GRANTS: &str = "
+  hostCapabilities: [kubernetes/*]
   contextAwareResources:
     - {apiVersion: v1, kind: Pod}
     - {apiVersion: kubevirt.io/v1, kind: VirtualMachineInstance}

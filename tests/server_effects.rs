@@ -82,7 +82,7 @@ fn pipeline(mode: &str) -> (Pipeline, Arc<RefusingStore>) {
 
 fn pipeline_over(mode: &str, hang: bool) -> (Pipeline, Arc<RefusingStore>) {
     let policies = format!(
-        "pod-eviction:\n  module: {}\n  policyMode: {mode}\n  contextAwareResources:\n    - {{apiVersion: v1, kind: Pod}}\n    - {{apiVersion: kubevirt.io/v1, kind: VirtualMachineInstance}}\n    - {{apiVersion: kubevirt.io/v1, kind: KubeVirt}}\n",
+        "pod-eviction:\n  module: {}\n  policyMode: {mode}\n  hostCapabilities: [kubernetes/*]\n  contextAwareResources:\n    - {{apiVersion: v1, kind: Pod}}\n    - {{apiVersion: kubevirt.io/v1, kind: VirtualMachineInstance}}\n    - {{apiVersion: kubevirt.io/v1, kind: KubeVirt}}\n",
         policy_path().display()
     );
     let file = PoliciesFile::parse(&policies, "/".into()).unwrap();

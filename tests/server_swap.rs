@@ -19,6 +19,7 @@ fn policies(label: &str, module: &str) -> String {
         "pod-eviction:
   module: {module}
   label: {label}
+  hostCapabilities: [kubernetes/*]
   contextAwareResources:
     - {{apiVersion: v1, kind: Pod}}
     - {{apiVersion: kubevirt.io/v1, kind: VirtualMachineInstance}}

@@ -69,7 +69,7 @@ async fn start_server(
     let p = |name: &str| dir.join(name).to_str().unwrap().to_owned();
     let resources: String = kinds.iter().map(|kind| format!("    - {kind}\n")).collect();
     let policies = format!(
-        "pod-eviction:\n  module: {}\n  contextAwareResources:\n{resources}",
+        "pod-eviction:\n  module: {}\n  hostCapabilities: [kubernetes/*]\n  contextAwareResources:\n{resources}",
         policy_path().display()
     );
     std::fs::write(p("policies.yml"), policies).unwrap();

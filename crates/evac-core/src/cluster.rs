@@ -76,6 +76,10 @@ pub trait ClusterReader {
 pub enum ReadErrorKind {
     /// The object does not exist (Kubernetes' `NotFound`, HTTP 404).
     NotFound,
+    /// The host refused the read: the policy was not granted the host capability
+    /// (`hostCapabilities`) or the resource (`contextAwareResources`). A configuration error, which
+    /// decisions report rather than treat as a failed read.
+    Refused,
     /// Any other failure: the API server or the host did not answer, or the answer did not decode.
     Other,
 }
@@ -89,6 +93,13 @@ pub struct ReadError {
     /// The error's text, as the user sees it.
     pub message: String,
 }
+
+/// What a refused read asks of the cluster admin, for the messages that report one.
+pub const REFUSAL_HINT: &str =
+    "grant it in policies.yml: hostCapabilities kubernetes/*, and the resource in contextAwareResources";
+
+/// The most characters of a host's error text that reach a message.
+pub const MAX_HOST_ERROR_CHARS: usize = 300;
 
 impl ReadError {
     /// Kubernetes' NotFound error for an object: `<resource>[.<group>] "<name>" not found`.
@@ -106,17 +117,85 @@ impl ReadError {
         Self { kind: ReadErrorKind::Other, message: message.into() }
     }
 
-    /// Classifies an error text that crossed the waPC boundary, where only the text survives.
-    /// Kubernetes' NotFound message always ends in `not found`.
+    /// Classifies an error text that crossed the waPC boundary, where only the text survives,
+    /// as either host words it:
+    /// - a missing object: Kubernetes' NotFound message (`pods "x" not found`, evac) or
+    ///   Kubewarden's (`Cannot find v1/Pod named 'x' inside of namespace 'Some("ns")'`,
+    ///   policy-evaluator `callback_handler/kubernetes/client.rs` `Client::get_resource`);
+    /// - a refusal: `Policy has not been granted access to ...` (both hosts' words, Kubewarden's
+    ///   `runtimes/callback.rs` `host_callback`).
+    ///
+    /// Only the first line is kept, without Kubewarden's `Callback evaluation failure: ` prefix
+    /// and at most [`MAX_HOST_ERROR_CHARS`] characters: a host may format its errors with their
+    /// causes and a backtrace, which do not belong in a verdict's message.
     pub fn from_message(message: String) -> Self {
-        let kind =
-            if message.ends_with(" not found") { ReadErrorKind::NotFound } else { ReadErrorKind::Other };
-        Self { kind, message }
+        let text = message.lines().next().unwrap_or_default();
+        let text = text.strip_prefix("Callback evaluation failure: ").unwrap_or(text);
+        let text = match text.char_indices().nth(MAX_HOST_ERROR_CHARS) {
+            Some((end, _)) => format!("{}...", &text[..end]),
+            None => text.to_owned(),
+        };
+        let kind = if text.ends_with(" not found")
+            || (text.starts_with("Cannot find ")
+                && text.contains(" named '")
+                && text.contains("' inside of namespace '"))
+        {
+            ReadErrorKind::NotFound
+        } else if text.starts_with("Policy has not been granted access to ") {
+            ReadErrorKind::Refused
+        } else {
+            ReadErrorKind::Other
+        };
+        Self { kind, message: text }
     }
 
     /// Whether the object does not exist, as opposed to a failed read.
     pub fn is_not_found(&self) -> bool {
         self.kind == ReadErrorKind::NotFound
+    }
+
+    /// Whether the host refused the read (a policy not granted what it reads).
+    pub fn is_refused(&self) -> bool {
+        self.kind == ReadErrorKind::Refused
+    }
+}
+
+/// A reader that remembers the first read its host refused, so that a decision which answers a
+/// failed read in KubeVirt's way (an allow, for a pod it cannot read) can tell a misconfigured
+/// policy from an API server error and say so instead.
+pub struct RefusalWatch<'c, C: ?Sized> {
+    inner: &'c C,
+    refused: core::cell::RefCell<Option<ReadError>>,
+}
+
+impl<'c, C: ClusterReader + ?Sized> RefusalWatch<'c, C> {
+    /// Watches the reads made through `inner`.
+    pub fn new(inner: &'c C) -> Self {
+        Self { inner, refused: core::cell::RefCell::new(None) }
+    }
+
+    /// The first refused read, if any.
+    pub fn into_refused(self) -> Option<ReadError> {
+        self.refused.into_inner()
+    }
+
+    fn note(&self, result: Result<Vec<u8>, ReadError>) -> Result<Vec<u8>, ReadError> {
+        if let Err(error) = &result {
+            if error.is_refused() {
+                self.refused.borrow_mut().get_or_insert_with(|| error.clone());
+            }
+        }
+        result
+    }
+}
+
+impl<C: ClusterReader + ?Sized> ClusterReader for RefusalWatch<'_, C> {
+    fn get_resource(&self, request: &GetResource<'_>) -> Result<Vec<u8>, ReadError> {
+        self.note(self.inner.get_resource(request))
+    }
+
+    fn list_resources_all(&self, request: &ListResourcesAll<'_>) -> Result<Vec<u8>, ReadError> {
+        self.note(self.inner.list_resources_all(request))
     }
 }
 
@@ -160,12 +239,18 @@ pub fn fetch<C>(
 where
     C: ClusterReader + ?Sized,
 {
-    cluster.get_resource(&GetResource {
+    let request = GetResource {
         api_version: api_version.into(),
         kind: kind.into(),
         name: name.into(),
         namespace: (!namespace.is_empty()).then(|| namespace.into()),
         disable_cache: false,
+    };
+    // A missing object reads as Kubernetes' NotFound whichever words the host used, so that one
+    // policy gives one message under every host.
+    cluster.get_resource(&request).map_err(|error| match error.kind {
+        ReadErrorKind::NotFound => ReadError::not_found(api_version, kind, name),
+        _ => error,
     })
 }
 
@@ -239,5 +324,77 @@ mod tests {
     fn host_messages_are_classified() {
         assert!(ReadError::from_message(r#"pods "p" not found"#.into()).is_not_found());
         assert!(!ReadError::from_message("connection refused".into()).is_not_found());
+    }
+
+    #[test]
+    fn host_error_texts_are_classified_in_either_host_s_words() {
+        let classify = |text: &str| ReadError::from_message(text.to_owned());
+        assert_eq!(classify(r#"pods "web" not found"#).kind, ReadErrorKind::NotFound);
+        let kubewarden = r#"Callback evaluation failure: Cannot find v1/Pod named 'web' inside of namespace 'Some("default")'"#;
+        assert_eq!(classify(kubewarden).kind, ReadErrorKind::NotFound);
+        assert_eq!(
+            classify("Cannot find v1/Node named 'n' inside of namespace 'None'").kind,
+            ReadErrorKind::NotFound
+        );
+        let refused = "Policy has not been granted access to the 'kubernetes/get_resource' host capability. The violation has been reported.";
+        assert_eq!(classify(refused), ReadError { kind: ReadErrorKind::Refused, message: refused.into() });
+        assert_eq!(classify("Cannot find resource v1/Pod").kind, ReadErrorKind::Other);
+        assert_eq!(classify("etcdserver: request timed out").kind, ReadErrorKind::Other);
+    }
+
+    #[test]
+    fn only_the_first_line_of_a_host_error_is_kept_and_bounded() {
+        let error = ReadError::from_message(
+            "Callback evaluation failure: boom\n\nCaused by:\n    x\n\nStack backtrace:\n   0: main".into(),
+        );
+        assert_eq!(error.message, "boom");
+        let long = ReadError::from_message("é".repeat(1000));
+        assert_eq!(long.message, format!("{}...", "é".repeat(MAX_HOST_ERROR_CHARS)));
+        assert_eq!(ReadError::from_message(String::new()).message, "");
+    }
+
+    struct Answers(Vec<Result<Vec<u8>, ReadError>>);
+
+    impl ClusterReader for Answers {
+        fn get_resource(&self, request: &GetResource<'_>) -> Result<Vec<u8>, ReadError> {
+            let index: usize = request.name.parse().unwrap();
+            self.0[index].clone()
+        }
+        fn list_resources_all(&self, _: &ListResourcesAll<'_>) -> Result<Vec<u8>, ReadError> {
+            self.0[0].clone()
+        }
+    }
+
+    #[test]
+    fn a_refusal_watch_keeps_the_first_refusal_and_passes_every_answer_on() {
+        let refusal = |n: u8| ReadError { kind: ReadErrorKind::Refused, message: format!("refused {n}") };
+        let answers = Answers(vec![
+            Ok(b"{}".to_vec()),
+            Err(ReadError::other("timeout")),
+            Err(refusal(1)),
+            Err(refusal(2)),
+        ]);
+        let watch = RefusalWatch::new(&answers);
+        assert_eq!(fetch(&watch, "v1", "Pod", "ns", "0"), Ok(b"{}".to_vec()));
+        assert_eq!(fetch(&watch, "v1", "Pod", "ns", "1"), Err(ReadError::other("timeout")));
+        assert_eq!(fetch(&watch, "v1", "Pod", "ns", "2"), Err(refusal(1)));
+        assert_eq!(fetch(&watch, "v1", "Pod", "ns", "3"), Err(refusal(2)));
+        assert_eq!(watch.into_refused(), Some(refusal(1)));
+
+        let clean = RefusalWatch::new(&answers);
+        let _ = fetch_all(&clean, "v1", "Pod");
+        assert_eq!(clean.into_refused(), None);
+    }
+
+    #[test]
+    fn a_missing_object_reads_in_kubernetes_words_whatever_the_host_said() {
+        let kubewarden = ReadError::from_message(
+            "Cannot find kubevirt.io/v1/VirtualMachineInstance named '0' inside of namespace 'Some(\"ns\")'"
+                .into(),
+        );
+        let answers = Answers(vec![Err(kubewarden)]);
+        let error = fetch(&answers, "kubevirt.io/v1", "VirtualMachineInstance", "ns", "0").unwrap_err();
+        assert_eq!(error, ReadError::not_found("kubevirt.io/v1", "VirtualMachineInstance", "0"));
+        assert_eq!(error.message, r#"virtualmachineinstances.kubevirt.io "0" not found"#);
     }
 }

@@ -25,7 +25,7 @@ pub mod testing;
 
 pub use cluster::{ClusterReader, GetResource, ListResourcesAll, ReadError, ReadErrorKind};
 pub use effect::{Effect, ObjectRef};
-pub use response::{Decision, PolicyResponse, Verdict};
+pub use response::{Decision, PolicyResponse, Verdict, INTERNAL_ERROR, TOO_MANY_REQUESTS};
 
 /// Settings a decision cannot run with; the message names the field (`kubevirt: both namespace
 /// and name must be set`), as Kubewarden's `validate_settings` reports it.

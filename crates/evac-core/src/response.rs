@@ -10,6 +10,10 @@ use crate::Effect;
 /// and the descheduler read as "retry later" (a denial without a code reaches them as 400).
 pub const TOO_MANY_REQUESTS: u16 = 429;
 
+/// The HTTP status of a denial that is the policy's fault, not the request's: `500`, as a host
+/// answers a policy that fails (a configuration error the cluster admin must fix).
+pub const INTERNAL_ERROR: u16 = 500;
+
 /// A decision's answer to the admission request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
@@ -17,7 +21,8 @@ pub enum Verdict {
     Allow,
     /// Refuse the request.
     Deny {
-        /// The HTTP status: [`TOO_MANY_REQUESTS`] for every denial [`Decision::deny`] makes.
+        /// The HTTP status: [`TOO_MANY_REQUESTS`] for every denial [`Decision::deny`] makes,
+        /// [`INTERNAL_ERROR`] for a misconfigured policy.
         code: u16,
         /// The reason, as the client sees it (KubeVirt's text, for the eviction decision).
         message: String,
@@ -48,6 +53,14 @@ impl Decision {
             effects: Vec::new(),
             audit_annotations: BTreeMap::new(),
         }
+    }
+
+    /// The same denial with another HTTP status (an allow stays an allow).
+    pub fn with_code(mut self, status: u16) -> Self {
+        if let Verdict::Deny { code, .. } = &mut self.verdict {
+            *code = status;
+        }
+        self
     }
 
     /// Adds an effect for the host to carry out.

@@ -72,7 +72,11 @@ pub async fn answer(
     review: ParsedReview,
 ) -> (ReviewAnswer, Option<ShadowRun>) {
     let (evaluation, shadow) = pipeline.evaluate(served, Arc::new(review.request), &review.uid).await;
-    (review_answer(review.uid, evaluation), shadow)
+    let mut answer = review_answer(review.uid, evaluation);
+    if let Some(message) = &served.message {
+        answer.response.replace_rejection_message(message);
+    }
+    (answer, shadow)
 }
 
 /// The AdmissionReview answer of an evaluation: its verdict once the mode is applied, its warnings,
@@ -98,7 +102,7 @@ pub fn review_answer(uid: String, evaluation: Evaluation) -> ReviewAnswer {
             if !allowed {
                 let message =
                     format!("policy {} failed to evaluate the request: {}", evaluation.policy, fault.message);
-                answer.status = Some(Status { code: 500, message });
+                answer.status = Some(Status { code: 500, message, details: None });
             }
         }
     }
@@ -135,6 +139,25 @@ pub struct Answer {
     pub audit_annotations: BTreeMap<String, String>,
 }
 
+impl Answer {
+    /// A denial's message replaced by the policy's custom one (`message` in policies.yml); the
+    /// policy's own goes to `details.causes`, as Kubewarden's policy-evaluator does
+    /// (`admission_response_handler.rs` `apply_custom_rejection_message`). An allow is unchanged.
+    pub fn replace_rejection_message(&mut self, message: &str) {
+        if self.allowed {
+            return;
+        }
+        if let Some(status) = &mut self.status {
+            let original = std::mem::replace(&mut status.message, message.to_owned());
+            status
+                .details
+                .get_or_insert_with(StatusDetails::default)
+                .causes
+                .push(StatusCause { message: original });
+        }
+    }
+}
+
 /// `metav1.Status` of a denial: the code and message `kubectl` shows.
 #[derive(Debug, Serialize)]
 pub struct Status {
@@ -142,19 +165,63 @@ pub struct Status {
     pub code: u16,
     /// The message `kubectl` prints.
     pub message: String,
+    /// The policy's own message, when `message` in policies.yml replaced it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub details: Option<StatusDetails>,
+}
+
+/// `metav1.StatusDetails`, for its `causes`.
+#[derive(Debug, Default, Serialize)]
+pub struct StatusDetails {
+    /// Why the request was denied.
+    pub causes: Vec<StatusCause>,
+}
+
+/// `metav1.StatusCause`, with its message only.
+#[derive(Debug, Serialize)]
+pub struct StatusCause {
+    /// The cause's text.
+    pub message: String,
 }
 
 impl Status {
     /// A policy's denial. Its code is kept when it is an error code (KubeVirt's are 429); a
     /// missing or lower one becomes 400, which is what clients would make of it anyway.
     pub fn denial(code: Option<u16>, message: Option<String>) -> Self {
-        Self { code: code.filter(|code| *code >= 400).unwrap_or(400), message: message.unwrap_or_default() }
+        Self {
+            code: code.filter(|code| *code >= 400).unwrap_or(400),
+            message: message.unwrap_or_default(),
+            details: None,
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_custom_rejection_message_keeps_the_policy_s_as_a_cause() {
+        let answer = |allowed: bool| Answer {
+            uid: "u".into(),
+            allowed,
+            status: (!allowed)
+                .then(|| Status::denial(Some(429), Some("Eviction triggered evacuation".into()))),
+            warnings: None,
+            audit_annotations: BTreeMap::new(),
+        };
+        let mut denied = answer(false);
+        denied.replace_rejection_message("ask the VM team");
+        let json = serde_json::to_value(&denied).unwrap();
+        assert_eq!(
+            json["status"],
+            serde_json::json!({"code": 429, "message": "ask the VM team",
+                               "details": {"causes": [{"message": "Eviction triggered evacuation"}]}})
+        );
+        let mut allowed = answer(true);
+        allowed.replace_rejection_message("ask the VM team");
+        assert!(allowed.status.is_none());
+    }
 
     #[test]
     fn denials_keep_their_code() {

@@ -1,6 +1,9 @@
-//! `policies.yml`: Kubewarden's policy-server format (policy id -> module, `policyMode`,
-//! `settings`, `contextAwareResources`, `timeoutEvalSeconds`), with evac's additions:
-//! `timeoutEvalMilliseconds`, a version `label`, and a `shadow` candidate.
+//! `policies.yml`: Kubewarden's policy-server format (policy id -> `module`, `policyMode`,
+//! `settings`, `contextAwareResources`, `hostCapabilities`, `timeoutEvalSeconds`, `message`,
+//! `allowedToMutate`; kubewarden-controller `crates/policy-server/src/config.rs` `Policy`), with
+//! evac's additions, which policy-server ignores: `timeoutEvalMilliseconds`, a version `label`, and
+//! a `shadow` candidate. Unlike policy-server, evac refuses keys it does not know (a typo would
+//! otherwise drop a setting silently).
 //!
 //! ```yaml
 //! pod-eviction:
@@ -10,6 +13,7 @@
 //!   timeoutEvalMilliseconds: 250
 //!   contextAwareResources:
 //!     - {apiVersion: v1, kind: Pod}
+//!   hostCapabilities: [kubernetes/*]
 //!   settings: {}
 //!   shadow:
 //!     module: pod-eviction-next.wasm
@@ -23,7 +27,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use serde::Deserialize;
 
-use evac_runtime::capabilities::ResourceGrant;
+use evac_runtime::capabilities::{CapabilityPatterns, ResourceGrant};
 
 /// Kubewarden's policy modes: `protect` answers with the verdict, `monitor` only records it and
 /// allows the request.
@@ -65,6 +69,14 @@ pub struct PolicyEntry {
     /// The resources the policy may read through host capabilities.
     #[serde(default)]
     pub context_aware_resources: BTreeSet<ResourceGrant>,
+    /// The host capabilities the policy may call (`kubernetes/*`, `kubernetes/get_resource`, `*`),
+    /// checked and matched as Kubewarden 1.36 does; none when absent, as there.
+    #[serde(default)]
+    pub host_capabilities: Vec<String>,
+    /// A denial's message instead of the policy's, which moves to the status' `details.causes`
+    /// (Kubewarden's custom rejection message).
+    #[serde(default)]
+    pub message: Option<String>,
     /// The deadline of one evaluation in seconds (Kubewarden's field).
     #[serde(default)]
     pub timeout_eval_seconds: Option<u64>,
@@ -166,6 +178,8 @@ fn check_entry(entry: &PolicyEntry) -> Result<()> {
             bail!("settings must be a map, got {settings}");
         }
     }
+    CapabilityPatterns::parse(&entry.host_capabilities)
+        .map_err(|e| anyhow::anyhow!("invalid hostCapabilities pattern: {e}"))?;
     if entry.timeout() == Some(Duration::ZERO) {
         bail!("the evaluation timeout must be more than zero");
     }
@@ -224,6 +238,24 @@ pod-eviction:
         assert_eq!(file.module_path(&entry.module).unwrap(), PathBuf::from("/policies/pod-eviction.wasm"));
         let shadow = entry.shadow.as_ref().unwrap();
         assert_eq!(file.module_path(&shadow.module).unwrap(), PathBuf::from("/etc/evac/next.wasm"));
+    }
+
+    #[test]
+    fn host_capabilities_and_message_as_kubewarden_reads_them() {
+        let file = parse(
+            "p: {module: a.wasm, hostCapabilities: [kubernetes/get_resource, 'oci/*'], message: ask the VM team}",
+        )
+        .unwrap();
+        let entry = &file.policies["p"];
+        assert_eq!(entry.host_capabilities, ["kubernetes/get_resource", "oci/*"]);
+        assert_eq!(entry.message.as_deref(), Some("ask the VM team"));
+        assert!(parse("p: {module: a.wasm}").unwrap().policies["p"].host_capabilities.is_empty());
+        let err =
+            format!("{:#}", parse("p: {module: a.wasm, hostCapabilities: [kubernetes/foo]}").unwrap_err());
+        assert!(
+            err.contains(r#"policy p: invalid hostCapabilities pattern: invalid pattern "kubernetes/foo": unknown segment "foo""#),
+            "{err}"
+        );
     }
 
     #[test]

@@ -17,7 +17,7 @@ use sha2::{Digest, Sha256};
 use crate::config::{PoliciesFile, PolicyEntry, PolicyMode};
 use crate::metrics::{EvaluationLabels, Metrics, PolicyLabels, SwapLabels, VersionLabels};
 use evac_cluster::ObjectSource;
-use evac_runtime::capabilities::KubernetesCapabilities;
+use evac_runtime::capabilities::{CapabilityPatterns, KubernetesCapabilities};
 use evac_runtime::kubewarden;
 use evac_runtime::wapc::{Policy, PolicyEngine};
 use prometheus_client::metrics::counter::Counter;
@@ -45,6 +45,8 @@ pub struct ServedPolicy {
     pub id: String,
     /// Its mode.
     pub mode: PolicyMode,
+    /// A denial's message instead of the policy's (`message` in policies.yml).
+    pub message: Option<String>,
     /// The version whose verdicts count.
     pub active: Arc<Version>,
     /// A candidate evaluated beside it, never acted on.
@@ -237,6 +239,7 @@ impl Registry {
         Ok(ServedPolicy {
             id: id.to_owned(),
             mode: entry.policy_mode,
+            message: entry.message.clone(),
             active: Arc::new(active),
             shadow,
             outcomes,
@@ -258,8 +261,11 @@ impl Registry {
             .engine
             .compile(&module_file.bytes)
             .with_context(|| format!("cannot load module {}", module_file.path.display()))?;
+        let allowed = CapabilityPatterns::parse(&entry.host_capabilities)
+            .map_err(|e| anyhow!("invalid hostCapabilities pattern: {e}"))?;
         let capabilities = KubernetesCapabilities::new(Arc::clone(&self.loader.source))
-            .granting(entry.context_aware_resources.iter().cloned());
+            .granting(entry.context_aware_resources.iter().cloned())
+            .allowing(allowed);
         let mut policy = Policy::new(module, Arc::new(capabilities));
         if let Some(timeout) = entry.timeout() {
             policy = policy.with_timeout(timeout);

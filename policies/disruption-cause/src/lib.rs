@@ -61,7 +61,12 @@ fn allowed_with_warning(error: &disruption::DecideError) -> PolicyResponse {
         accepted: true,
         message: None,
         code: None,
-        warnings: Some(vec![format!("disruption-cause could not decide: {error}")]),
+        warnings: Some(vec![match error {
+            disruption::DecideError::Read(read) if read.is_refused() => {
+                format!("disruption-cause could not decide ({}): {error}", evac_core::cluster::REFUSAL_HINT)
+            }
+            _ => format!("disruption-cause could not decide: {error}"),
+        }]),
         audit_annotations: None,
         mutated_object: None,
         effects: Vec::new(),

@@ -63,7 +63,12 @@ pub fn evaluate_at<C: ClusterReader>(payload: &[u8], cluster: &C, now: f64) -> R
 fn rejection(error: &RequestError) -> PolicyResponse {
     PolicyResponse {
         accepted: false,
-        message: Some(error.to_string()),
+        message: Some(match error {
+            RequestError::Read(read) if read.is_refused() => {
+                format!("{error} ({})", evac_core::cluster::REFUSAL_HINT)
+            }
+            _ => error.to_string(),
+        }),
         code: Some(error.code()),
         warnings: None,
         audit_annotations: None,

@@ -67,9 +67,28 @@ pub fn failed_marking_vmi(err: &dyn Display) -> String {
     format!("{}: {err}", crate::kubevirt::FAILED_MARKING)
 }
 
+/// evac's 500 message for a read the host refused: `policy pod-eviction cannot read the cluster
+/// (grant it in policies.yml: ...): <the host's refusal>`. Not KubeVirt's: its admitter has no
+/// such case.
+pub fn policy_misconfigured(refusal: &impl Display) -> String {
+    format!("policy pod-eviction cannot read the cluster ({}): {refusal}", crate::cluster::REFUSAL_HINT)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_refused_read_names_the_policy_and_the_fix() {
+        assert_eq!(
+            policy_misconfigured(
+                &"Policy has not been granted access to the 'kubernetes/get_resource' host capability."
+            ),
+            "policy pod-eviction cannot read the cluster (grant it in policies.yml: hostCapabilities \
+             kubernetes/*, and the resource in contextAwareResources): Policy has not been granted access \
+             to the 'kubernetes/get_resource' host capability."
+        );
+    }
 
     /// Every text in full, as KubeVirt's pods/eviction admitter words it, with a Kubernetes
     /// error where the text carries one.

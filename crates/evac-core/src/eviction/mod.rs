@@ -17,7 +17,7 @@ pub use settings::{KubeVirtRef, Settings};
 use crate::cluster::{self, ClusterReader, ReadError};
 use crate::effect::{Effect, EvacuationSource, ObjectRef, EVICTION_SOURCE_ANNOTATION};
 use crate::model::{AdmissionRequest, Eviction, EvictionStrategy, Pod, PodRole, VirtualMachineInstance};
-use crate::Decision;
+use crate::{Decision, INTERNAL_ERROR};
 
 /// The `apiVersion` of pods: the core group's `v1`.
 pub const POD_API_VERSION: &str = "v1";
@@ -39,7 +39,9 @@ impl core::fmt::Display for NotAnEviction {
 
 impl std::error::Error for NotAnEviction {}
 
-/// Decides a `pods/eviction` CREATE.
+/// Decides a `pods/eviction` CREATE. A read the host refused (the policy not granted the
+/// capability or the resource) is a configuration error, answered as one (500, naming what was
+/// refused), never with the allow KubeVirt gives a pod it cannot read.
 pub fn decide<C>(
     request: &AdmissionRequest<'_>,
     settings: &Settings,
@@ -49,18 +51,31 @@ where
     C: ClusterReader + ?Sized,
 {
     check_request(request)?;
+    let watch = cluster::RefusalWatch::new(cluster);
+    let decision = decide_eviction(request, settings, &watch);
+    Ok(match watch.into_refused() {
+        Some(refused) => Decision::deny(messages::policy_misconfigured(&refused)).with_code(INTERNAL_ERROR),
+        None => decision,
+    })
+}
+
+/// The decision of a checked request.
+fn decide_eviction<C>(request: &AdmissionRequest<'_>, settings: &Settings, cluster: &C) -> Decision
+where
+    C: ClusterReader + ?Sized,
+{
     // KubeVirt lets the API server answer for pods it cannot read (e.g. a pod that is gone).
     let Ok(raw) = cluster::fetch(cluster, POD_API_VERSION, "Pod", &request.namespace, &request.name) else {
-        return Ok(Decision::allow());
+        return Decision::allow();
     };
     let Ok(pod) = cluster::decode::<Pod<'_>>(&raw, "Pod") else {
-        return Ok(Decision::allow());
+        return Decision::allow();
     };
-    Ok(match pod.role() {
+    match pod.role() {
         PodRole::HotplugVolume => admit_hotplug_pod(&pod, cluster),
         PodRole::Launcher if !pod.is_completed() => admit_launcher_pod(request, settings, &pod, cluster),
         _ => Decision::allow(),
-    })
+    }
 }
 
 fn check_request(request: &AdmissionRequest<'_>) -> Result<(), NotAnEviction> {

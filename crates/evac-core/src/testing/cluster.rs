@@ -232,7 +232,8 @@ impl TestCluster {
 
     fn fail(&self, kind: &str, name: Option<&str>) -> Result<(), ReadError> {
         match self.failures.iter().find(|f| f.matches(kind, name)) {
-            Some(failure) => Err(ReadError::other(failure.message.clone())),
+            // Classified as a host's error text is: a failure may be a refusal or a NotFound.
+            Some(failure) => Err(ReadError::from_message(failure.message.clone())),
             None => Ok(()),
         }
     }

@@ -20,6 +20,20 @@ const HOTPLUG: &str = "hp-volume-x7k2p";
 const TIMEOUT: &str = "etcdserver: request timed out";
 const UNAVAILABLE: &str = "the server is currently unable to handle the request";
 const DESCHEDULER: &str = "sigs.k8s.io/descheduler";
+/// Kubewarden's policy-server and kwctl refusing a capability the policy's `hostCapabilities`
+/// lack (policy-evaluator `runtimes/callback.rs` `host_capability_denied`).
+const REFUSED_CAPABILITY: &str =
+    "Policy has not been granted access to the 'kubernetes/get_resource' host capability. The violation has been reported.";
+/// Either host refusing a resource the policy's `contextAwareResources` lack.
+const REFUSED_VMIS: &str = "Policy has not been granted access to Kubernetes kubevirt.io/v1/VirtualMachineInstance resources. The violation has been reported.";
+
+/// Kubewarden's words for a missing object (policy-evaluator
+/// `callback_handler/kubernetes/client.rs` `Client::get_resource`), behind its callback prefix.
+fn kubewarden_not_found(api_version: &str, kind: &str, name: &str) -> String {
+    format!(
+        "Callback evaluation failure: Cannot find {api_version}/{kind} named '{name}' inside of namespace 'Some(\"{NS}\")'"
+    )
+}
 
 /// The eviction decision's answer to a case, natively on `cluster` (build it with
 /// [`TestCluster::for_case`]), as the pod-eviction policy answers; `Err` when the decision
@@ -444,6 +458,17 @@ fn pods_kubevirt_does_not_act_on(cases: &mut Vec<Case>) {
         )
         .with_failure(ReadFailure::of_kind("Pod", UNAVAILABLE)),
     );
+    // KubeVirt's allow on a failed pod read is for the API server's failures: a policy refused
+    // the capability would otherwise allow every eviction, and a drain shut every VM down.
+    cases.push(
+        Case::new(
+            "the policy may not read pods: a configuration error, not an allow",
+            all(),
+            evict(&launcher_name(VM)),
+            Expected::reject(500, crate::eviction::messages::policy_misconfigured(&REFUSED_CAPABILITY)),
+        )
+        .with_failure(ReadFailure::of_every_read(REFUSED_CAPABILITY)),
+    );
     for phase in ["Pending", "Running", "Unknown"] {
         let objects = vec![pod_phase(phase), vm(Some("LiveMigrate"), true), cr(None)];
         cases.push(Case::new(
@@ -472,6 +497,21 @@ fn unreadable_objects(cases: &mut Vec<Case>) {
             vec![launcher(), vm(Some("LiveMigrate"), true), cr(None)],
             Some(ReadFailure::of_kind("VirtualMachineInstance", UNAVAILABLE)),
             deny(format!("kubevirt failed getting the vmi: {UNAVAILABLE}")),
+        ),
+        (
+            "the VMI is missing, in Kubewarden's words",
+            vec![launcher(), cr(Some("LiveMigrate"))],
+            Some(ReadFailure::of_kind(
+                "VirtualMachineInstance",
+                &kubewarden_not_found("kubevirt.io/v1", "VirtualMachineInstance", VM),
+            )),
+            deny(not_found),
+        ),
+        (
+            "the policy may not read VMIs: a configuration error, not a verdict",
+            vec![launcher(), vm(Some("LiveMigrate"), true), cr(None)],
+            Some(ReadFailure::of_kind("VirtualMachineInstance", REFUSED_VMIS)),
+            Expected::reject(500, crate::eviction::messages::policy_misconfigured(&REFUSED_VMIS)),
         ),
         (
             "the VMI does not decode",
@@ -585,6 +625,35 @@ fn hotplug_pods(cases: &mut Vec<Case>) {
             "the launcher pod cannot be read",
             vec![owned(), launcher(), running()],
             Some(ReadFailure::of_object(&launcher_name(VM), TIMEOUT)),
+            deny(format!("failed getting owner for hotplug pod: {TIMEOUT}")),
+        ),
+        (
+            "the launcher pod is gone, in Kubewarden's words",
+            vec![owned(), running()],
+            Some(ReadFailure::of_object(
+                &launcher_name(VM),
+                &kubewarden_not_found("v1", "Pod", &launcher_name(VM)),
+            )),
+            Expected::allow(),
+        ),
+        (
+            "the VMI is gone, in Kubewarden's words",
+            vec![owned(), launcher()],
+            Some(ReadFailure::of_kind(
+                "VirtualMachineInstance",
+                &kubewarden_not_found("kubevirt.io/v1", "VirtualMachineInstance", VM),
+            )),
+            Expected::allow(),
+        ),
+        (
+            "the launcher pod's error has several lines",
+            vec![owned(), launcher(), running()],
+            Some(ReadFailure::of_object(
+                &launcher_name(VM),
+                &format!(
+                    "{TIMEOUT}\n\nCaused by:\n    0: stack backtrace:\n   1: policy_evaluator::callback"
+                ),
+            )),
             deny(format!("failed getting owner for hotplug pod: {TIMEOUT}")),
         ),
         (

@@ -4,7 +4,7 @@ use std::sync::Arc;
 use evac_core::cluster::{GetResource, ListResourcesAll, ListResourcesByNamespace};
 use serde::Deserialize;
 
-use super::HostCapabilities;
+use super::{CapabilityPatterns, HostCapabilities};
 use evac_cluster::{ListQuery, ObjectSource};
 
 /// A resource a policy may read: Kubewarden's `contextAwareResources` entry (`{apiVersion, kind}`).
@@ -15,12 +15,21 @@ pub struct KubernetesCapabilities {
     source: Arc<dyn ObjectSource>,
     /// `None`: every resource may be read.
     grants: Option<BTreeSet<ResourceGrant>>,
+    /// The capabilities the policy may call (`hostCapabilities`).
+    allowed: CapabilityPatterns,
 }
 
 impl KubernetesCapabilities {
-    /// Capabilities that read from `source`, every resource allowed.
+    /// Capabilities that read from `source`, every resource and capability allowed (as
+    /// `kwctl run` does by default).
     pub fn new(source: Arc<dyn ObjectSource>) -> Self {
-        Self { source, grants: None }
+        Self { source, grants: None, allowed: CapabilityPatterns::AllowAll }
+    }
+
+    /// Limits the capabilities the policy may call, as Kubewarden does with `hostCapabilities`.
+    pub fn allowing(mut self, allowed: CapabilityPatterns) -> Self {
+        self.allowed = allowed;
+        self
     }
 
     /// Limits reads to these resources, as Kubewarden does with `contextAwareResources`.
@@ -37,8 +46,11 @@ impl KubernetesCapabilities {
         if grants.contains(&wanted) {
             Ok(())
         } else {
+            // Kubewarden's words (policy-evaluator `runtimes/callback.rs` `host_callback`), which
+            // the policies recognise as a refusal whichever host runs them.
+            tracing::debug!(%api_version, %kind, "a policy read a resource its contextAwareResources do not grant");
             Err(format!(
-                "the policy has not been granted access to {api_version} {kind}: add it to its contextAwareResources"
+                "Policy has not been granted access to Kubernetes {api_version}/{kind} resources. The violation has been reported."
             ))
         }
     }
@@ -57,7 +69,17 @@ impl HostCapabilities for KubernetesCapabilities {
         operation: &str,
         payload: &[u8],
     ) -> Result<Vec<u8>, String> {
-        if binding != "kubewarden" || namespace != "kubernetes" {
+        if binding != "kubewarden" {
+            return Err(format!("unknown binding: {binding}"));
+        }
+        let capability = format!("{namespace}/{operation}");
+        if !self.allowed.allows(&capability) {
+            tracing::debug!(%capability, "a policy called a host capability its hostCapabilities do not allow");
+            return Err(format!(
+                "Policy has not been granted access to the '{capability}' host capability. The violation has been reported."
+            ));
+        }
+        if namespace != "kubernetes" {
             return Err(format!("unknown host capability {binding}/{namespace}/{operation}"));
         }
         match operation {

@@ -5,8 +5,10 @@
 //! API server's watch caches) and limited to the resources the policy was granted.
 
 mod kubernetes;
+mod patterns;
 
 pub use kubernetes::{KubernetesCapabilities, ResourceGrant};
+pub use patterns::{CapabilityPatterns, PatternError, KNOWN_CAPABILITIES};
 
 /// Answers `__host_call(binding, namespace, operation, payload)`. The error text reaches the policy.
 pub trait HostCapabilities: Send + Sync {
