@@ -8,7 +8,7 @@ use serde_json::value::RawValue;
 
 use super::read_input;
 use evac_cluster::{MemoryStore, SystemClock};
-use evac_runtime::capabilities::KubernetesCapabilities;
+use evac_runtime::capabilities::{CapabilityPatterns, KubernetesCapabilities};
 use evac_runtime::kubewarden::{self, admission, metadata};
 use evac_runtime::wapc::{EngineOptions, Policy, PolicyEngine};
 
@@ -33,6 +33,10 @@ pub struct EvalArgs {
     /// Memory limit of the evaluation, in MiB.
     #[arg(long, default_value_t = 64)]
     memory_limit_mib: usize,
+    /// The host capabilities the policy may call, as `hostCapabilities` patterns (`kubernetes/*`);
+    /// all by default, as `kwctl run`; the flag without a value allows none.
+    #[arg(long, num_args = 0.., default_values = ["*"])]
+    allowed_host_capabilities: Vec<String>,
 }
 
 pub fn run(args: EvalArgs) -> Result<()> {
@@ -58,7 +62,9 @@ pub fn run(args: EvalArgs) -> Result<()> {
         .compile(&bytes)
         .with_context(|| format!("cannot load policy module {}", args.policy.display()))?;
     // Like `kwctl run`: a module that declares its context-aware resources may read only those.
-    let mut capabilities = KubernetesCapabilities::new(Arc::new(context));
+    let allowed = CapabilityPatterns::parse(&args.allowed_host_capabilities)
+        .map_err(|e| anyhow::anyhow!("invalid --allowed-host-capabilities: {e}"))?;
+    let mut capabilities = KubernetesCapabilities::new(Arc::new(context)).allowing(allowed);
     if let Some(metadata) = metadata::read(&bytes)? {
         capabilities = capabilities.granting(metadata.context_aware_resources);
     }
