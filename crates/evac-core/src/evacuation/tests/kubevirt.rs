@@ -131,6 +131,19 @@ fn the_migration_controller_backs_off_the_newest_evacuation_after_failures() {
         let last = of_vmi.len() - 1;
         assert_eq!(backoff(&of_vmi, last), *wait, "{earlier:?}");
     }
+    // A failed migration being deleted is not counted (the back-off counts from the newest one
+    // ended, and only the failures still there double it).
+    let mut deleted = created_evacuation("m1", "Failed", -35, Some(-5));
+    deleted["metadata"]["deletionTimestamp"] = at(-1).into();
+    let of_vmi = [created_evacuation("m0", "Failed", -80, Some(-50)), deleted, pending.clone()];
+    assert_eq!(backoff(&of_vmi, 2), Some(15.0));
+    // Nothing failed since the last success: no wait at all, not a wait already over.
+    let texts: Vec<String> = [created_evacuation("m0", "Succeeded", -35, Some(-5)), pending.clone()]
+        .iter()
+        .map(Value::to_string)
+        .collect();
+    let migrations: Vec<Migration<'_>> = texts.iter().map(|t| serde_json::from_str(t).unwrap()).collect();
+    assert_eq!(kubevirt_backoff_until(&migrations[1], &migrations), None);
     // Only the newest is held; a migration nobody marked as an evacuation never is.
     let of_vmi = [created_evacuation("m0", "Failed", -35, Some(-5)), pending.clone()];
     assert_eq!(backoff(&of_vmi, 0), None);
