@@ -9,7 +9,7 @@ EVAC         := target/release/evac
 DIST         := dist/policies
 POLICY_WASM  := $(foreach p,$(POLICIES),$(DIST)/$(p).wasm)
 
-.PHONY: all build host policies test test-core test-e2e lint fmt demo demo-evictions bench bench-control bench-load bench-sim mutants fuzz clean setup
+.PHONY: all build host policies test test-core test-e2e lint fmt demo demo-evictions bench bench-control bench-load bench-sim mutants fuzz image clean setup
 
 all: build
 
@@ -82,11 +82,12 @@ mutants:
 	@$(CARGO) mutants --version 2>/dev/null | grep -qx 'cargo-mutants $(MUTANTS_VERSION)' || \
 		$(CARGO) install --locked cargo-mutants@$(MUTANTS_VERSION)
 	@mkdir -p $(foreach c,evac-core $(POLICIES),target/mutants/$(c))
-	$(CARGO) mutants -p evac-core -o target/mutants/evac-core $(MUTANTS_FLAGS)
-	@for p in $(POLICIES); do \
+	@$(CARGO) mutants -p evac-core -o target/mutants/evac-core $(MUTANTS_FLAGS); core=$$?; \
+	for p in $(POLICIES); do \
 		$(CARGO) mutants -p $$p -o target/mutants/$$p $(MUTANTS_FLAGS); rc=$$?; \
 		case $$rc in 0|2|3) ;; *) exit $$rc;; esac; \
-	done
+	done; \
+	exit $$core
 
 ## Fuzzing with cargo-fuzz (libFuzzer; needs a nightly toolchain: rustup toolchain install
 ## nightly): each target of fuzz/ for FUZZ_SECONDS, starting from its seeds. A fault stops the run
@@ -115,6 +116,13 @@ fuzz:
 			$(CURDIR)/fuzz/corpus/$$t $(CURDIR)/$$seeds $(CURDIR)/fuzz/regressions/$$t \
 			-- -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=4096 || exit 1; \
 	done
+
+## The container image deploy/ runs (Dockerfile: multi-stage, evac and dist/policies/*.wasm
+## under /policies). Needs docker or podman; not part of `make test`.
+IMAGE      ?= ghcr.io/evac-project/evac:latest
+IMAGE_TOOL ?= docker
+image:
+	$(IMAGE_TOOL) build -t $(IMAGE) .
 
 clean:
 	$(CARGO) clean

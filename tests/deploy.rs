@@ -1,15 +1,17 @@
 //! The manifests under `deploy/`: they render with kustomize (`kubectl kustomize`), each object
 //! decodes as its Kubernetes type, and they say what the webhook contract needs.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::process::Command;
 
-use evac_e2e::repo_root;
+use evac_e2e::{declared_effects, repo_root};
 use evac_evaluator::PoliciesFile;
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Service};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::ClusterRole;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -69,28 +71,91 @@ fn the_webhook_sends_kubevirt_evictions_to_evac() {
     assert!(svc.spec.unwrap().ports.unwrap().iter().any(|p| p.port == service.port.unwrap_or(443)));
 }
 
-#[test]
-fn the_server_gets_least_privilege() {
-    let objects = rendered();
-    let role: ClusterRole = typed(&objects, "ClusterRole/evac");
-    let mut grants = BTreeMap::new();
-    for rule in role.rules.unwrap() {
-        assert!(rule.resource_names.is_none());
-        for resource in rule.resources.unwrap() {
-            let mut verbs = rule.verbs.clone();
-            verbs.sort();
-            grants.insert(resource, verbs.join(","));
+/// (API group, resource) -> verbs.
+type Grants = BTreeMap<(String, String), BTreeSet<String>>;
+
+fn grant(grants: &mut Grants, api_version: &str, kind: &str, verbs: &[&str]) {
+    let group = api_version.split_once('/').map_or("", |(group, _)| group).to_owned();
+    let resource = evac_core::cluster::resource_for_kind(kind);
+    grants.entry((group, resource)).or_default().extend(verbs.iter().map(|v| v.to_string()));
+}
+
+/// What a component needs: get, list and watch of what its watch caches hold (its policies'
+/// contextAwareResources and `watched`), and the writes of the effects its policies declare
+/// (`io.evac.effects`, each effect's writes as the executor makes them).
+fn needed(objects: &BTreeMap<String, Value>, config_map: &str, watched: &[(&str, &str)]) -> Grants {
+    let config: ConfigMap = typed(objects, config_map);
+    let file = PoliciesFile::parse(&config.data.unwrap()["policies.yml"], "/etc/evac".into()).unwrap();
+    let mut grants = Grants::new();
+    for (api_version, kind) in watched {
+        grant(&mut grants, api_version, kind, &["get", "list", "watch"]);
+    }
+    for entry in file.policies.values() {
+        for resource in &entry.context_aware_resources {
+            grant(&mut grants, &resource.api_version, &resource.kind, &["get", "list", "watch"]);
+        }
+        let module = file.module_path(&entry.module).unwrap();
+        let policy = module.file_stem().unwrap().to_string_lossy().into_owned();
+        for effect in declared_effects(&policy) {
+            let writes = evac_cluster::effect_writes(&effect);
+            assert!(!writes.is_empty(), "{policy} declares {effect}, which the executor does not know");
+            for write in writes {
+                let key = (write.group.to_owned(), write.resource.to_owned());
+                grants.entry(key).or_default().insert(write.verb.to_owned());
+            }
         }
     }
-    let expected: BTreeMap<String, String> = [
-        ("pods", "get,list,watch"),
-        ("virtualmachineinstances", "get,list,patch,watch"),
-        ("kubevirts", "get,list,watch"),
-    ]
-    .into_iter()
-    .map(|(r, v)| (r.to_owned(), v.to_owned()))
-    .collect();
-    assert_eq!(grants, expected);
+    grants
+}
+
+/// What a ClusterRole grants, with no rule limited to names (every rule is used in full).
+fn granted(objects: &BTreeMap<String, Value>, role: &str) -> Grants {
+    let role: ClusterRole = typed(objects, role);
+    let mut grants = Grants::new();
+    for rule in role.rules.unwrap() {
+        assert!(rule.resource_names.is_none());
+        for group in rule.api_groups.clone().unwrap() {
+            for resource in rule.resources.clone().unwrap() {
+                grants.entry((group.clone(), resource)).or_default().extend(rule.verbs.iter().cloned());
+            }
+        }
+    }
+    grants
+}
+
+/// Each component's ClusterRole grants exactly what its watch caches and its effects use: a
+/// missing rule would be refused in a cluster, an unused one is privilege nobody needs.
+#[test]
+fn every_read_and_write_maps_to_a_rule_and_every_rule_to_one() {
+    let objects = rendered();
+    assert_eq!(granted(&objects, "ClusterRole/evac"), needed(&objects, "ConfigMap/evac-policies", &[]));
+    assert_eq!(
+        granted(&objects, "ClusterRole/evac-controller"),
+        needed(&objects, "ConfigMap/evac-controller-policies", &evac::control::WATCHED)
+    );
+}
+
+/// The controller runs as the server does: non-root, read-only root filesystem, no privilege
+/// escalation, with requests; one replica (replaced with Recreate) until it elects a leader.
+#[test]
+fn the_controller_runs_its_policies_locked_down() {
+    let objects = rendered();
+    let deployment: Deployment = typed(&objects, "Deployment/evac-controller");
+    let spec = deployment.spec.unwrap();
+    assert_eq!(spec.replicas, Some(1));
+    assert_eq!(spec.strategy.unwrap().type_.as_deref(), Some("Recreate"));
+    let pod = spec.template.spec.unwrap();
+    assert_eq!(pod.service_account_name.as_deref(), Some("evac-controller"));
+    assert_eq!(pod.security_context.unwrap().run_as_non_root, Some(true));
+    let container = &pod.containers[0];
+    assert_eq!(container.args.as_ref().unwrap()[0], "control");
+    let security = container.security_context.as_ref().unwrap();
+    assert_eq!(security.read_only_root_filesystem, Some(true));
+    assert_eq!(security.allow_privilege_escalation, Some(false));
+    assert!(container.resources.as_ref().unwrap().requests.is_some());
+
+    let pdb: PodDisruptionBudget = typed(&objects, "PodDisruptionBudget/evac");
+    assert_eq!(pdb.spec.unwrap().min_available, Some(IntOrString::Int(1)));
 }
 
 #[test]

@@ -106,3 +106,22 @@ fn a_module_without_metadata_has_none() {
     let error = metadata::read(&module[..module.len() / 2]).expect_err("a truncated module");
     assert!(format!("{error:#}").contains("not a valid WebAssembly module"), "{error:#}");
 }
+
+/// Every effect a table row expects of pod-eviction or disruption-cause is one its metadata
+/// declares, and each declared one occurs.
+#[test]
+fn the_tables_effects_are_the_declared_ones() {
+    use evac_core::testing::{disruption_cases, eviction_cases};
+    for (policy, cases) in [("pod-eviction", eviction_cases()), ("disruption-cause", disruption_cases())] {
+        let declared = evac_e2e::declared_effects(policy);
+        let mut seen = std::collections::BTreeSet::new();
+        for case in &cases {
+            for effect in &case.expected.effects {
+                let name = effect.type_name().to_owned();
+                assert!(declared.contains(&name), "{policy}: {}: {name} is not declared", case.name);
+                seen.insert(name);
+            }
+        }
+        assert_eq!(seen.into_iter().collect::<Vec<_>>(), declared, "{policy}: declared but never returned");
+    }
+}

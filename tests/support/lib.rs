@@ -472,3 +472,12 @@ pub fn compile_wat(engine: &PolicyEngine, name: &str) -> PolicyModule {
 pub fn guest_policy(module: PolicyModule) -> Policy {
     Policy::new(module, Arc::new(KubernetesCapabilities::new(Arc::new(MemoryStore::empty()))))
 }
+
+/// The effect types a policy's metadata declares (`io.evac.effects`), which its host must be
+/// allowed to carry out.
+pub fn declared_effects(policy: &str) -> Vec<String> {
+    let path = repo_root().join(format!("policies/{policy}/metadata.yml"));
+    let metadata: serde_json::Value = serde_yaml::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let declared = metadata["annotations"]["io.evac.effects"].as_str().expect("io.evac.effects");
+    declared.split(',').map(|effect| effect.trim().to_owned()).collect()
+}

@@ -34,7 +34,7 @@ pub use context_file::ContextError;
 pub use error::ApiError;
 pub use evac_core::effect::Effect;
 pub use evac_core::ReadError;
-pub use executor::{Applied, EffectError, Executor};
+pub use executor::{effect_writes, Access, Applied, EffectError, Executor, EFFECT_WRITES};
 pub use kind::Kind;
 pub use kubeconfig::kubeconfig;
 pub use memory::{CreateCheck, Event, EventType, MemoryStore};

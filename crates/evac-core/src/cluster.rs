@@ -339,6 +339,9 @@ mod tests {
         let refused = "Policy has not been granted access to the 'kubernetes/get_resource' host capability. The violation has been reported.";
         assert_eq!(classify(refused), ReadError { kind: ReadErrorKind::Refused, message: refused.into() });
         assert_eq!(classify("Cannot find resource v1/Pod").kind, ReadErrorKind::Other);
+        // All three parts of Kubewarden's sentence, not any one of them.
+        assert_eq!(classify("Cannot find v1/Pod named 'web' anywhere").kind, ReadErrorKind::Other);
+        assert_eq!(classify("Cannot find it' inside of namespace 'None'").kind, ReadErrorKind::Other);
         assert_eq!(classify("etcdserver: request timed out").kind, ReadErrorKind::Other);
     }
 

@@ -111,6 +111,23 @@ fn requests_that_cannot_be_decided_are_rejected() {
         (response.accepted, response.code, response.message.as_deref()),
         (false, Some(500), Some("cannot read the cluster: connection refused"))
     );
+
+    // A refusal says what to grant.
+    let refused = "Policy has not been granted access to Kubernetes v1/Node resources. The violation has been reported.";
+    let response =
+        evaluate(&payload(&drained_node_update(), json!({})), &context().failing_every_read(refused));
+    assert_eq!(
+        (response.accepted, response.code, response.message.as_deref()),
+        (
+            false,
+            Some(500),
+            Some(
+                "cannot read the cluster: Policy has not been granted access to Kubernetes v1/Node resources. \
+                 The violation has been reported. (grant it in policies.yml: hostCapabilities kubernetes/*, \
+                 and the resource in contextAwareResources)"
+            )
+        )
+    );
 }
 
 #[test]

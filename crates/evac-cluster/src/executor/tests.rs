@@ -1,4 +1,4 @@
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use evac_core::effect::{EvacuationSource, EventReason, MigrationCause, MigrationPriority, ObjectRef};
 use futures::executor::block_on;
@@ -172,4 +172,108 @@ fn events_are_recorded_once_on_the_vmi() {
         message: "later".into(),
     };
     assert_eq!(block_on(executor.apply(&gone)).unwrap(), Applied::Unneeded("the VMI is gone"));
+}
+
+/// A store that records each write it passes on, as the RBAC access it needs.
+struct Recording {
+    inner: Arc<MemoryStore>,
+    writes: Mutex<Vec<Access>>,
+}
+
+impl Recording {
+    fn record(&self, verb: &'static str, kind: &Kind) {
+        let group = kind.api_version.split_once('/').map_or("", |(group, _)| group);
+        let resource = evac_core::cluster::resource_for_kind(&kind.kind);
+        let known = EFFECT_WRITES.iter().flat_map(|(_, writes)| writes.iter());
+        let access = known
+            .copied()
+            .find(|a| a.verb == verb && a.group == group && a.resource == resource)
+            .unwrap_or(Access { verb, group: "<unlisted>", resource: "<unlisted>" });
+        self.writes.lock().unwrap().push(access);
+    }
+}
+
+impl crate::ObjectSource for Recording {
+    fn get(
+        &self,
+        api_version: &str,
+        kind: &str,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Result<Arc<[u8]>, evac_core::ReadError> {
+        crate::ObjectSource::get(&*self.inner, api_version, kind, namespace, name)
+    }
+
+    fn list(
+        &self,
+        api_version: &str,
+        kind: &str,
+        query: &crate::ListQuery<'_>,
+    ) -> Result<Vec<u8>, evac_core::ReadError> {
+        crate::ObjectSource::list(&*self.inner, api_version, kind, query)
+    }
+}
+
+impl ClusterStore for Recording {
+    fn create<'a>(
+        &'a self,
+        kind: &'a Kind,
+        namespace: &'a str,
+        object: Value,
+        dry_run: bool,
+    ) -> futures::future::BoxFuture<'a, Result<(), ApiError>> {
+        self.record("create", kind);
+        ClusterStore::create(&*self.inner, kind, namespace, object, dry_run)
+    }
+
+    fn patch<'a>(
+        &'a self,
+        kind: &'a Kind,
+        namespace: &'a str,
+        name: &'a str,
+        patch: &'a Patch,
+        dry_run: bool,
+    ) -> futures::future::BoxFuture<'a, Result<(), ApiError>> {
+        self.record("patch", kind);
+        ClusterStore::patch(&*self.inner, kind, namespace, name, patch, dry_run)
+    }
+}
+
+/// Every effect type writes exactly what [`EFFECT_WRITES`] lists for it, which is what `deploy/`
+/// grants: a write the table lacks would be refused by RBAC in a cluster.
+#[test]
+fn every_effect_writes_what_the_rbac_table_lists() {
+    let pod = ObjectRef::new("ns", "virt-launcher-vm-abcde");
+    let effects = [
+        mark(false, "vm", "n1"),
+        Effect::CreateMigration {
+            vmi: ObjectRef::new("ns", "vm"),
+            node: "n1".into(),
+            cause: Some(MigrationCause::Drain),
+            priority: MigrationPriority::SystemCritical,
+        },
+        Effect::AnnotatePod {
+            pod,
+            annotations: [("a".to_owned(), Some("b".to_owned()))].into_iter().collect(),
+        },
+        clear("n1"),
+        Effect::RecordEvent {
+            vmi: ObjectRef::new("ns", "vm"),
+            node: "n1".into(),
+            reason: EventReason::EvacuationGivenUp,
+            message: "gave up".into(),
+        },
+    ];
+    let mut seen = std::collections::BTreeSet::new();
+    for effect in effects {
+        let (store, _) = cluster();
+        let recording = Arc::new(Recording { inner: store, writes: Mutex::default() });
+        let executor = Executor::new(Arc::clone(&recording) as _);
+        block_on(executor.apply(&effect)).unwrap();
+        let mut writes = recording.writes.lock().unwrap().clone();
+        writes.dedup();
+        assert_eq!(writes, effect_writes(effect.type_name()), "{}", effect.type_name());
+        seen.insert(effect.type_name());
+    }
+    assert_eq!(seen.len(), EFFECT_WRITES.len(), "every effect type is tried");
 }
