@@ -9,5 +9,6 @@ RUN make build
 FROM gcr.io/distroless/cc-debian12:nonroot
 COPY --from=build /src/target/release/evac /usr/local/bin/evac
 COPY --from=build /src/dist/policies/ /policies/
-USER nonroot
+# Numeric, so that the kubelet can check runAsNonRoot (distroless's nonroot is 65532).
+USER 65532:65532
 ENTRYPOINT ["/usr/local/bin/evac"]

@@ -7,7 +7,7 @@ use std::process::Command;
 use evac_e2e::{declared_effects, repo_root};
 use evac_evaluator::PoliciesFile;
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
-use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::{ConfigMap, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::ClusterRole;
@@ -136,14 +136,14 @@ fn every_read_and_write_maps_to_a_rule_and_every_rule_to_one() {
 }
 
 /// The controller runs as the server does: non-root, read-only root filesystem, no privilege
-/// escalation, with requests; one replica (replaced with Recreate) until it elects a leader.
+/// escalation, with requests; one replica of a StatefulSet (never two at once) until it elects
+/// a leader.
 #[test]
 fn the_controller_runs_its_policies_locked_down() {
     let objects = rendered();
-    let deployment: Deployment = typed(&objects, "Deployment/evac-controller");
-    let spec = deployment.spec.unwrap();
+    let controller: StatefulSet = typed(&objects, "StatefulSet/evac-controller");
+    let spec = controller.spec.unwrap();
     assert_eq!(spec.replicas, Some(1));
-    assert_eq!(spec.strategy.unwrap().type_.as_deref(), Some("Recreate"));
     let pod = spec.template.spec.unwrap();
     assert_eq!(pod.service_account_name.as_deref(), Some("evac-controller"));
     assert_eq!(pod.security_context.unwrap().run_as_non_root, Some(true));
@@ -175,6 +175,9 @@ fn the_deployment_serves_the_configured_policies_over_tls() {
     assert!(!args.iter().any(|a| a == "--insecure-http"));
     let probe = pod.containers[0].readiness_probe.as_ref().unwrap().http_get.as_ref().unwrap();
     assert_eq!(probe.path.as_deref(), Some("/readiness"));
+    // Liveness is the process alone: a restart cannot bring the API server back.
+    let probe = pod.containers[0].liveness_probe.as_ref().unwrap().http_get.as_ref().unwrap();
+    assert_eq!(probe.path.as_deref(), Some("/liveness"));
 
     // The policies file in the ConfigMap is one `evac serve` accepts.
     let config: ConfigMap = typed(&objects, "ConfigMap/evac-policies");

@@ -144,7 +144,7 @@ async fn readiness_fails_while_the_api_server_is_gone() {
     let (api, _) = start_sim(dir.path()).await;
     let kinds = ["{apiVersion: v1, kind: Pod}"];
     let (_server, listening) =
-        start_server(dir.path(), &kinds, &["--max-cache-staleness-seconds", "2"]).await;
+        start_server(dir.path(), &kinds, &["--max-cache-staleness-seconds", "10"]).await;
     let readiness = format!("{}/readiness", listening.url("probes"));
 
     drop(api);
@@ -154,6 +154,9 @@ async fn readiness_fails_while_the_api_server_is_gone() {
         if response.status().as_u16() == 503 {
             let why = response.text().await.unwrap();
             assert!(why.contains("has not answered for"), "{why}");
+            // Not ready, but alive: a restart would not bring the API server back.
+            let liveness = readiness.replace("/readiness", "/liveness");
+            assert_eq!(reqwest::get(&liveness).await.unwrap().status().as_u16(), 200);
             break;
         }
         assert!(Instant::now() < deadline, "still ready 30 s after the API server went away");

@@ -131,10 +131,7 @@ impl ReadError {
     pub fn from_message(message: String) -> Self {
         let text = message.lines().next().unwrap_or_default();
         let text = text.strip_prefix("Callback evaluation failure: ").unwrap_or(text);
-        let text = match text.char_indices().nth(MAX_HOST_ERROR_CHARS) {
-            Some((end, _)) => format!("{}...", &text[..end]),
-            None => text.to_owned(),
-        };
+        // Classified whole, then cut: a long name must not cut off the words that classify it.
         let kind = if text.ends_with(" not found")
             || (text.starts_with("Cannot find ")
                 && text.contains(" named '")
@@ -146,7 +143,11 @@ impl ReadError {
         } else {
             ReadErrorKind::Other
         };
-        Self { kind, message: text }
+        let message = match text.char_indices().nth(MAX_HOST_ERROR_CHARS) {
+            Some((end, _)) => format!("{}...", &text[..end]),
+            None => text.to_owned(),
+        };
+        Self { kind, message }
     }
 
     /// Whether the object does not exist, as opposed to a failed read.
@@ -354,6 +355,10 @@ mod tests {
         let long = ReadError::from_message("é".repeat(1000));
         assert_eq!(long.message, format!("{}...", "é".repeat(MAX_HOST_ERROR_CHARS)));
         assert_eq!(ReadError::from_message(String::new()).message, "");
+        // Classified before it is cut: a long name does not turn a missing object into a failure.
+        let name = "v".repeat(400);
+        let kubewarden = format!("Cannot find v1/Pod named '{name}' inside of namespace 'Some(\"ns\")'");
+        assert_eq!(ReadError::from_message(kubewarden).kind, ReadErrorKind::NotFound);
     }
 
     struct Answers(Vec<Result<Vec<u8>, ReadError>>);

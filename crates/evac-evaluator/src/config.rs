@@ -149,6 +149,9 @@ impl PoliciesFile {
             }
             let entry: PolicyEntry = serde_yaml::from_value(value).with_context(|| format!("policy {id}"))?;
             check_entry(&entry).with_context(|| format!("policy {id}"))?;
+            if let Some(why) = reads_refused(&entry) {
+                tracing::warn!(policy = %id, "{why}");
+            }
             policies.insert(id, entry);
         }
         Ok(Self { base_dir, policies })
@@ -166,6 +169,20 @@ fn check_id(id: &str) -> Result<()> {
         bail!("invalid policy id {id:?}: use letters, digits, '-', '_' and '.' (it becomes a URL path)");
     }
     Ok(())
+}
+
+/// Why every read of a policy will be refused, if it will: it lists resources to read but its
+/// `hostCapabilities` allow no `kubernetes` read (Kubewarden's default is none, so a file written
+/// before the field existed reads nothing). Loading it is allowed, as by policy-server.
+pub fn reads_refused(entry: &PolicyEntry) -> Option<String> {
+    let allowed = CapabilityPatterns::parse(&entry.host_capabilities).ok()?;
+    let reads = ["get_resource", "list_resources_all", "list_resources_by_namespace"];
+    let can_read = reads.iter().any(|operation| allowed.allows(&format!("kubernetes/{operation}")));
+    (!entry.context_aware_resources.is_empty() && !can_read).then(|| {
+        "its contextAwareResources list what it reads, but its hostCapabilities allow no kubernetes/* \
+         call: every read will be refused (add hostCapabilities: [kubernetes/*])"
+            .to_owned()
+    })
 }
 
 fn check_entry(entry: &PolicyEntry) -> Result<()> {
@@ -250,6 +267,15 @@ pod-eviction:
         assert_eq!(entry.host_capabilities, ["kubernetes/get_resource", "oci/*"]);
         assert_eq!(entry.message.as_deref(), Some("ask the VM team"));
         assert!(parse("p: {module: a.wasm}").unwrap().policies["p"].host_capabilities.is_empty());
+        let reads = |text: &str| reads_refused(&parse(text).unwrap().policies["p"]);
+        let kinds = "contextAwareResources: [{apiVersion: v1, kind: Pod}]";
+        assert!(reads(&format!("p: {{module: a.wasm, {kinds}}}")).unwrap().contains("hostCapabilities"));
+        assert!(reads(&format!("p: {{module: a.wasm, hostCapabilities: ['oci/*'], {kinds}}}")).is_some());
+        assert_eq!(
+            reads(&format!("p: {{module: a.wasm, hostCapabilities: [kubernetes/get_resource], {kinds}}}")),
+            None
+        );
+        assert_eq!(reads("p: {module: a.wasm}"), None);
         let err =
             format!("{:#}", parse("p: {module: a.wasm, hostCapabilities: [kubernetes/foo]}").unwrap_err());
         assert!(

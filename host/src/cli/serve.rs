@@ -71,8 +71,9 @@ pub struct ServeArgs {
     handshake_timeout_ms: u64,
     /// /readiness answers 503 once the API server has not answered, or a watch has been failing,
     /// for this many seconds: verdicts from caches that old may be wrong, so the Service sends the
-    /// webhook's calls to a replica that sees the cluster (the API server is probed every second).
-    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(2..))]
+    /// webhook's calls to a replica that sees the cluster (the API server is probed every second,
+    /// each probe given 5 s; hence at least 10).
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(10..))]
     max_cache_staleness_seconds: u64,
 }
 

@@ -33,7 +33,11 @@ pub fn admission_router(server: Arc<Server>) -> Router {
 
 /// The probe routes, on their own port so that probes and scrapes never queue behind admission.
 pub fn probe_router(server: Arc<Server>) -> Router {
-    Router::new().route("/readiness", get(readiness)).route("/metrics", get(metrics)).with_state(server)
+    Router::new()
+        .route("/readiness", get(readiness))
+        .route("/liveness", get(liveness))
+        .route("/metrics", get(metrics))
+        .with_state(server)
 }
 
 async fn validate(State(server): State<Arc<Server>>, Path(policy): Path<String>, body: Body) -> Response {
@@ -90,6 +94,12 @@ async fn readiness(State(server): State<Arc<Server>>) -> Response {
         None => text(StatusCode::OK, "ready".into()),
         Some(why) => text(StatusCode::SERVICE_UNAVAILABLE, why),
     }
+}
+
+/// The process answers: all a restart could fix. Readiness (synced, fresh caches, policies
+/// loaded) is the cluster's state, which a restart would only lose.
+async fn liveness() -> Response {
+    text(StatusCode::OK, "alive".into())
 }
 
 async fn metrics(State(server): State<Arc<Server>>) -> Response {

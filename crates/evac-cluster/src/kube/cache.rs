@@ -100,12 +100,14 @@ impl WatchCache {
 
     /// How long the watch has been failing, with its last error, while it still is.
     ///
-    /// kube-rs' watcher reports each failed attempt as an error and retries with a backoff capped
-    /// at 30 s; a watch that resumes produces no event of its own, so in a quiet cluster recovery
-    /// shows only as errors stopping. A run of errors therefore counts as ongoing while its last
-    /// error is more recent than `RECENT` (twice the backoff cap), and ends at the first event.
+    /// kube-rs' watcher reports each failed attempt as an error and retries with its default
+    /// backoff (capped at 30 s, plus up to as much again of jitter), after a request that may
+    /// itself take a while to fail; a watch that resumes produces no event of its own, so in a
+    /// quiet cluster recovery shows only as errors stopping. A run of errors therefore counts as
+    /// ongoing while its last error is more recent than `RECENT` (the longest gap between two
+    /// failed attempts with room to spare), and ends at the first event.
     pub(super) fn failing(&self) -> Option<(Duration, String)> {
-        const RECENT: Duration = Duration::from_secs(60);
+        const RECENT: Duration = Duration::from_secs(150);
         let state = self.read();
         let (since, last) = state.failing?;
         (last.elapsed() < RECENT).then(|| (since.elapsed(), state.last_error.clone().unwrap_or_default()))

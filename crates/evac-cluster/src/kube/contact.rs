@@ -1,13 +1,16 @@
 //! When the API server last answered: a watch cache can only be as current as its connection, and
 //! a hung API server (accepting connections, answering nothing) leaves every watch open and silent,
-//! with no error for minutes. A small request on a timer tells the two apart.
+//! with no error for minutes. A small request on a timer tells the two apart. (An API server that
+//! answers but cannot reach etcd fails its watches instead, which the caches count themselves.)
 
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use kube::Client;
 
-/// How often the API server is asked for `/version` (readable by every client, RBAC or not).
+/// How often the API server is asked for `/livez`: readable by every client (RBAC's
+/// `system:public-info-viewer`), and in API Priority and Fairness' exempt `probes` flow schema,
+/// so a busy API server does not shed it before real requests.
 pub const PROBE_INTERVAL: Duration = Duration::from_secs(1);
 
 /// How long one probe may take before it counts as unanswered.
@@ -37,11 +40,12 @@ impl Contact {
     pub(super) async fn probe(self: std::sync::Arc<Self>, client: Client, server: String) {
         loop {
             tokio::time::sleep(PROBE_INTERVAL).await;
-            match tokio::time::timeout(PROBE_TIMEOUT, client.apiserver_version()).await {
+            let request = http::Request::get("/livez").body(Vec::new()).expect("a valid request");
+            match tokio::time::timeout(PROBE_TIMEOUT, client.request_text(request)).await {
                 Ok(Ok(_)) => self.answered(),
-                Ok(Err(error)) => tracing::debug!(%server, %error, "the API server did not answer /version"),
+                Ok(Err(error)) => tracing::debug!(%server, %error, "the API server did not answer /livez"),
                 Err(_) => {
-                    tracing::debug!(%server, timeout = ?PROBE_TIMEOUT, "the API server did not answer /version in time")
+                    tracing::debug!(%server, timeout = ?PROBE_TIMEOUT, "the API server did not answer /livez in time")
                 }
             }
         }

@@ -40,7 +40,8 @@ struct FakeApiServer {
     /// No VMI changes in these tests: a watch that stays open and silent.
     vmi_events: watch::Sender<Vec<String>>,
     patches: Mutex<Vec<RecordedPatch>>,
-    /// While set, every new request hangs unanswered, as from an API server stuck on etcd.
+    /// While set, every new request hangs unanswered, as from an API server that accepts
+    /// connections and does no work.
     hung: AtomicBool,
 }
 
@@ -140,9 +141,7 @@ async fn handle(State(fake): State<Arc<FakeApiServer>>, request: Request) -> Res
         return std::future::pending().await;
     }
     match (request.method().clone(), path.as_str()) {
-        (Method::GET, "/version") => {
-            answer(200, &json!({"major": "1", "minor": "33", "gitVersion": "v1.33.0"}))
-        }
+        (Method::GET, "/livez") => Response::builder().body(Body::from("ok")).unwrap(),
         (Method::GET, "/api/v1") => {
             answer(200, &resource_list("v1", &[("pods", "Pod"), ("pods/eviction", "Eviction")]))
         }

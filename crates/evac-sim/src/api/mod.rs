@@ -53,6 +53,8 @@ fn parse_target(path: &str) -> Result<Target<'_>, ApiError> {
                 json!({"major": "1", "minor": "33", "gitVersion": "v1.33.0-evac-sim", "platform": "linux/amd64"}),
             ))
         }
+        // The API server's health checks (kube-apiserver's /livez, /readyz, /healthz): always ok.
+        ["livez" | "readyz" | "healthz"] => return Ok(Target::Document(json!("ok"))),
         ["api"] => return Ok(Target::Document(resources::core_versions())),
         ["openapi", "v3"] => return Ok(Target::Document(openapi::index())),
         ["openapi", "v3", rest @ ..] => {
