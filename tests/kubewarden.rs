@@ -5,10 +5,9 @@
 //! message alike. Where Kubewarden's binaries are absent the tests skip, saying so.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
 
-use evac_e2e::server::spawn_listening;
+use evac_e2e::server::{spawn, wait_until_ok, Process};
 use evac_e2e::*;
 use serde_json::{json, Value};
 
@@ -62,16 +61,6 @@ struct Case {
     name: String,
     policy: &'static str,
     review: Value,
-}
-
-/// A process killed when dropped.
-struct Process(Child);
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 /// The objects of the example cluster, plus the ones the missing-object cases need: a launcher
@@ -149,18 +138,6 @@ fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
-async fn wait_until_ready(url: &str, what: &str, log: &Path) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !reqwest::get(url).await.is_ok_and(|r| r.status().is_success()) {
-        assert!(
-            Instant::now() < deadline,
-            "{what} did not come up:\n{}",
-            std::fs::read_to_string(log).unwrap_or_default()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 async fn post_review(url: &str, review: &Value) -> Verdict {
     let request = reqwest::Client::new().post(url).header("content-type", "application/json");
     let response = request.body(review.to_string()).send().await.unwrap();
@@ -192,25 +169,12 @@ fn evac_eval(dir: &Path, case: &Case, context: &Path) -> Verdict {
 /// A fresh `evac serve` per case: its effects (the marks) land in its own copy of the context,
 /// and no case may see another's.
 async fn evac_serve(dir: &Path, case: &Case, policies: &Path, context: &Path) -> Verdict {
-    let args: Vec<String> = [
-        "serve",
-        "--config",
-        policies.to_str().unwrap(),
-        "--context",
-        context.to_str().unwrap(),
-        "--insecure-http",
-        "--addr",
-        "127.0.0.1:0",
-        "--probe-addr",
-        "127.0.0.1:0",
-    ]
-    .iter()
-    .map(|a| a.to_string())
-    .collect();
+    let (policies, context) = (policies.to_str().unwrap(), context.to_str().unwrap());
+    let mut args = vec!["serve", "--config", policies, "--context", context, "--insecure-http"];
+    args.extend(["--addr", "127.0.0.1:0", "--probe-addr", "127.0.0.1:0"]);
     let log = dir.join("evac-serve.log");
-    let (child, listening) = spawn_listening(&args, &log);
-    let _server = Process(child);
-    wait_until_ready(&format!("{}/readiness", listening.url("probes")), "evac serve", &log).await;
+    let (_server, listening) = spawn(&args, &log);
+    wait_until_ok(&format!("{}/readiness", listening.url("probes")), "evac serve", &log).await;
     post_review(&format!("{}/validate/{}", listening.url("admission"), case.policy), &case.review).await
 }
 
@@ -261,7 +225,7 @@ async fn start_policy_server(
         .unwrap();
     let process = Process(child);
     let readiness = format!("http://127.0.0.1:{probe}/readiness");
-    wait_until_ready(&readiness, "policy-server", &dir.join("policy-server.err")).await;
+    wait_until_ok(&readiness, "policy-server", &dir.join("policy-server.err")).await;
     (process, format!("http://127.0.0.1:{port}"))
 }
 
@@ -274,15 +238,11 @@ async fn every_case_gets_one_verdict_under_evac_and_kubewarden() {
     let context = dir.join("context.json");
     std::fs::write(&context, objects().to_string()).unwrap();
     let kubeconfig = dir.join("kubeconfig");
-    let sim_args: Vec<String> = ["sim", "serve", "--addr", "127.0.0.1:0", "--kubeconfig"]
-        .iter()
-        .map(|a| a.to_string())
-        .chain([kubeconfig.display().to_string(), "--objects".into(), context.display().to_string()])
-        .collect();
-    let (sim, listening) = spawn_listening(&sim_args, &dir.join("sim.log"));
-    let _sim = Process(sim);
-    wait_until_ready(&format!("{}/api", listening.url("api")), "the simulated API", &dir.join("sim.log"))
-        .await;
+    let (kubeconfig_arg, context_arg) = (kubeconfig.to_str().unwrap(), context.to_str().unwrap());
+    let sim_args =
+        ["sim", "serve", "--addr", "127.0.0.1:0", "--kubeconfig", kubeconfig_arg, "--objects", context_arg];
+    let (_sim, listening) = spawn(&sim_args, &dir.join("sim.log"));
+    wait_until_ok(&format!("{}/api", listening.url("api")), "the simulated API", &dir.join("sim.log")).await;
     let policies = policies_file(dir);
     let (_policy_server, policy_server) = start_policy_server(&kubewarden, dir, &kubeconfig, &policies).await;
 

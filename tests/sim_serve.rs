@@ -2,43 +2,11 @@
 //! `evac serve --kubeconfig` reading it through kube-rs watch caches and carrying out
 //! `MarkForEvacuation` as a patch through it.
 
-use std::process::Child;
 use std::time::{Duration, Instant};
 
-use evac_e2e::server::spawn_listening;
+use evac_e2e::server::{spawn, wait_until_ok as wait_for, Process};
 use evac_e2e::*;
 use serde_json::{json, Value};
-
-struct Process(Child);
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Starts a server on port 0; its addresses come from the line it prints.
-fn spawn(args: &[&str], log: &std::path::Path) -> (Process, evac_e2e::server::Listening) {
-    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
-    let (child, listening) = spawn_listening(&args, log);
-    (Process(child), listening)
-}
-
-async fn wait_for(url: &str, what: &str, log: &std::path::Path) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if reqwest::get(url).await.is_ok_and(|r| r.status().is_success()) {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{what} did not come up:\n{}",
-            std::fs::read_to_string(log).unwrap_or_default()
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
 
 async fn json_of(request: reqwest::RequestBuilder) -> Value {
     let text = request.send().await.unwrap().text().await.unwrap();

@@ -243,3 +243,33 @@ fn get_status(url: &str) -> std::io::Result<u16> {
     let status = response.split_whitespace().nth(1).and_then(|s| s.parse().ok());
     status.ok_or_else(|| std::io::Error::other("no status line"))
 }
+
+/// A child process, killed when dropped (a failed assertion leaves no server behind).
+pub struct Process(pub Child);
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts `evac <args>` on port 0; its addresses come from the line it prints.
+pub fn spawn(args: &[&str], log: &Path) -> (Process, Listening) {
+    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    let (child, listening) = spawn_listening(&args, log);
+    (Process(child), listening)
+}
+
+/// Waits up to 60 s for `url` to answer with a success; fails with `what` and the log otherwise.
+pub async fn wait_until_ok(url: &str, what: &str, log: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !reqwest::get(url).await.is_ok_and(|r| r.status().is_success()) {
+        assert!(
+            Instant::now() < deadline,
+            "{what} did not come up:\n{}",
+            std::fs::read_to_string(log).unwrap_or_default()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

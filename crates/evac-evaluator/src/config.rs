@@ -106,6 +106,27 @@ pub struct ShadowEntry {
 }
 
 impl PolicyEntry {
+    /// The host capabilities the policy may call, its `hostCapabilities` checked as Kubewarden
+    /// checks them.
+    pub fn capability_patterns(&self) -> Result<CapabilityPatterns> {
+        CapabilityPatterns::parse(&self.host_capabilities)
+            .map_err(|e| anyhow::anyhow!("invalid hostCapabilities pattern: {e}"))
+    }
+
+    /// Why every read of the policy will be refused, if it will: it lists resources to read but
+    /// its `hostCapabilities` allow no `kubernetes` read (Kubewarden's default is none, so a file
+    /// written before the field existed reads nothing). Loading it is allowed, as by policy-server.
+    pub fn reads_refused(&self) -> Option<String> {
+        let allowed = self.capability_patterns().ok()?;
+        let reads = ["get_resource", "list_resources_all", "list_resources_by_namespace"];
+        let can_read = reads.iter().any(|operation| allowed.allows(&format!("kubernetes/{operation}")));
+        (!self.context_aware_resources.is_empty() && !can_read).then(|| {
+            "its contextAwareResources list what it reads, but its hostCapabilities allow no kubernetes/* \
+             call: every read will be refused (add hostCapabilities: [kubernetes/*])"
+                .to_owned()
+        })
+    }
+
     /// The deadline of one evaluation, if the entry sets one.
     pub fn timeout(&self) -> Option<Duration> {
         match (self.timeout_eval_milliseconds, self.timeout_eval_seconds) {
@@ -149,7 +170,7 @@ impl PoliciesFile {
             }
             let entry: PolicyEntry = serde_yaml::from_value(value).with_context(|| format!("policy {id}"))?;
             check_entry(&entry).with_context(|| format!("policy {id}"))?;
-            if let Some(why) = reads_refused(&entry) {
+            if let Some(why) = entry.reads_refused() {
                 tracing::warn!(policy = %id, "{why}");
             }
             policies.insert(id, entry);
@@ -171,20 +192,6 @@ fn check_id(id: &str) -> Result<()> {
     Ok(())
 }
 
-/// Why every read of a policy will be refused, if it will: it lists resources to read but its
-/// `hostCapabilities` allow no `kubernetes` read (Kubewarden's default is none, so a file written
-/// before the field existed reads nothing). Loading it is allowed, as by policy-server.
-pub fn reads_refused(entry: &PolicyEntry) -> Option<String> {
-    let allowed = CapabilityPatterns::parse(&entry.host_capabilities).ok()?;
-    let reads = ["get_resource", "list_resources_all", "list_resources_by_namespace"];
-    let can_read = reads.iter().any(|operation| allowed.allows(&format!("kubernetes/{operation}")));
-    (!entry.context_aware_resources.is_empty() && !can_read).then(|| {
-        "its contextAwareResources list what it reads, but its hostCapabilities allow no kubernetes/* \
-         call: every read will be refused (add hostCapabilities: [kubernetes/*])"
-            .to_owned()
-    })
-}
-
 fn check_entry(entry: &PolicyEntry) -> Result<()> {
     if entry.allowed_to_mutate == Some(true) {
         bail!("allowedToMutate: true is not supported: evac serves validating policies only");
@@ -195,8 +202,7 @@ fn check_entry(entry: &PolicyEntry) -> Result<()> {
             bail!("settings must be a map, got {settings}");
         }
     }
-    CapabilityPatterns::parse(&entry.host_capabilities)
-        .map_err(|e| anyhow::anyhow!("invalid hostCapabilities pattern: {e}"))?;
+    entry.capability_patterns()?;
     if entry.timeout() == Some(Duration::ZERO) {
         bail!("the evaluation timeout must be more than zero");
     }
@@ -267,7 +273,7 @@ pod-eviction:
         assert_eq!(entry.host_capabilities, ["kubernetes/get_resource", "oci/*"]);
         assert_eq!(entry.message.as_deref(), Some("ask the VM team"));
         assert!(parse("p: {module: a.wasm}").unwrap().policies["p"].host_capabilities.is_empty());
-        let reads = |text: &str| reads_refused(&parse(text).unwrap().policies["p"]);
+        let reads = |text: &str| parse(text).unwrap().policies["p"].reads_refused();
         let kinds = "contextAwareResources: [{apiVersion: v1, kind: Pod}]";
         assert!(reads(&format!("p: {{module: a.wasm, {kinds}}}")).unwrap().contains("hostCapabilities"));
         assert!(reads(&format!("p: {{module: a.wasm, hostCapabilities: ['oci/*'], {kinds}}}")).is_some());

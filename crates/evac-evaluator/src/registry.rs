@@ -17,7 +17,7 @@ use sha2::{Digest, Sha256};
 use crate::config::{PoliciesFile, PolicyEntry, PolicyMode};
 use crate::metrics::{EvaluationLabels, Metrics, PolicyLabels, SwapLabels, VersionLabels};
 use evac_cluster::ObjectSource;
-use evac_runtime::capabilities::{CapabilityPatterns, KubernetesCapabilities};
+use evac_runtime::capabilities::KubernetesCapabilities;
 use evac_runtime::kubewarden;
 use evac_runtime::wapc::{Policy, PolicyEngine};
 use prometheus_client::metrics::counter::Counter;
@@ -261,8 +261,7 @@ impl Registry {
             .engine
             .compile(&module_file.bytes)
             .with_context(|| format!("cannot load module {}", module_file.path.display()))?;
-        let allowed = CapabilityPatterns::parse(&entry.host_capabilities)
-            .map_err(|e| anyhow!("invalid hostCapabilities pattern: {e}"))?;
+        let allowed = entry.capability_patterns()?;
         let capabilities = KubernetesCapabilities::new(Arc::clone(&self.loader.source))
             .granting(entry.context_aware_resources.iter().cloned())
             .allowing(allowed);
