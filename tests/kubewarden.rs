@@ -5,56 +5,12 @@
 //! message alike. Where Kubewarden's binaries are absent the tests skip, saying so.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
-use evac_e2e::server::{spawn, wait_until_ok, Process};
+use evac_e2e::kubewarden_hosts::*;
+use evac_e2e::server::cache_dir;
 use evac_e2e::*;
 use serde_json::{json, Value};
-
-/// Where Kubewarden's `kwctl` and `policy-server` are, if they are.
-fn kubewarden_dir() -> Option<PathBuf> {
-    let dir = std::env::var_os("EVAC_KUBEWARDEN_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo_root().join("../shared/kubewarden"));
-    let present = ["kwctl", "policy-server"].iter().all(|binary| dir.join(binary).is_file());
-    if !present {
-        eprintln!(
-            "skipped: Kubewarden's kwctl and policy-server are not in {} (set EVAC_KUBEWARDEN_DIR)",
-            dir.display()
-        );
-    }
-    present.then_some(dir)
-}
-
-/// A verdict as every host reports it.
-#[derive(Debug, Clone, PartialEq)]
-struct Verdict {
-    allowed: bool,
-    code: Option<u64>,
-    message: String,
-}
-
-impl Verdict {
-    /// From an AdmissionResponse (`allowed`, `status.code`, `status.message`).
-    fn of_response(response: &Value) -> Self {
-        let allowed = response["allowed"].as_bool().unwrap_or_else(|| panic!("no allowed: {response}"));
-        Self {
-            allowed,
-            code: if allowed { None } else { response["status"]["code"].as_u64() },
-            message: response["status"]["message"].as_str().unwrap_or_default().to_owned(),
-        }
-    }
-
-    /// From evac eval's PolicyResponse (`accepted`, `code`, `message`).
-    fn of_policy_response(response: &Value) -> Self {
-        let allowed = response["accepted"].as_bool().unwrap_or_else(|| panic!("no accepted: {response}"));
-        Self {
-            allowed,
-            code: if allowed { None } else { response["code"].as_u64() },
-            message: response["message"].as_str().unwrap_or_default().to_owned(),
-        }
-    }
-}
 
 /// One request, under one policy of the policies file.
 struct Case {
@@ -134,99 +90,10 @@ fn policies_file(dir: &Path) -> PathBuf {
     path
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-async fn post_review(url: &str, review: &Value) -> Verdict {
-    let request = reqwest::Client::new().post(url).header("content-type", "application/json");
-    let response = request.body(review.to_string()).send().await.unwrap();
-    let text = response.text().await.unwrap();
-    let answer: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{url}: {e}: {text}"));
-    assert!(answer["response"].is_object(), "{url}: {text}");
-    Verdict::of_response(&answer["response"])
-}
-
 fn write_review(dir: &Path, review: &Value) -> PathBuf {
     let path = dir.join("request.json");
     std::fs::write(&path, review.to_string()).unwrap();
     path
-}
-
-fn evac_eval(dir: &Path, case: &Case, context: &Path) -> Verdict {
-    let request = write_review(dir, &case.review);
-    let mut command = Command::new(evac_bin());
-    command.args(["eval", "--policy"]).arg(policy_path()).arg("--request").arg(&request);
-    command.arg("--context").arg(context);
-    if case.policy == "pod-eviction-refused" {
-        command.arg("--allowed-host-capabilities");
-    }
-    let output = command.output().unwrap();
-    assert!(output.status.success(), "evac eval: {}", String::from_utf8_lossy(&output.stderr));
-    Verdict::of_policy_response(&serde_json::from_slice(&output.stdout).unwrap())
-}
-
-/// A fresh `evac serve` per case: its effects (the marks) land in its own copy of the context,
-/// and no case may see another's.
-async fn evac_serve(dir: &Path, case: &Case, policies: &Path, context: &Path) -> Verdict {
-    let (policies, context) = (policies.to_str().unwrap(), context.to_str().unwrap());
-    let mut args = vec!["serve", "--config", policies, "--context", context, "--insecure-http"];
-    args.extend(["--addr", "127.0.0.1:0", "--probe-addr", "127.0.0.1:0"]);
-    let log = dir.join("evac-serve.log");
-    let (_server, listening) = spawn(&args, &log);
-    wait_until_ok(&format!("{}/readiness", listening.url("probes")), "evac serve", &log).await;
-    post_review(&format!("{}/validate/{}", listening.url("admission"), case.policy), &case.review).await
-}
-
-fn kwctl_run(kubewarden: &Path, dir: &Path, kubeconfig: &Path, case: &Case) -> Verdict {
-    let request = write_review(dir, &case.review);
-    let mut command = Command::new(kubewarden.join("kwctl"));
-    command.env("KUBECONFIG", kubeconfig).env_remove("RUST_BACKTRACE").env("HOME", dir);
-    command.args(["run", "--allow-context-aware"]);
-    if case.policy == "pod-eviction-refused" {
-        // Without a value, an empty allow-list; before another flag, so that it takes no value.
-        command.arg("--allowed-host-capabilities");
-    }
-    command.arg("--request-path").arg(&request).arg(format!("file://{}", policy_path().display()));
-    let output = command.stderr(Stdio::piped()).output().unwrap();
-    assert!(output.status.success(), "kwctl run: {}", String::from_utf8_lossy(&output.stderr));
-    Verdict::of_response(&serde_json::from_slice(&output.stdout).unwrap())
-}
-
-async fn start_policy_server(
-    kubewarden: &Path,
-    dir: &Path,
-    kubeconfig: &Path,
-    policies: &Path,
-) -> (Process, String) {
-    let (port, probe) = (free_port(), free_port());
-    let log = dir.join("policy-server.log");
-    let child = Command::new(kubewarden.join("policy-server"))
-        .env("KUBECONFIG", kubeconfig)
-        .env_remove("RUST_BACKTRACE")
-        .env("HOME", dir)
-        .arg("--policies")
-        .arg(policies)
-        .args([
-            "--addr",
-            "127.0.0.1",
-            "--port",
-            &port.to_string(),
-            "--readiness-probe-port",
-            &probe.to_string(),
-        ])
-        .arg("--policies-download-dir")
-        .arg(dir.join("downloads"))
-        .arg("--sigstore-cache-dir")
-        .arg(dir.join("sigstore"))
-        .stdout(std::fs::File::create(&log).unwrap())
-        .stderr(std::fs::File::create(dir.join("policy-server.err")).unwrap())
-        .spawn()
-        .unwrap();
-    let process = Process(child);
-    let readiness = format!("http://127.0.0.1:{probe}/readiness");
-    wait_until_ok(&readiness, "policy-server", &dir.join("policy-server.err")).await;
-    (process, format!("http://127.0.0.1:{port}"))
 }
 
 #[tokio::test]
@@ -237,33 +104,32 @@ async fn every_case_gets_one_verdict_under_evac_and_kubewarden() {
     std::fs::create_dir_all(dir.join("downloads")).unwrap();
     let context = dir.join("context.json");
     std::fs::write(&context, objects().to_string()).unwrap();
-    let kubeconfig = dir.join("kubeconfig");
-    let (kubeconfig_arg, context_arg) = (kubeconfig.to_str().unwrap(), context.to_str().unwrap());
-    let sim_args =
-        ["sim", "serve", "--addr", "127.0.0.1:0", "--kubeconfig", kubeconfig_arg, "--objects", context_arg];
-    let (_sim, listening) = spawn(&sim_args, &dir.join("sim.log"));
-    wait_until_ok(&format!("{}/api", listening.url("api")), "the simulated API", &dir.join("sim.log")).await;
+    let api = start_simulated_api(dir, &context).await;
     let policies = policies_file(dir);
-    let (_policy_server, policy_server) = start_policy_server(&kubewarden, dir, &kubeconfig, &policies).await;
+    let policy_server = start_policy_server(&kubewarden, dir, &api.kubeconfig, &policies).await;
+    let (client, module) = (client(), policy_path());
 
     let cases = cases();
     assert_eq!(cases.len(), 15);
     let mut disagreements = Vec::new();
     for case in &cases {
+        let review = write_review(dir, &case.review);
+        let refused = case.policy == "pod-eviction-refused";
+        let evaluation = Evaluation { module: &module, review: &review, settings: &json!({}), refused };
+        // A fresh `evac serve` per case: its effects (the marks) land in its own copy of the
+        // context, and no case may see another's.
+        let evac_serve = start_evac_serve(dir, &policies, &context, &cache_dir()).await;
+        let (expected, _) = evac_eval(&evaluation, &context, &cache_dir()).unwrap();
+        let url = |server: &str| format!("{server}/validate/{}", case.policy);
         let verdicts = [
-            ("evac eval", evac_eval(dir, case, &context)),
-            ("evac serve", evac_serve(dir, case, &policies, &context).await),
-            ("kwctl run", kwctl_run(&kubewarden, dir, &kubeconfig, case)),
-            (
-                "policy-server",
-                post_review(&format!("{policy_server}/validate/{}", case.policy), &case.review).await,
-            ),
+            ("evac serve", post_review(&client, &url(&evac_serve.url), &case.review).await),
+            ("kwctl run", kwctl_run(&kubewarden, dir, &api.kubeconfig, &evaluation)),
+            ("policy-server", post_review(&client, &url(&policy_server.url), &case.review).await),
         ];
-        check_expected(case, &verdicts[0].1);
-        for (host, verdict) in &verdicts[1..] {
-            if verdict != &verdicts[0].1 {
-                disagreements
-                    .push(format!("{}: {host} {verdict:?}, evac eval {:?}", case.name, verdicts[0].1));
+        check_expected(case, &expected);
+        for (host, verdict) in verdicts {
+            if verdict.as_ref() != Ok(&expected) {
+                disagreements.push(format!("{}: {host} {verdict:?}, evac eval {expected:?}", case.name));
             }
         }
     }

@@ -5,6 +5,7 @@
 //! The tests run the BUILT module (`dist/policies/pod-eviction.wasm`, made by `make build`); a
 //! missing module or binary is a test failure that says how to build it, never a skip.
 
+pub mod kubewarden_hosts;
 pub mod server;
 
 use std::path::{Path, PathBuf};

@@ -291,14 +291,15 @@ where
 pub fn decode<'a, T: Deserialize<'a>>(raw: &'a [u8], kind: &str) -> Result<T, ReadError> {
     let text =
         crate::json_text(raw).map_err(|e| ReadError::other(format!("cannot decode the {kind}: {e}")))?;
-    serde_json::from_str(text).map_err(|e| ReadError::other(format!("cannot decode the {kind}: {e}")))
+    serde_json::from_str(text)
+        .map_err(|e| ReadError::other(format!("cannot decode the {kind}: {}", crate::json_error_text(&e))))
 }
 
 /// Decodes the items of a list read with [`fetch_all`].
 pub fn decode_list<'a, T: Deserialize<'a>>(raw: &'a [u8], kind: &str) -> Result<Vec<T>, ReadError> {
     let error = |e: &dyn core::fmt::Display| ReadError::other(format!("cannot decode the {kind} list: {e}"));
-    let list: List<T> =
-        serde_json::from_str(crate::json_text(raw).map_err(|e| error(&e))?).map_err(|e| error(&e))?;
+    let text = crate::json_text(raw).map_err(|e| error(&e))?;
+    let list: List<T> = serde_json::from_str(text).map_err(|e| error(&crate::json_error_text(&e)))?;
     Ok(list.items)
 }
 

@@ -59,8 +59,8 @@ impl From<&KubeVirt<'_>> for KubeVirtConfig {
 }
 
 impl KubeVirtConfig {
-    /// Reads the KubeVirt CR the settings name, or the first one in the cluster. A missing CR
-    /// reads as [`KubeVirtConfig::default`].
+    /// Reads the KubeVirt CR the settings name, or else the one [`in_effect`] of those in the
+    /// cluster. A missing CR reads as [`KubeVirtConfig::default`].
     pub fn read<C: ClusterReader + ?Sized>(at: Option<&KubeVirtRef>, cluster: &C) -> Result<Self, ReadError> {
         match at {
             Some(at) => {
@@ -73,7 +73,7 @@ impl KubeVirtConfig {
             None => {
                 let raw = cluster::fetch_all(cluster, KUBEVIRT_API_VERSION, "KubeVirt")?;
                 let kubevirts = cluster::decode_list::<KubeVirt<'_>>(&raw, "KubeVirt")?;
-                Ok(kubevirts.first().map(Self::from).unwrap_or_default())
+                Ok(in_effect(&kubevirts).map(Self::from).unwrap_or_default())
             }
         }
     }
@@ -82,6 +82,20 @@ impl KubeVirtConfig {
     pub fn feature_gate_enabled(&self, gate: &str) -> bool {
         self.feature_gates.iter().any(|g| g == gate)
     }
+}
+
+/// Of the KubeVirt CRs listed, the one whose configuration is in effect. KubeVirt's components
+/// read the CR virt-operator has taken on (a `status.phase`) that is not being deleted
+/// (`ClusterConfig.GetConfigFromKubeVirtCR`, pkg/virt-config/configuration.go); a cluster runs
+/// one. evac prefers that one too, and else reads a CR virt-operator has not processed yet (a
+/// cluster being installed). Of equals, the first by namespace and name: hosts list in different
+/// orders (the API server by key, Kubewarden's reflector cache as it hashes), and one cluster
+/// must read the same under every host.
+pub fn in_effect<'k, 'a>(kubevirts: &'k [KubeVirt<'a>]) -> Option<&'k KubeVirt<'a>> {
+    fn key<'k>(kv: &'k KubeVirt<'_>) -> (bool, &'k str, &'k str) {
+        (kv.status.phase.is_empty(), &kv.metadata.namespace, &kv.metadata.name)
+    }
+    kubevirts.iter().filter(|kv| kv.metadata.deletion_timestamp.is_none()).min_by(|a, b| key(a).cmp(&key(b)))
 }
 
 #[cfg(test)]
@@ -153,6 +167,55 @@ mod tests {
         assert_eq!(KubeVirtConfig::read(None, &empty), Ok(expected.clone()));
         assert_eq!(KubeVirtConfig::read(Some(&at("kubevirt")), &empty), Ok(expected));
         assert_eq!(empty.reads(), ["list KubeVirt", "get KubeVirt kubevirt/kubevirt"]);
+    }
+
+    /// Of several CRs: the one virt-operator took on, not being deleted; of equals, the first by
+    /// namespace and name, whatever order the host lists them in.
+    #[test]
+    fn the_cr_in_effect() {
+        let cr = |namespace: &str, name: &str, phase: Option<&str>, deleted: bool| {
+            let mut value = kubevirt(name, json!({}));
+            value["metadata"]["namespace"] = json!(namespace);
+            if let Some(phase) = phase {
+                value["status"] = json!({"phase": phase});
+            }
+            if deleted {
+                value["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+            }
+            value.to_string()
+        };
+        let rows: [(&str, Vec<String>, Option<&str>); 5] = [
+            ("none", vec![], None),
+            (
+                "undeployed: the first by name",
+                vec![cr("kubevirt", "b", None, false), cr("kubevirt", "a", None, false)],
+                Some("a"),
+            ),
+            (
+                "deployed before undeployed",
+                vec![cr("kubevirt", "a", None, false), cr("kubevirt", "z", Some("Deployed"), false)],
+                Some("z"),
+            ),
+            (
+                "being deleted: never",
+                vec![cr("kubevirt", "a", Some("Deployed"), true), cr("kubevirt", "b", None, false)],
+                Some("b"),
+            ),
+            (
+                "by namespace first",
+                vec![cr("x", "a", Some("Deployed"), false), cr("kubevirt", "b", Some("Deployed"), false)],
+                Some("b"),
+            ),
+        ];
+        for (row, texts, expected) in rows {
+            let mut kubevirts: Vec<KubeVirt<'_>> =
+                texts.iter().map(|t| serde_json::from_str(t).unwrap()).collect();
+            for _ in 0..2 {
+                let chosen = in_effect(&kubevirts).map(|kv| kv.metadata.name.to_string());
+                assert_eq!(chosen.as_deref(), expected, "{row}");
+                kubevirts.reverse();
+            }
+        }
     }
 
     /// The CR the settings name (read as `kubevirt.io/v1` `KubeVirt`), else the first one listed

@@ -63,3 +63,16 @@ impl PartialEq<&str> for InvalidSettings {
 pub fn json_text(bytes: &[u8]) -> Result<&str, core::str::Utf8Error> {
     core::str::from_utf8(bytes)
 }
+
+/// A JSON decoding error without serde_json's ` at line L column C`: the position is in the
+/// text a host wrote, and each host writes the same object differently (field order, spacing),
+/// so with it one error would read differently under each host, and it points into text the
+/// reader never sees.
+pub fn json_error_text(error: &serde_json::Error) -> String {
+    let text = error.to_string();
+    let position = format!(" at line {} column {}", error.line(), error.column());
+    match text.strip_suffix(&position) {
+        Some(without) if error.line() > 0 => without.to_owned(),
+        _ => text,
+    }
+}

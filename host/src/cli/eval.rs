@@ -20,7 +20,7 @@ pub struct EvalArgs {
     /// An AdmissionReview (admission.k8s.io/v1) or a bare AdmissionRequest, as JSON; `-` for stdin.
     #[arg(long)]
     request: String,
-    /// The policy settings: inline JSON, or a JSON/YAML file.
+    /// The policy settings: inline JSON (an object, or `null`), or a JSON/YAML file.
     #[arg(long)]
     settings: Option<String>,
     /// A v1 List (JSON or YAML) of the cluster objects the policy may read. Without it, every read
@@ -37,6 +37,11 @@ pub struct EvalArgs {
     /// all by default, as `kwctl run`; the flag without a value allows none.
     #[arg(long, num_args = 0.., default_values = ["*"])]
     allowed_host_capabilities: Vec<String>,
+    /// Where compiled modules are cached, so the next run does not compile again: a directory
+    /// only this user can write (created 0700; refused otherwise). Default:
+    /// `$XDG_CACHE_HOME/evac` or `~/.cache/evac` when it can be used, else no cache.
+    #[arg(long)]
+    cache_dir: Option<PathBuf>,
 }
 
 pub fn run(args: EvalArgs) -> Result<()> {
@@ -53,7 +58,7 @@ pub fn run(args: EvalArgs) -> Result<()> {
         timeout: Duration::from_millis(args.timeout_ms),
         max_concurrent: 2,
         reuse_instances: true,
-        cache_dir: None,
+        cache_dir: args.cache_dir.clone().or_else(evac_runtime::wapc::usable_default_cache_dir),
         wall_clock: None,
     })?;
     let bytes = std::fs::read(&args.policy)
@@ -84,8 +89,9 @@ fn load_settings(arg: Option<&str>) -> Result<Box<RawValue>> {
     let Some(arg) = arg else {
         return Ok(RawValue::from_string("{}".into())?);
     };
-    let trimmed = arg.trim_start();
-    let value: serde_json::Value = if trimmed.starts_with('{') {
+    let trimmed = arg.trim();
+    // Inline JSON is an object, or `null` (no settings, as Kubewarden's `settings: null`).
+    let value: serde_json::Value = if trimmed.starts_with('{') || trimmed == "null" {
         serde_json::from_str(arg).context("--settings is not valid JSON")?
     } else {
         let text =

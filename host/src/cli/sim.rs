@@ -48,6 +48,10 @@ struct ServeArgs {
     /// Without it, both would create a migration for each marked VMI.
     #[arg(long)]
     evac: bool,
+    /// Serve the objects as they are: no cluster component runs, so nothing changes but what
+    /// clients write (for comparing policy hosts on a fixed cluster).
+    #[arg(long, conflicts_with_all = ["speed", "evac"])]
+    no_components: bool,
 }
 
 pub fn run(args: SimArgs) -> Result<()> {
@@ -65,25 +69,9 @@ fn serve(args: ServeArgs) -> Result<()> {
     if !(args.speed > 0.0 && args.speed.is_finite()) {
         anyhow::bail!("--speed must be a positive number, got {}", args.speed);
     }
-    // The cluster's components run on their own thread (they call webhooks synchronously).
-    let components = Simulation::new(
-        Arc::clone(&store),
-        vec![
-            Box::new(Scheduler),
-            Box::new(VirtController::new(!args.evac)),
-            Box::new(MigrationController::default()),
-            Box::new(Kubelet::default()),
-            Box::new(TaintManager::default()),
-            Box::new(evac_sim::actors::GarbageCollector::default()),
-        ],
-    );
-    let stop = std::sync::atomic::AtomicBool::new(false);
-    let speed = args.speed;
-    std::thread::Builder::new().name("sim-components".into()).spawn(move || {
-        if let Err(e) = components.run_realtime(speed, &stop) {
-            tracing::error!("the simulated cluster's components stopped: {}", e.message);
-        }
-    })?;
+    if !args.no_components {
+        start_components(&store, args.speed, args.evac)?;
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     runtime.block_on(async move {
         let listener = tokio::net::TcpListener::bind(args.addr)
@@ -95,6 +83,28 @@ fn serve(args: ServeArgs) -> Result<()> {
         super::report_listening(&[("api", url.clone())]);
         axum::serve(listener, api::router(store)).await.context("serving the simulated API")
     })
+}
+
+/// Starts the cluster's components on their own thread (they call webhooks synchronously).
+fn start_components(store: &Arc<Store>, speed: f64, evac: bool) -> Result<()> {
+    let components = Simulation::new(
+        Arc::clone(store),
+        vec![
+            Box::new(Scheduler),
+            Box::new(VirtController::new(!evac)),
+            Box::new(MigrationController::default()),
+            Box::new(Kubelet::default()),
+            Box::new(TaintManager::default()),
+            Box::new(evac_sim::actors::GarbageCollector::default()),
+        ],
+    );
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    std::thread::Builder::new().name("sim-components".into()).spawn(move || {
+        if let Err(e) = components.run_realtime(speed, &stop) {
+            tracing::error!("the simulated cluster's components stopped: {}", e.message);
+        }
+    })?;
+    Ok(())
 }
 
 /// Creates every object of a v1 List in the store; returns how many.

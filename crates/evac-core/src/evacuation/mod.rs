@@ -102,8 +102,9 @@ where
             request.operation, request.name
         )));
     };
-    let node: Node<'_> = serde_json::from_str(object.get())
-        .map_err(|e| RequestError::BadRequest(format!("cannot decode the Node: {e}")))?;
+    let node: Node<'_> = serde_json::from_str(object.get()).map_err(|e| {
+        RequestError::BadRequest(format!("cannot decode the Node: {}", crate::json_error_text(&e)))
+    })?;
     if node.metadata.name.is_empty() {
         return Err(RequestError::BadRequest("the Node has no name".into()));
     }

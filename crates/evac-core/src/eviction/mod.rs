@@ -210,7 +210,7 @@ fn admit_launcher_pod<C: ClusterReader + ?Sized>(
     }
     let eviction: Eviction<'_> = match serde_json::from_str(request.object_json()) {
         Ok(eviction) => eviction,
-        Err(e) => return Decision::deny(messages::failed_parsing_eviction(&e)),
+        Err(e) => return Decision::deny(messages::failed_parsing_eviction(&crate::json_error_text(&e))),
     };
     let dry_run = request.is_dry_run() || eviction.is_dry_run();
     let source = eviction.requested_by_descheduler().then_some(EvacuationSource::Descheduler);

@@ -12,6 +12,26 @@ pub struct KubeVirt<'a> {
     /// `spec`: only `spec.configuration` is read.
     #[serde(borrow, deserialize_with = "null_as_default")]
     pub spec: KubeVirtSpec<'a>,
+    /// `status`: only `status.phase` is read.
+    #[serde(borrow, deserialize_with = "null_as_default", skip_serializing_if = "KubeVirtStatus::is_empty")]
+    pub status: KubeVirtStatus<'a>,
+}
+
+/// The KubeVirt CR's `status`.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(default)]
+pub struct KubeVirtStatus<'a> {
+    /// `phase`: set by virt-operator once it has taken the CR on (`Deploying`, `Deployed`,
+    /// `Deleting`...); empty on a CR it has not processed.
+    #[serde(borrow, skip_serializing_if = "str::is_empty")]
+    pub phase: Str<'a>,
+}
+
+impl KubeVirtStatus<'_> {
+    /// Whether nothing in it is set.
+    pub fn is_empty(&self) -> bool {
+        self.phase.is_empty()
+    }
 }
 
 /// The KubeVirt CR's `spec`.

@@ -361,10 +361,7 @@ fn malformed_evictions(cases: &mut Vec<Case>) {
             "a VMI to mark",
             launcher_with(vm(Some("LiveMigrate"), true)),
             launcher_name(VM),
-            Expected::reject_starting(
-                429,
-                "failed to parse the eviction object: invalid type: string \"oops\"",
-            ),
+            deny("failed to parse the eviction object: invalid type: string \"oops\", expected struct ObjectMeta"),
         ),
         (
             "a marked VMI",
@@ -517,9 +514,9 @@ fn unreadable_objects(cases: &mut Vec<Case>) {
             "the VMI does not decode",
             vec![launcher(), with(vm(Some("LiveMigrate"), true), "/status", json!("broken"))],
             None,
-            Expected::reject_starting(
-                429,
-                "kubevirt failed getting the vmi: cannot decode the VirtualMachineInstance: ",
+            deny(
+                "kubevirt failed getting the vmi: cannot decode the VirtualMachineInstance: invalid type: \
+                 string \"broken\", expected struct VmiStatus",
             ),
         ),
         (
@@ -542,9 +539,9 @@ fn unreadable_objects(cases: &mut Vec<Case>) {
                 with(cr(None), "/spec/configuration/evictionStrategy", json!(7)),
             ],
             None,
-            Expected::reject_starting(
-                429,
-                "kubevirt failed getting the cluster-wide eviction strategy: cannot decode the KubeVirt",
+            deny(
+                "kubevirt failed getting the cluster-wide eviction strategy: cannot decode the KubeVirt \
+                 list: invalid type: integer `7`, expected a string",
             ),
         ),
     ];
@@ -660,7 +657,10 @@ fn hotplug_pods(cases: &mut Vec<Case>) {
             "the launcher pod does not decode",
             vec![owned(), with(launcher(), "/status", json!("Running")), running()],
             None,
-            Expected::reject_starting(429, "failed getting owner for hotplug pod: cannot decode the Pod: "),
+            deny(
+                "failed getting owner for hotplug pod: cannot decode the Pod: invalid type: string \
+                 \"Running\", expected struct PodStatus",
+            ),
         ),
     ];
     for (row, objects, failure, expected) in rows {

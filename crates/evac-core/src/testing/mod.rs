@@ -72,8 +72,8 @@ impl Case {
     }
 }
 
-/// A text a case expects: exactly, or starting so (for texts that end in a JSON decoder's error,
-/// whose position depends on how the JSON was written).
+/// A text a case expects: exactly, or starting so (for texts that end in another library's
+/// wording, which the case need not pin).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub enum Text {
