@@ -17,6 +17,10 @@ use evac_e2e::server::{cache_dir, self_signed, spawn_listening, Listening};
 use serde_json::{json, Value};
 
 const SPEED: &str = "20";
+/// The controllers' leader election, shorter than kube-controller-manager's 15 s, 10 s, 2 s.
+const LEASE_DURATION: f64 = 3.0;
+const RENEW_DEADLINE: f64 = 2.0;
+const RETRY_PERIOD: f64 = 0.5;
 const DRAINED: &str = "node01";
 /// The VMs: name, node, eviction strategy. Two migrate from the drained node at a time
 /// (KubeVirt's `parallelOutboundMigrationsPerNode`), so they go in three rounds.
@@ -66,6 +70,66 @@ async fn a_controller_restarted_mid_drain_migrates_each_vm_once() {
     assert!(cluster.created_migrations().await > 0, "the restarted controller created no migration");
 }
 
+/// Two replicas of `evac control` on one Lease: one leads, the other follows. The leader is
+/// killed mid-drain; the follower leads within the lease duration (client-go's rule: a full
+/// duration from when it last saw the Lease renewed, plus its tries) and finishes the drain:
+/// every VM migrates exactly once, and the new leader created migrations the old one had not.
+#[tokio::test]
+async fn a_follower_takes_over_from_a_leader_killed_mid_drain() {
+    let _turn = TURN.lock().await;
+    let (mut cluster, leader, holder) = Cluster::with_two_controllers().await;
+    let drain = cluster.drain();
+    cluster.wait_for_migrations().await;
+    let before = cluster.migrations().await.len();
+    let killed = Instant::now();
+    cluster.kill_control(leader);
+    let mut new_holder = cluster.lease_holder().await;
+    while new_holder == holder {
+        assert!(killed.elapsed() < Duration::from_secs(30), "nobody took the lease from {holder}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        new_holder = cluster.lease_holder().await;
+    }
+    let took_over = killed.elapsed();
+    // The lease duration, two tries with their jitter, and a second for a busy machine.
+    let bound = Duration::from_secs_f64(LEASE_DURATION + 2.0 * 1.2 * RETRY_PERIOD + 1.0);
+    assert!(took_over <= bound, "the follower took {took_over:?} to lead (at most {bound:?})");
+    let follower = cluster.leader().await;
+    assert_ne!(follower, leader);
+    let output = drain.await.unwrap();
+    cluster.check_drained(&output).await;
+    assert!(before < live_migrated().count(), "the leader was killed after every migration was created");
+    let created = cluster.created_migrations_by(follower).await;
+    assert_eq!(created, live_migrated().count() - before, "{}", cluster.metrics_of(follower).await);
+    eprintln!("the follower led {took_over:?} after the leader was killed");
+}
+
+/// The metric line of the replica that leads.
+const LEADING: &str = r#"evac_leader_election_master_status{name="evac-control"} 1"#;
+
+/// A leader told to stop (SIGTERM, as when its pod is deleted) releases the Lease: the follower
+/// leads at its next try, well before a lease duration.
+#[tokio::test]
+async fn a_leader_told_to_stop_hands_over_at_once() {
+    let _turn = TURN.lock().await;
+    let (mut cluster, leader, holder) = Cluster::with_two_controllers().await;
+    let pid = cluster.processes[cluster.controls[leader].0].child.id();
+    let stopped = Instant::now();
+    let status = Command::new("kill").args(["-TERM", &pid.to_string()]).status().unwrap();
+    assert!(status.success());
+    let exited = cluster.processes[cluster.controls[leader].0].child.wait().unwrap();
+    assert!(exited.success(), "evac control exited with {exited} on SIGTERM");
+    let released = cluster.get("/apis/coordination.k8s.io/v1/namespaces/default/leases/evac-control").await;
+    assert_eq!(released["spec"].get("holderIdentity"), None, "{released}");
+    let follower = cluster.leader().await;
+    assert_ne!(follower, leader);
+    assert_ne!(cluster.lease_holder().await, holder);
+    let took_over = stopped.elapsed();
+    assert!(
+        took_over < Duration::from_secs_f64(LEASE_DURATION),
+        "the follower took {took_over:?} to lead after a release"
+    );
+}
+
 fn live_migrated() -> impl Iterator<Item = &'static str> {
     VMS.iter().filter(|(_, node, strategy)| *node == DRAINED && *strategy == "LiveMigrate").map(|vm| vm.0)
 }
@@ -99,10 +163,10 @@ struct Cluster {
     dir: tempfile::TempDir,
     api: String,
     http: reqwest::Client,
-    /// `evac sim serve`, `evac serve`, then each `evac control` started (the last one runs).
+    /// `evac sim serve`, `evac serve`, then each `evac control` started.
     processes: Vec<Process>,
-    controls: usize,
-    metrics_port: u16,
+    /// Each `evac control` started: its index in `processes` and its metrics port.
+    controls: Vec<(usize, u16)>,
     drain_started: Instant,
 }
 
@@ -115,8 +179,7 @@ impl Cluster {
             api: String::new(),
             http: reqwest::Client::new(),
             processes: Vec::new(),
-            metrics_port: 0,
-            controls: 0,
+            controls: Vec::new(),
             drain_started: Instant::now(),
             dir,
         };
@@ -151,6 +214,15 @@ impl Cluster {
         cluster
     }
 
+    /// A cluster with a second `evac control` replica: which one leads, and its name in the Lease.
+    async fn with_two_controllers() -> (Self, usize, String) {
+        let mut cluster = Self::start().await;
+        cluster.start_control().await;
+        let leader = cluster.leader().await;
+        let holder = cluster.lease_holder().await;
+        (cluster, leader, holder)
+    }
+
     fn path(&self, name: &str) -> PathBuf {
         self.dir.path().join(name)
     }
@@ -163,7 +235,9 @@ impl Cluster {
 
     async fn start_control(&mut self) {
         let control = ["control", "--metrics-addr", "127.0.0.1:0"];
-        let control = args(
+        let (lease, renew, retry) =
+            (LEASE_DURATION.to_string(), RENEW_DEADLINE.to_string(), RETRY_PERIOD.to_string());
+        let mut control = args(
             &control,
             &[
                 ("--policies", repo_root().join("examples/control/policies.yml")),
@@ -171,17 +245,60 @@ impl Cluster {
                 ("--cache-dir", cache_dir()),
             ],
         );
-        self.controls += 1;
-        self.metrics_port = self.spawn(&control, &format!("control-{}.log", self.controls)).port("metrics");
+        control.extend(
+            [
+                ["--leader-elect-lease-duration", lease.as_str()],
+                ["--leader-elect-renew-deadline", &renew],
+                ["--leader-elect-retry-period", &retry],
+            ]
+            .concat()
+            .iter()
+            .map(|a| a.to_string()),
+        );
+        let log = format!("control-{}.log", self.controls.len() + 1);
+        let port = self.spawn(&control, &log).port("metrics");
+        self.controls.push((self.processes.len() - 1, port));
         // /metrics is served once the watch caches have synced and the modules are loaded.
-        let metrics = format!("http://127.0.0.1:{}/metrics", self.metrics_port);
+        let metrics = format!("http://127.0.0.1:{port}/metrics");
         self.wait_for(&metrics, "evac control").await;
     }
 
     /// Kills `evac control` and starts another, which knows only what the cluster says.
     async fn restart_control(&mut self) {
-        self.processes.last_mut().expect("evac control runs").kill();
+        self.kill_control(self.controls.len() - 1);
         self.start_control().await;
+    }
+
+    /// Kills the `control`th `evac control` started.
+    fn kill_control(&mut self, control: usize) {
+        self.processes[self.controls[control].0].kill();
+    }
+
+    /// Waits (up to 30 s) until exactly one running `evac control` says it leads; returns which.
+    async fn leader(&mut self) -> usize {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let mut leading = Vec::new();
+            for control in 0..self.controls.len() {
+                let running =
+                    self.processes[self.controls[control].0].child.try_wait().ok().flatten().is_none();
+                if running && self.metrics_of(control).await.contains(LEADING) {
+                    leading.push(control);
+                }
+            }
+            assert!(leading.len() <= 1, "two replicas lead at once: {leading:?}");
+            if let [leader] = leading[..] {
+                return leader;
+            }
+            assert!(Instant::now() < deadline, "no evac control leads within 30 s");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// The Lease's holder.
+    async fn lease_holder(&self) -> String {
+        let lease = self.get("/apis/coordination.k8s.io/v1/namespaces/default/leases/evac-control").await;
+        lease["spec"]["holderIdentity"].as_str().unwrap_or_default().to_owned()
     }
 
     /// `deploy/webhook.yaml`, with the test server's URL and certificate for its service.
@@ -260,15 +377,28 @@ impl Cluster {
         }
     }
 
+    /// The /metrics of the `control`th `evac control` started.
+    async fn metrics_of(&self, control: usize) -> String {
+        let url = format!("http://127.0.0.1:{}/metrics", self.controls[control].1);
+        match reqwest::get(url).await {
+            Ok(response) => response.text().await.unwrap_or_default(),
+            Err(_) => String::new(),
+        }
+    }
+
     /// The latest `evac control`'s /metrics.
     async fn control_metrics(&self) -> String {
-        let url = format!("http://127.0.0.1:{}/metrics", self.metrics_port);
-        reqwest::get(url).await.unwrap().text().await.unwrap()
+        self.metrics_of(self.controls.len() - 1).await
     }
 
     /// The migrations the latest `evac control` created, from its /metrics.
     async fn created_migrations(&self) -> usize {
-        let metrics = self.control_metrics().await;
+        self.created_migrations_by(self.controls.len() - 1).await
+    }
+
+    /// The migrations the `control`th `evac control` created, from its /metrics.
+    async fn created_migrations_by(&self, control: usize) -> usize {
+        let metrics = self.metrics_of(control).await;
         let line =
             r#"evac_policy_effects_total{policy="evacuation",effect="CreateMigration",result="applied"} "#;
         metrics.lines().find_map(|l| l.strip_prefix(line)).map_or(0, |n| n.parse().unwrap())

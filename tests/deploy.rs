@@ -7,10 +7,10 @@ use std::process::Command;
 use evac_e2e::{declared_effects, repo_root};
 use evac_evaluator::PoliciesFile;
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
-use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::api::rbac::v1::ClusterRole;
+use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule, Role, RoleBinding};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde::Deserialize;
 use serde_json::Value;
@@ -111,8 +111,12 @@ fn needed(objects: &BTreeMap<String, Value>, config_map: &str, watched: &[(&str,
 /// What a ClusterRole grants, with no rule limited to names (every rule is used in full).
 fn granted(objects: &BTreeMap<String, Value>, role: &str) -> Grants {
     let role: ClusterRole = typed(objects, role);
+    rule_grants(role.rules.unwrap())
+}
+
+fn rule_grants(rules: Vec<PolicyRule>) -> Grants {
     let mut grants = Grants::new();
-    for rule in role.rules.unwrap() {
+    for rule in rules {
         assert!(rule.resource_names.is_none());
         for group in rule.api_groups.clone().unwrap() {
             for resource in rule.resources.clone().unwrap() {
@@ -133,29 +137,50 @@ fn every_read_and_write_maps_to_a_rule_and_every_rule_to_one() {
         granted(&objects, "ClusterRole/evac-controller"),
         needed(&objects, "ConfigMap/evac-controller-policies", &evac::control::WATCHED)
     );
+    // The leader election's calls, in the controller's namespace only, bound to its account.
+    let role: Role = typed(&objects, "Role/evac-controller-leader-election");
+    assert_eq!(role.metadata.namespace.as_deref(), Some("evac-system"));
+    let mut lease = Grants::new();
+    for access in evac_cluster::kube::LEASE_ACCESS {
+        lease.entry((access.group.into(), access.resource.into())).or_default().insert(access.verb.into());
+    }
+    assert_eq!(rule_grants(role.rules.unwrap()), lease);
+    let binding: RoleBinding = typed(&objects, "RoleBinding/evac-controller-leader-election");
+    assert_eq!(binding.role_ref.name, "evac-controller-leader-election");
+    let subject = &binding.subjects.unwrap()[0];
+    assert_eq!(
+        (subject.name.as_str(), subject.namespace.as_deref()),
+        ("evac-controller", Some("evac-system"))
+    );
 }
 
 /// The controller runs as the server does: non-root, read-only root filesystem, no privilege
-/// escalation, with requests; one replica of a StatefulSet (never two at once) until it elects
-/// a leader.
+/// escalation, with requests; two replicas that elect a leader, spread over nodes, one of which
+/// a voluntary disruption may take at a time.
 #[test]
 fn the_controller_runs_its_policies_locked_down() {
     let objects = rendered();
-    let controller: StatefulSet = typed(&objects, "StatefulSet/evac-controller");
+    let controller: Deployment = typed(&objects, "Deployment/evac-controller");
     let spec = controller.spec.unwrap();
-    assert_eq!(spec.replicas, Some(1));
+    assert_eq!(spec.replicas, Some(2));
     let pod = spec.template.spec.unwrap();
     assert_eq!(pod.service_account_name.as_deref(), Some("evac-controller"));
     assert_eq!(pod.security_context.unwrap().run_as_non_root, Some(true));
+    let anti = pod.affinity.unwrap().pod_anti_affinity.unwrap();
+    assert!(anti.preferred_during_scheduling_ignored_during_execution.is_some());
     let container = &pod.containers[0];
-    assert_eq!(container.args.as_ref().unwrap()[0], "control");
+    let args = container.args.as_ref().unwrap();
+    assert_eq!(args[0], "control");
+    assert!(args.iter().any(|a| a == "--leader-elect=true"), "{args:?}");
     let security = container.security_context.as_ref().unwrap();
     assert_eq!(security.read_only_root_filesystem, Some(true));
     assert_eq!(security.allow_privilege_escalation, Some(false));
     assert!(container.resources.as_ref().unwrap().requests.is_some());
 
-    let pdb: PodDisruptionBudget = typed(&objects, "PodDisruptionBudget/evac");
-    assert_eq!(pdb.spec.unwrap().min_available, Some(IntOrString::Int(1)));
+    for name in ["evac", "evac-controller"] {
+        let pdb: PodDisruptionBudget = typed(&objects, &format!("PodDisruptionBudget/{name}"));
+        assert_eq!(pdb.spec.unwrap().min_available, Some(IntOrString::Int(1)), "{name}");
+    }
 }
 
 #[test]

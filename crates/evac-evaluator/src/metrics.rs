@@ -100,6 +100,13 @@ pub struct RefusalLabels {
     pub reason: &'static str,
 }
 
+/// A leader election's Lease, by name.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct LeaderLabels {
+    /// The Lease's name.
+    pub name: String,
+}
+
 /// Every metric of the pipeline and its hosts, in one Prometheus registry (prefix `evac_`).
 pub struct Metrics {
     registry: Registry,
@@ -128,6 +135,9 @@ pub struct Metrics {
     pub instances: Family<InstanceLabels, Gauge>,
     /// `evac control`: the time of one reconcile pass.
     pub controller_reconcile: Histogram,
+    /// `evac control`: 1 while this replica holds the Lease (it acts), 0 while it follows;
+    /// client-go's `leader_election_master_status`.
+    pub leader: Family<LeaderLabels, Gauge>,
 }
 
 /// Instances of a version's module: `how` is `created` (instantiated) or `reused` (evaluations
@@ -207,7 +217,14 @@ impl Default for Metrics {
             "Time of one evac control pass: changes read, modules evaluated, effects carried out",
             controller_reconcile.clone(),
         );
+        let leader = Family::default();
+        registry.register(
+            "leader_election_master_status",
+            "Whether this evac control replica holds the leader election Lease (1) or follows (0)",
+            leader.clone(),
+        );
         Self {
+            leader,
             controller_reconcile,
             registry,
             evaluations,

@@ -3,11 +3,12 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use clap::Args;
 
+use crate::control::leadership::Leadership;
 use crate::control::{Controller, RESYNC, WATCHED};
-use evac_cluster::kube::KubeCluster;
+use evac_cluster::kube::{KubeCluster, LeaderElector, LeaseSettings};
 use evac_cluster::Executor;
 use evac_evaluator::Metrics;
 use evac_evaluator::Pipeline;
@@ -40,6 +41,65 @@ pub struct ControlArgs {
     /// used, else no cache.
     #[arg(long)]
     cache_dir: Option<PathBuf>,
+    #[command(flatten)]
+    leader_election: LeaderElectionArgs,
+}
+
+/// kube-controller-manager's `--leader-elect*` flags, for the replicas of `evac control`.
+#[derive(Debug, Args)]
+struct LeaderElectionArgs {
+    /// Elect one leader among the replicas on a coordination.k8s.io/v1 Lease: only the leader
+    /// acts. `false`: this process acts alone (run one replica only).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    leader_elect: bool,
+    /// The Lease's name.
+    #[arg(long, default_value = "evac-control")]
+    leader_elect_resource_name: String,
+    /// The Lease's namespace. Default: the pod's namespace in a cluster, else the kubeconfig
+    /// context's, else `default`.
+    #[arg(long)]
+    leader_elect_resource_namespace: Option<String>,
+    /// Seconds followers wait, from when they last saw the Lease change, before taking it.
+    #[arg(long, default_value_t = 15)]
+    leader_elect_lease_duration: u64,
+    /// Seconds the leader keeps acting without renewing the Lease; then it exits.
+    #[arg(long, default_value_t = 10.0)]
+    leader_elect_renew_deadline: f64,
+    /// Seconds between tries to take or renew the Lease.
+    #[arg(long, default_value_t = 2.0)]
+    leader_elect_retry_period: f64,
+}
+
+impl LeaderElectionArgs {
+    /// The candidate for the Lease, if leader election is on.
+    fn elector(&self, cluster: &KubeCluster) -> Result<Option<LeaderElector>> {
+        if !self.leader_elect {
+            return Ok(None);
+        }
+        let namespace = self
+            .leader_elect_resource_namespace
+            .clone()
+            .unwrap_or_else(|| cluster.default_namespace().to_owned());
+        let seconds = |what: &str, value: f64| {
+            Duration::try_from_secs_f64(value)
+                .with_context(|| format!("--leader-elect-{what}: {value} is not a duration in seconds"))
+        };
+        let settings = LeaseSettings {
+            lease_duration: Duration::from_secs(self.leader_elect_lease_duration),
+            renew_deadline: seconds("renew-deadline", self.leader_elect_renew_deadline)?,
+            retry_period: seconds("retry-period", self.leader_elect_retry_period)?,
+            ..LeaseSettings::new(namespace, &self.leader_elect_resource_name, identity())
+        };
+        cluster.leader_elector(settings).map(Some).context("invalid --leader-elect-* settings")
+    }
+}
+
+/// This replica's name in the Lease: the host's (a pod's name) and a random suffix, as client-go's
+/// `<hostname>_<uuid>`, so two processes on one host differ.
+fn identity() -> String {
+    let host =
+        hostname::get().ok().and_then(|h| h.into_string().ok()).unwrap_or_else(|| "evac-control".into());
+    format!("{host}_{:08x}", fastrand::u32(..))
 }
 
 pub fn run(args: ControlArgs) -> Result<()> {
@@ -77,6 +137,21 @@ async fn control(args: ControlArgs) -> Result<()> {
     tokio::spawn(serve_metrics(listener, Arc::clone(&metrics)));
     tracing::info!(policies = %args.policies.display(), "evac control started");
 
+    // One listener for the whole run: a signal between two waits is not lost.
+    let shutdown = crate::server::shutdown_signal();
+    tokio::pin!(shutdown);
+    // A follower keeps its caches and modules warm, and starts acting where the cluster is.
+    let mut leadership = match args.leader_election.elector(&cluster)? {
+        Some(elector) => tokio::select! {
+            leadership = Leadership::acquire(elector, &metrics) => Some(leadership),
+            () = &mut shutdown => {
+                tracing::info!("evac control stopping");
+                return Ok(());
+            }
+        },
+        None => None,
+    };
+
     let mut files = FileStamps::read(&args.policies);
     let mut last_resync = Instant::now();
     let interval = Duration::from_millis(args.interval_ms);
@@ -106,11 +181,23 @@ async fn control(args: ControlArgs) -> Result<()> {
         }
         tokio::select! {
             _ = tokio::time::sleep(interval) => {}
-            _ = tokio::signal::ctrl_c() => {
+            () = &mut shutdown => {
                 tracing::info!("evac control stopping");
+                if let Some(leadership) = leadership {
+                    leadership.release(Duration::from_secs(5)).await;
+                }
                 return Ok(());
             }
+            why = lost(&mut leadership) => bail!("{why}; stopping, so that another replica leads"),
         }
+    }
+}
+
+/// Resolves when the Lease is lost; never without leader election.
+async fn lost(leadership: &mut Option<Leadership>) -> String {
+    match leadership {
+        Some(leadership) => leadership.lost().await,
+        None => std::future::pending().await,
     }
 }
 

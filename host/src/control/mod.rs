@@ -16,6 +16,7 @@
 //! made from the cluster's current state, so a restarted controller picks up where the cluster
 //! is: no duplicate migration, no lost mark.
 
+pub mod leadership;
 mod routing;
 
 use std::collections::BTreeSet;

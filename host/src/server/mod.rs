@@ -169,7 +169,8 @@ impl Server {
     }
 }
 
-async fn shutdown_signal() {
+/// Resolves at SIGTERM (a pod being deleted) or SIGINT.
+pub(crate) async fn shutdown_signal() {
     use tokio::signal::unix::{signal, SignalKind};
     let mut term = match signal(SignalKind::terminate()) {
         Ok(term) => term,

@@ -10,6 +10,7 @@ mod change_log;
 mod contact;
 mod discovery;
 mod errors;
+mod lease;
 mod writer;
 
 #[cfg(test)]
@@ -26,6 +27,7 @@ use tokio::task::AbortHandle;
 use self::cache::WatchCache;
 use self::contact::Contact;
 pub use self::contact::PROBE_INTERVAL;
+pub use self::lease::{LeaderElector, LeaseSettings, LEASE_ACCESS};
 use crate::Kind;
 use crate::{Change, ChangeFeed, Cursor, ListQuery, ObjectSource, ReadError};
 
@@ -70,6 +72,18 @@ impl KubeCluster {
         }
         tracing::info!(%server, resources = caches.len(), "watching the Kubernetes API server");
         Ok(Self { client, server, caches, contact, tasks })
+    }
+
+    /// The namespace of the pod in a cluster (in-cluster config), else of the kubeconfig's
+    /// context, else `default`.
+    pub fn default_namespace(&self) -> &str {
+        self.client.default_namespace()
+    }
+
+    /// A candidate for the Lease `settings` name, through this cluster's client (a Lease is
+    /// read and written directly, never through the caches).
+    pub fn leader_elector(&self, settings: LeaseSettings) -> Result<LeaderElector> {
+        LeaderElector::new(self.client.clone(), settings)
     }
 
     /// Whether every cache has completed its initial list.

@@ -41,8 +41,9 @@ impl Resource {
 }
 
 /// Every resource the API server serves: namespaces, nodes, pods, events, DaemonSets (which
-/// `kubectl drain --ignore-daemonsets` looks up for their pods), PodDisruptionBudgets,
-/// ValidatingWebhookConfigurations, and KubeVirt's VMIs, migrations and KubeVirt CRs.
+/// `kubectl drain --ignore-daemonsets` looks up for their pods), PodDisruptionBudgets, Leases
+/// (leader election), ValidatingWebhookConfigurations, and KubeVirt's VMIs, migrations and
+/// KubeVirt CRs.
 pub const RESOURCES: &[Resource] = &[
     Resource {
         group: "",
@@ -97,6 +98,15 @@ pub const RESOURCES: &[Resource] = &[
         namespaced: true,
         short_names: &["pdb"],
         subresources: &["status"],
+    },
+    Resource {
+        group: "coordination.k8s.io",
+        version: "v1",
+        plural: "leases",
+        kind: "Lease",
+        namespaced: true,
+        short_names: &[],
+        subresources: &[],
     },
     Resource {
         group: "admissionregistration.k8s.io",
