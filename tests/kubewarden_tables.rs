@@ -179,7 +179,7 @@ async fn run_group(hosts: &Hosts<'_>, group: &Group) -> Vec<String> {
         return disagreements;
     }
     let policies = policies_file(dir, hosts.policy, hosts.module, &settings);
-    let policy_server = start_policy_server(hosts.kubewarden, dir, &api.kubeconfig, &policies).await;
+    let mut policy_server = start_policy_server(hosts.kubewarden, dir, &api.kubeconfig, &policies).await;
     let client = client();
 
     // One `evac serve` until a row's answer carries effects, which it carries out on its copy of
@@ -211,10 +211,17 @@ async fn run_group(hosts: &Hosts<'_>, group: &Group) -> Vec<String> {
             evac_serve = Some(start_evac_serve(dir, &policies, &context, &cache_dir()).await);
         }
         let evac_serve_url = url(&evac_serve.as_ref().unwrap().url);
+        let mut policy_server_verdict = post_review(&client, &url(&policy_server.url), &review).await;
+        if policy_server_verdict.as_ref().is_err_and(|e| e.contains("error sending request")) {
+            // No answer at all (the process lost its port to another, or died): once more, on a
+            // fresh one. A wrong answer is never retried.
+            policy_server = start_policy_server(hosts.kubewarden, dir, &api.kubeconfig, &policies).await;
+            policy_server_verdict = post_review(&client, &url(&policy_server.url), &review).await;
+        }
         let verdicts = [
             ("evac serve", post_review(&client, &evac_serve_url, &review).await),
             ("kwctl run", kwctl_run(hosts.kubewarden, hosts.kwctl_home, &api.kubeconfig, &evaluation)),
-            ("policy-server", post_review(&client, &url(&policy_server.url), &review).await),
+            ("policy-server", policy_server_verdict),
         ];
         if effects {
             evac_serve = None;

@@ -234,8 +234,13 @@ pub async fn start_policy_server(
         let readiness = format!("http://127.0.0.1:{probe}/readiness");
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
-            if reqwest::get(&readiness).await.is_ok_and(|r| r.status().is_success()) {
-                return PolicyServer { _process: process, url: format!("http://127.0.0.1:{port}") };
+            // Ready, and its admission port answers (it binds that one last, and may lose it).
+            let ready = reqwest::get(&readiness).await.is_ok_and(|r| r.status().is_success());
+            if ready && tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                if process.0.try_wait().ok().flatten().is_none() {
+                    return PolicyServer { _process: process, url: format!("http://127.0.0.1:{port}") };
+                }
             }
             if process.0.try_wait().ok().flatten().is_some() {
                 break;

@@ -165,7 +165,15 @@ impl LeaderElector {
             let attempt = tokio::time::timeout(left, self.try_acquire_or_renew()).await;
             let why = match attempt {
                 Ok(Ok(true)) => continue,
-                Ok(Ok(false)) => format!("the lease is held by {:?}", self.holder()),
+                // Someone else holds it (an edit by hand, or renewals lost in transit): whatever
+                // the deadline, this candidate no longer leads.
+                Ok(Ok(false)) => {
+                    return format!(
+                        "lost the lease {}: it is held by {:?}",
+                        self.settings.lease(),
+                        self.holder()
+                    )
+                }
                 Ok(Err(e)) => format!("{e:#}"),
                 Err(_) => "the API server did not answer in time".to_owned(),
             };
