@@ -86,13 +86,14 @@ async fn one_holder_at_a_time_and_a_release_frees_the_lease_at_once() {
 #[tokio::test]
 async fn a_follower_takes_a_silent_lease_after_one_duration_of_its_own() {
     let api = api().await;
-    let (mut a, mut b) = (api.candidate("a", 1.0, 0.5, 0.1), api.candidate("b", 1.0, 0.5, 0.1));
+    let (mut a, mut b) = (api.candidate("a", 2.0, 1.0, 0.2), api.candidate("b", 2.0, 1.0, 0.2));
     assert!(a.try_acquire_or_renew().await.unwrap());
-    let seen = Instant::now();
     assert!(!b.try_acquire_or_renew().await.unwrap(), "held and fresh");
-    tokio::time::sleep(Duration::from_millis(600)).await;
-    assert!(!b.try_acquire_or_renew().await.unwrap(), "b has seen it unchanged for less than 1 s");
-    tokio::time::sleep(Duration::from_secs(1).saturating_sub(seen.elapsed()) + Duration::from_millis(50))
+    // b's clock starts when its read returned: no earlier than now.
+    let seen = Instant::now();
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    assert!(!b.try_acquire_or_renew().await.unwrap(), "b has seen it unchanged for less than 2 s");
+    tokio::time::sleep(Duration::from_secs(2).saturating_sub(seen.elapsed()) + Duration::from_millis(100))
         .await;
     assert!(b.try_acquire_or_renew().await.unwrap(), "silent for a lease duration: b takes it");
     assert_eq!(api.lease()["spec"]["holderIdentity"], "b");

@@ -210,7 +210,8 @@ pub async fn start_policy_server(
     policies: &Path,
 ) -> PolicyServer {
     for _attempt in 0..3 {
-        let (port, probe) = (free_port(), free_port());
+        let host = loopback_address();
+        let (port, probe) = (free_port(&host), free_port(&host));
         let (log, errors) = (dir.join("policy-server.log"), dir.join("policy-server.err"));
         let child = Command::new(kubewarden.join("policy-server"))
             .env("KUBECONFIG", kubeconfig)
@@ -218,7 +219,7 @@ pub async fn start_policy_server(
             .env("HOME", dir)
             .arg("--policies")
             .arg(policies)
-            .args(["--addr", "127.0.0.1", "--port", &port.to_string()])
+            .args(["--addr", &host, "--port", &port.to_string()])
             .args(["--readiness-probe-port", &probe.to_string()])
             .arg("--policies-download-dir")
             .arg(dir.join("downloads"))
@@ -231,15 +232,15 @@ pub async fn start_policy_server(
             .spawn()
             .expect("cannot start policy-server");
         let mut process = Process(child);
-        let readiness = format!("http://127.0.0.1:{probe}/readiness");
+        let readiness = format!("http://{host}:{probe}/readiness");
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             // Ready, and its admission port answers (it binds that one last, and may lose it).
             let ready = reqwest::get(&readiness).await.is_ok_and(|r| r.status().is_success());
-            if ready && tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
+            if ready && tokio::net::TcpStream::connect((host.as_str(), port)).await.is_ok() {
                 tokio::time::sleep(Duration::from_millis(50)).await;
                 if process.0.try_wait().ok().flatten().is_none() {
-                    return PolicyServer { _process: process, url: format!("http://127.0.0.1:{port}") };
+                    return PolicyServer { _process: process, url: format!("http://{host}:{port}") };
                 }
             }
             if process.0.try_wait().ok().flatten().is_some() {
@@ -258,8 +259,18 @@ pub async fn start_policy_server(
     panic!("policy-server found no free port in three attempts");
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+/// A loopback address of its own for each policy-server (all of 127.0.0.0/8 is loopback): its
+/// ports are picked before it binds them, and on an address nothing else uses, no other process
+/// can take them in between, nor answer in its place.
+fn loopback_address() -> String {
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let pid = std::process::id();
+    format!("127.{}.{}.{}", 1 + pid % 250, (n / 250) % 256, 1 + n % 250)
+}
+
+fn free_port(host: &str) -> u16 {
+    std::net::TcpListener::bind((host, 0)).unwrap().local_addr().unwrap().port()
 }
 
 /// Runs `command` until it exits (at most 60 s); its standard error when it failed, `Ok` when it
@@ -308,8 +319,9 @@ pub fn policy_server_refusal(
     let mut command = Command::new(kubewarden.join("policy-server"));
     command.env("KUBECONFIG", kubeconfig).env_remove("RUST_BACKTRACE").env("HOME", dir);
     command.arg("--policies").arg(policies);
-    command.args(["--addr", "127.0.0.1", "--port", &free_port().to_string()]);
-    command.args(["--readiness-probe-port", &free_port().to_string()]);
+    let host = loopback_address();
+    command.args(["--addr", &host, "--port", &free_port(&host).to_string()]);
+    command.args(["--readiness-probe-port", &free_port(&host).to_string()]);
     command.arg("--policies-download-dir").arg(dir.join("downloads"));
     command.arg("--sigstore-cache-dir").arg(dir.join("sigstore"));
     command.arg("--sigstore-trust-config").arg(sigstore_trust_config());

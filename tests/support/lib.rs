@@ -3,7 +3,9 @@
 //! objects (pods, VMIs, the KubeVirt CR) a decision reads.
 //!
 //! The tests run the BUILT module (`dist/policies/pod-eviction.wasm`, made by `make build`); a
-//! missing module or binary is a test failure that says how to build it, never a skip.
+//! missing module or binary is a test failure that says how to build it, never a skip. Only
+//! Kubewarden's own binaries, which the project does not build, may be absent: the tests that
+//! need them skip, printing why.
 
 pub mod kubewarden_hosts;
 pub mod server;

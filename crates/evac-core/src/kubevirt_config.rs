@@ -218,8 +218,8 @@ mod tests {
         }
     }
 
-    /// The CR the settings name (read as `kubevirt.io/v1` `KubeVirt`), else the first one listed
-    /// (by namespace and name, as the API server lists them). A named CR that does not exist
+    /// The CR the settings name (read as `kubevirt.io/v1` `KubeVirt`), else the one in effect
+    /// (of equals, the first by namespace and name). A named CR that does not exist
     /// reads as no CR; a read that fails is an error, never taken for a missing CR (whose
     /// defaults would turn every gate off).
     #[test]

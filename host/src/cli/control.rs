@@ -45,12 +45,13 @@ pub struct ControlArgs {
     leader_election: LeaderElectionArgs,
 }
 
-/// kube-controller-manager's `--leader-elect*` flags, for the replicas of `evac control`.
+/// kube-controller-manager's `--leader-elect*` flags, for the replicas of `evac control`
+/// (durations in seconds).
 #[derive(Debug, Args)]
 struct LeaderElectionArgs {
     /// Elect one leader among the replicas on a coordination.k8s.io/v1 Lease: only the leader
     /// acts. `false`: this process acts alone (run one replica only).
-    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
     leader_elect: bool,
     /// The Lease's name.
     #[arg(long, default_value = "evac-control")]
@@ -160,7 +161,13 @@ async fn control(args: ControlArgs) -> Result<()> {
         if resync {
             last_resync = Instant::now();
         }
-        match controller.reconcile(&*cluster, resync).await {
+        // A pass races the Lease: one lost mid-pass stops the pass before its next write (its
+        // effects are each idempotent, so a cut pass leaves nothing half-done to a successor).
+        let pass = tokio::select! {
+            pass = controller.reconcile(&*cluster, resync) => pass,
+            why = lost(&mut leadership) => bail!("{why}; stopping, so that another replica leads"),
+        };
+        match pass {
             Ok(pass) if pass.evaluations > 0 => tracing::debug!(?pass, "pass"),
             Ok(_) => {}
             Err(e) => tracing::warn!("pass failed: {e:#}"),

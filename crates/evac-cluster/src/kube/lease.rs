@@ -8,8 +8,7 @@
 //!   last saw the record change, never the holder's `renewTime`: clocks of two nodes may differ).
 //! - Every write is an update of the object read, with its `resourceVersion`: of two candidates
 //!   that saw the Lease expire, the API server lets one write and answers the other 409, so two
-//!   never both hold it. (The crates that fit kube-rs 2 write with a merge patch, which lets both
-//!   win, or with server-side apply.)
+//!   never both hold it.
 //! - The holder renews every retry period; when it has not renewed for the renew deadline
 //!   (shorter than the lease duration) it has lost the Lease and must stop acting before anyone
 //!   else may take it.
@@ -155,34 +154,41 @@ impl LeaderElector {
         }
     }
 
-    /// Renews the Lease every retry period; returns when it could not for the renew deadline:
-    /// from then on this candidate must not act as the leader.
+    /// Renews the Lease every retry period; returns when it could not for the renew deadline
+    /// (counted from when the last successful renewal was sent), or at once when another holds
+    /// it: from then on this candidate must not act as the leader. As client-go's renew loop, it
+    /// never runs past the deadline: sleeps and tries are cut at it.
     pub async fn renew_until_lost(&mut self) -> String {
         loop {
-            tokio::time::sleep(self.settings.retry_period).await;
-            let last = self.renewed.unwrap_or_else(Instant::now);
-            let left = self.settings.renew_deadline.saturating_sub(last.elapsed());
-            let attempt = tokio::time::timeout(left, self.try_acquire_or_renew()).await;
-            let why = match attempt {
+            let deadline = self.renewed.unwrap_or_else(Instant::now) + self.settings.renew_deadline;
+            let lost = |elector: &Self, why: &str| {
+                format!(
+                    "lost the lease {}: not renewed for {:?} ({why})",
+                    elector.settings.lease(),
+                    elector.settings.renew_deadline
+                )
+            };
+            let pause = self.settings.retry_period.min(deadline.saturating_duration_since(Instant::now()));
+            tokio::time::sleep(pause).await;
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return lost(self, "no try left");
+            }
+            let why = match tokio::time::timeout(left, self.try_acquire_or_renew()).await {
                 Ok(Ok(true)) => continue,
-                // Someone else holds it (an edit by hand, or renewals lost in transit): whatever
-                // the deadline, this candidate no longer leads.
                 Ok(Ok(false)) => {
-                    return format!(
-                        "lost the lease {}: it is held by {:?}",
-                        self.settings.lease(),
-                        self.holder()
-                    )
+                    let holder = self.holder();
+                    if !holder.is_empty() && holder != self.settings.identity {
+                        return format!("lost the lease {}: it is held by {holder:?}", self.settings.lease());
+                    }
+                    // A conflict with an edit of the Lease by someone else: try again.
+                    "the lease changed while it was renewed".to_owned()
                 }
                 Ok(Err(e)) => format!("{e:#}"),
                 Err(_) => "the API server did not answer in time".to_owned(),
             };
-            if last.elapsed() >= self.settings.renew_deadline {
-                return format!(
-                    "lost the lease {}: not renewed for {:?} ({why})",
-                    self.settings.lease(),
-                    self.settings.renew_deadline
-                );
+            if Instant::now() >= deadline {
+                return lost(self, &why);
             }
             tracing::warn!(lease = %self.settings.lease(), "cannot renew the lease: {why}");
         }
@@ -194,19 +200,30 @@ impl LeaderElector {
         if observed.spec.holder_identity.as_deref() != Some(self.settings.identity.as_str()) {
             return;
         }
-        let Ok(Some(mut lease)) = self.api.get_opt(&self.settings.name).await else { return };
-        let spec = lease.spec.get_or_insert_with(Default::default);
-        if spec.holder_identity.as_deref() != Some(self.settings.identity.as_str()) {
-            return;
-        }
-        let now = MicroTime(Utc::now());
-        spec.holder_identity = None;
-        spec.lease_duration_seconds = Some(1);
-        spec.acquire_time = Some(now.clone());
-        spec.renew_time = Some(now);
-        match self.api.replace(&self.settings.name, &PostParams::default(), &lease).await {
-            Ok(_) => tracing::info!(lease = %self.settings.lease(), "released the lease"),
-            Err(e) => tracing::warn!(lease = %self.settings.lease(), "cannot release the lease: {e}"),
+        // A write of ours still in flight (a renewal cut short) may make the first try conflict:
+        // read again and retry while the Lease is still ours, as client-go's tryRelease does.
+        for _ in 0..3 {
+            let Ok(Some(mut lease)) = self.api.get_opt(&self.settings.name).await else { break };
+            let spec = lease.spec.get_or_insert_with(Default::default);
+            if spec.holder_identity.as_deref() != Some(self.settings.identity.as_str()) {
+                break;
+            }
+            let now = MicroTime(Utc::now());
+            spec.holder_identity = None;
+            spec.lease_duration_seconds = Some(1);
+            spec.acquire_time = Some(now.clone());
+            spec.renew_time = Some(now);
+            match self.api.replace(&self.settings.name, &PostParams::default(), &lease).await {
+                Ok(_) => {
+                    tracing::info!(lease = %self.settings.lease(), "released the lease");
+                    break;
+                }
+                Err(kube::Error::Api(e)) if e.code == 409 => continue,
+                Err(e) => {
+                    tracing::warn!(lease = %self.settings.lease(), "cannot release the lease: {e}");
+                    break;
+                }
+            }
         }
         self.renewed = None;
     }
@@ -222,6 +239,7 @@ impl LeaderElector {
         let now = MicroTime(Utc::now());
         let duration = i32::try_from(self.settings.lease_duration.as_secs()).unwrap_or(i32::MAX);
         let me = self.settings.identity.clone();
+        let sent = Instant::now();
         let lease = self.api.get_opt(&self.settings.name).await.context("cannot read the lease")?;
         let Some(mut lease) = lease else {
             let lease = Lease {
@@ -240,7 +258,7 @@ impl LeaderElector {
                 }),
             };
             return match self.api.create(&PostParams::default(), &lease).await {
-                Ok(created) => Ok(self.took(created)),
+                Ok(created) => Ok(self.took(created, sent)),
                 Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
                 Err(e) => Err(e).context("cannot create the lease"),
             };
@@ -269,16 +287,18 @@ impl LeaderElector {
         });
         // The object read carries its resourceVersion: a write by anyone since is a conflict.
         match self.api.replace(&self.settings.name, &PostParams::default(), &lease).await {
-            Ok(updated) => Ok(self.took(updated)),
+            Ok(updated) => Ok(self.took(updated, sent)),
             Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
             Err(e) => Err(e).context("cannot update the lease"),
         }
     }
 
     /// Records a Lease this candidate wrote: it holds it.
-    fn took(&mut self, lease: Lease) -> bool {
+    /// Records a Lease this candidate wrote, its read having been sent at `sent`: it holds it,
+    /// renewed as of `sent` (followers' clocks started no earlier than that).
+    fn took(&mut self, lease: Lease, sent: Instant) -> bool {
         self.observed = Some(Observed { spec: lease.spec.unwrap_or_default(), at: Instant::now() });
-        self.renewed = Some(Instant::now());
+        self.renewed = Some(sent);
         true
     }
 }

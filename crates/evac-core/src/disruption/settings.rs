@@ -7,7 +7,8 @@ pub use crate::node_pressure::NodePressure;
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Settings {
-    /// Where the KubeVirt CR lives. Unset: the first KubeVirt CR in the cluster (there is one).
+    /// Where the KubeVirt CR lives. Unset: the one in effect of those in the cluster (there is
+    /// one; see [`crate::kubevirt_config::in_effect`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kubevirt: Option<KubeVirtRef>,
     /// `nodePressure`: when a node counts as short of memory, ahead of the kubelet; the

@@ -15,7 +15,8 @@ pub const DEFAULT_ASSUMED_BANDWIDTH: &str = "64Mi";
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Settings {
-    /// Where the KubeVirt CR lives. Unset: the first KubeVirt CR in the cluster (there is one).
+    /// Where the KubeVirt CR lives. Unset: the one in effect of those in the cluster (there is
+    /// one; see [`crate::kubevirt_config::in_effect`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kubevirt: Option<KubeVirtRef>,
     /// Give an evacuation of evac's own up (clear the mark, record an event) after this many
