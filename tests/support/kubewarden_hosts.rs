@@ -213,20 +213,7 @@ pub async fn start_policy_server(
         let host = loopback_address();
         let (port, probe) = (free_port(&host), free_port(&host));
         let (log, errors) = (dir.join("policy-server.log"), dir.join("policy-server.err"));
-        let child = Command::new(kubewarden.join("policy-server"))
-            .env("KUBECONFIG", kubeconfig)
-            .env_remove("RUST_BACKTRACE")
-            .env("HOME", dir)
-            .arg("--policies")
-            .arg(policies)
-            .args(["--addr", &host, "--port", &port.to_string()])
-            .args(["--readiness-probe-port", &probe.to_string()])
-            .arg("--policies-download-dir")
-            .arg(dir.join("downloads"))
-            .arg("--sigstore-cache-dir")
-            .arg(dir.join("sigstore"))
-            .arg("--sigstore-trust-config")
-            .arg(sigstore_trust_config())
+        let child = policy_server_command(kubewarden, dir, kubeconfig, policies, &host, (port, probe))
             .stdout(std::fs::File::create(&log).unwrap())
             .stderr(std::fs::File::create(&errors).unwrap())
             .spawn()
@@ -257,6 +244,27 @@ pub async fn start_policy_server(
         assert!(output.contains("Address already in use"), "policy-server exited:\n{output}");
     }
     panic!("policy-server found no free port in three attempts");
+}
+
+/// Kubewarden's policy-server on `policies`, reading the cluster through `kubeconfig`, its state
+/// under `dir`, listening on `host` at `(port, readiness port)`.
+fn policy_server_command(
+    kubewarden: &Path,
+    dir: &Path,
+    kubeconfig: &Path,
+    policies: &Path,
+    host: &str,
+    (port, probe): (u16, u16),
+) -> Command {
+    let mut command = Command::new(kubewarden.join("policy-server"));
+    command.env("KUBECONFIG", kubeconfig).env_remove("RUST_BACKTRACE").env("HOME", dir);
+    command.arg("--policies").arg(policies);
+    command.args(["--addr", host, "--port", &port.to_string()]);
+    command.args(["--readiness-probe-port", &probe.to_string()]);
+    command.arg("--policies-download-dir").arg(dir.join("downloads"));
+    command.arg("--sigstore-cache-dir").arg(dir.join("sigstore"));
+    command.arg("--sigstore-trust-config").arg(sigstore_trust_config());
+    command
 }
 
 /// A loopback address of its own for each policy-server (all of 127.0.0.0/8 is loopback): its
@@ -316,14 +324,8 @@ pub fn policy_server_refusal(
     kubeconfig: &Path,
     policies: &Path,
 ) -> Result<(), String> {
-    let mut command = Command::new(kubewarden.join("policy-server"));
-    command.env("KUBECONFIG", kubeconfig).env_remove("RUST_BACKTRACE").env("HOME", dir);
-    command.arg("--policies").arg(policies);
     let host = loopback_address();
-    command.args(["--addr", &host, "--port", &free_port(&host).to_string()]);
-    command.args(["--readiness-probe-port", &free_port(&host).to_string()]);
-    command.arg("--policies-download-dir").arg(dir.join("downloads"));
-    command.arg("--sigstore-cache-dir").arg(dir.join("sigstore"));
-    command.arg("--sigstore-trust-config").arg(sigstore_trust_config());
+    let ports = (free_port(&host), free_port(&host));
+    let command = policy_server_command(kubewarden, dir, kubeconfig, policies, &host, ports);
     exit_error(command, dir, "policy-server")
 }
