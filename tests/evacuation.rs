@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
 use evac_core::effect::{
-    EventReason, MigrationCause, MigrationPriority, EVICTION_IN_PROGRESS_ANNOTATION as IN_PROGRESS,
+    EventReason, MigrationCause, EVICTION_IN_PROGRESS_ANNOTATION as IN_PROGRESS,
     REQUEST_EVICT_ONLY_ANNOTATION as EVICT_ONLY,
 };
 use evac_core::testing::ReadFailure;
@@ -132,12 +132,17 @@ fn migration(name: &str, vmi: &str, phase: &str, evacuation_from: Option<&str>, 
     migration
 }
 
-fn migrate(vmi: &str, cause: MigrationCause, priority: MigrationPriority) -> Effect {
-    Effect::CreateMigration { vmi: ObjectRef::new(NS, vmi), node: NODE.into(), cause: Some(cause), priority }
+fn migrate(vmi: &str, cause: MigrationCause) -> Effect {
+    Effect::CreateMigration {
+        vmi: ObjectRef::new(NS, vmi),
+        node: NODE.into(),
+        cause: Some(cause),
+        priority: None,
+    }
 }
 
 fn drain(vmi: &str) -> Effect {
-    migrate(vmi, MigrationCause::Drain, MigrationPriority::SystemCritical)
+    migrate(vmi, MigrationCause::Drain)
 }
 
 fn annotate(vmi: &str, annotations: &[(&str, Option<&str>)]) -> Effect {
@@ -290,10 +295,7 @@ fn causes_and_priorities_of_marks() {
     };
     // The descheduler's rebalancing, on a schedulable node: maintenance priority.
     let response = decide(&policy(with_pod(from("descheduler"))), node(NODE));
-    assert_eq!(
-        migrations(&response),
-        [&migrate("a", MigrationCause::Descheduler, MigrationPriority::SystemMaintenance)]
-    );
+    assert_eq!(migrations(&response), [&migrate("a", MigrationCause::Descheduler)]);
     // A NoExecute taint, still there.
     let tainted = with(
         node(NODE),
@@ -301,10 +303,7 @@ fn causes_and_priorities_of_marks() {
         json!([{"key": "node.kubernetes.io/unreachable", "effect": "NoExecute"}]),
     );
     let response = decide(&policy(with_pod(from("noexecute-taint"))), tainted);
-    assert_eq!(
-        migrations(&response),
-        [&migrate("a", MigrationCause::NoexecuteTaint, MigrationPriority::SystemCritical)]
-    );
+    assert_eq!(migrations(&response), [&migrate("a", MigrationCause::NoexecuteTaint)]);
     // ... and once it is gone: called off.
     let response = decide(&policy(with_pod(from("noexecute-taint"))), node(NODE));
     assert_eq!(

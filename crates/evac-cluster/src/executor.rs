@@ -237,12 +237,12 @@ fn annotations_patch(annotations: &BTreeMap<String, Option<String>>) -> Value {
 /// The `VirtualMachineInstanceMigration` of an [`Effect::CreateMigration`], as KubeVirt's
 /// evacuation controller writes it (`pkg/virt-controller/watch/drain/evacuation`:
 /// generateName `kubevirt-evacuation-`, annotation `kubevirt.io/evacuationMigration` naming the
-/// node), plus evac's cause annotation and the priority.
+/// node), plus evac's cause annotation and the priority, if any.
 pub fn evacuation_migration(
     vmi: &str,
     node: &str,
     cause: Option<MigrationCause>,
-    priority: MigrationPriority,
+    priority: Option<MigrationPriority>,
 ) -> Value {
     let mut migration = json!({
         "apiVersion": MIGRATION_KIND.0,
@@ -251,8 +251,11 @@ pub fn evacuation_migration(
             "generateName": EVACUATION_MIGRATION_PREFIX,
             "annotations": {EVACUATION_MIGRATION_ANNOTATION: node},
         },
-        "spec": {"vmiName": vmi, "priority": priority.as_str()},
+        "spec": {"vmiName": vmi},
     });
+    if let Some(priority) = priority {
+        migration["spec"]["priority"] = json!(priority.as_str());
+    }
     if let Some(cause) = cause {
         migration["metadata"]["annotations"][CAUSE_ANNOTATION] = json!(cause.as_str());
     }

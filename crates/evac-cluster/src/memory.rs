@@ -130,9 +130,14 @@ impl Inner {
     }
 }
 
-/// A validating admission check of creates: the store, the namespace and the object; an error
-/// refuses the create with it.
-pub type CreateCheck = Arc<dyn Fn(&MemoryStore, &str, &Value) -> Result<(), ApiError> + Send + Sync>;
+/// A validating admission check of creates: the store, who asks (the requester's user name, as
+/// an admission request's `userInfo.username`), the namespace and the object; an error refuses the
+/// create with it.
+pub type CreateCheck = Arc<dyn Fn(&MemoryStore, &str, &str, &Value) -> Result<(), ApiError> + Send + Sync>;
+
+/// The user of requests that name none: an API server's name for unauthenticated requests, which
+/// is what clients of the store (and of a simulated API without authentication) are.
+pub const ANONYMOUS_USER: &str = "system:anonymous";
 
 /// The store. Reads take a shared lock; every write is one short exclusive section.
 pub struct MemoryStore {
@@ -276,9 +281,22 @@ impl MemoryStore {
     }
 
     /// Creates an object: names it (`generateName`), gives it a uid, a creation timestamp and a
-    /// resource version. A dry run checks and answers without storing.
+    /// resource version. A dry run checks and answers without storing. The requester is
+    /// [`ANONYMOUS_USER`].
     pub fn create(
         &self,
+        kind: &Kind,
+        namespace: &str,
+        object: Value,
+        dry_run: bool,
+    ) -> Result<Arc<Value>, ApiError> {
+        self.create_as(ANONYMOUS_USER, kind, namespace, object, dry_run)
+    }
+
+    /// [`create`](Self::create) on behalf of `user`, whom the create checks see.
+    pub fn create_as(
+        &self,
+        user: &str,
         kind: &Kind,
         namespace: &str,
         mut object: Value,
@@ -295,7 +313,7 @@ impl MemoryStore {
             .cloned()
             .unwrap_or_default();
         for check in checks {
-            check(self, namespace, &object)?;
+            check(self, user, namespace, &object)?;
         }
         let mut inner = self.write();
         let meta = metadata(&mut object);
@@ -669,5 +687,65 @@ impl ClusterStore for MemoryStore {
         Box::pin(std::future::ready(
             MemoryStore::patch(self, kind, namespace, name, patch, dry_run).map(drop),
         ))
+    }
+}
+
+/// A [`MemoryStore`] whose creates are made on behalf of a user, for the create checks that
+/// tell requesters apart (KubeVirt's migration admitter lets only virt-controller set a
+/// migration's priority). Reads and patches are the store's.
+#[derive(Clone)]
+pub struct AsUser {
+    store: Arc<MemoryStore>,
+    user: &'static str,
+}
+
+impl AsUser {
+    /// `store`, creating on behalf of `user`.
+    pub fn new(store: Arc<MemoryStore>, user: &'static str) -> Self {
+        Self { store, user }
+    }
+}
+
+impl crate::ObjectSource for AsUser {
+    fn get(
+        &self,
+        api_version: &str,
+        kind: &str,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Result<Arc<[u8]>, ReadError> {
+        crate::ObjectSource::get(&*self.store, api_version, kind, namespace, name)
+    }
+
+    fn list(&self, api_version: &str, kind: &str, query: &ListQuery<'_>) -> Result<Vec<u8>, ReadError> {
+        crate::ObjectSource::list(&*self.store, api_version, kind, query)
+    }
+}
+
+impl ClusterStore for AsUser {
+    fn timestamp(&self) -> String {
+        self.store.clock.timestamp()
+    }
+
+    fn create<'a>(
+        &'a self,
+        kind: &'a Kind,
+        namespace: &'a str,
+        object: Value,
+        dry_run: bool,
+    ) -> BoxFuture<'a, Result<(), ApiError>> {
+        let created = self.store.create_as(self.user, kind, namespace, object, dry_run);
+        Box::pin(std::future::ready(created.map(drop)))
+    }
+
+    fn patch<'a>(
+        &'a self,
+        kind: &'a Kind,
+        namespace: &'a str,
+        name: &'a str,
+        patch: &'a Patch,
+        dry_run: bool,
+    ) -> BoxFuture<'a, Result<(), ApiError>> {
+        ClusterStore::patch(&*self.store, kind, namespace, name, patch, dry_run)
     }
 }

@@ -174,7 +174,7 @@ pub enum Effect {
     /// Create a `VirtualMachineInstanceMigration` of `vmi` away from `node`, as KubeVirt's
     /// evacuation controller does: generateName [`EVACUATION_MIGRATION_PREFIX`], annotations
     /// [`EVACUATION_MIGRATION_ANNOTATION`]` = node` and (evac's addition) [`CAUSE_ANNOTATION`]` =
-    /// cause`, and `spec.priority`.
+    /// cause`, and `spec.priority` when one is given.
     #[serde(rename_all = "camelCase")]
     CreateMigration {
         /// The VMI to migrate: the migration's `spec.vmiName`, in the VMI's namespace.
@@ -184,8 +184,13 @@ pub enum Effect {
         /// Why it leaves: the value of [`CAUSE_ANNOTATION`]; `None` (KubeVirt's own evacuation
         /// controller, which records no cause) writes no annotation.
         cause: Option<MigrationCause>,
-        /// The migration's `spec.priority`.
-        priority: MigrationPriority,
+        /// The migration's `spec.priority`: only KubeVirt's own evacuation controller sets one.
+        /// virt-api's migration admitter refuses a priority from anyone but virt-controller's
+        /// service account (`pkg/virt-api/webhooks/validating-webhook/admitters/
+        /// migration-create-admitter.go`, `Admit`), so evac's migrations carry none and its
+        /// order is the order it creates them in.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        priority: Option<MigrationPriority>,
     },
     /// Set (`Some`) or remove (`None`) annotations of a pod, as one merge patch.
     #[serde(rename_all = "camelCase")]
@@ -290,7 +295,7 @@ impl<'de> Deserialize<'de> for Effect {
                 vmi: record.vmi.clone().ok_or_else(|| missing("vmi"))?,
                 node: record.node.clone().ok_or_else(|| missing("node"))?,
                 cause: record.cause,
-                priority: record.priority.ok_or_else(|| missing("priority"))?,
+                priority: record.priority,
             }),
             "AnnotatePod" => Ok(Effect::AnnotatePod {
                 pod: record.pod.clone().ok_or_else(|| missing("pod"))?,
@@ -330,7 +335,13 @@ mod tests {
                 vmi: ObjectRef::new("default", "vm"),
                 node: "node01".into(),
                 cause: Some(MigrationCause::Preemption),
-                priority: MigrationPriority::SystemCritical,
+                priority: None,
+            },
+            Effect::CreateMigration {
+                vmi: ObjectRef::new("default", "vm"),
+                node: "node01".into(),
+                cause: None,
+                priority: Some(MigrationPriority::SystemMaintenance),
             },
             Effect::AnnotatePod {
                 pod: ObjectRef::new("default", "virt-launcher-vm-abcde"),
@@ -442,7 +453,7 @@ mod tests {
                     vmi: vmi(),
                     node: "n".into(),
                     cause: Some(MigrationCause::Drain),
-                    priority: MigrationPriority::SystemCritical,
+                    priority: None,
                 },
                 "CreateMigration",
             ),

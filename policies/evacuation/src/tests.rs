@@ -3,9 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use evac_core::effect::{
-    MigrationCause, MigrationPriority, EVICTION_IN_PROGRESS_ANNOTATION, REQUEST_EVICT_ONLY_ANNOTATION,
-};
+use evac_core::effect::{MigrationCause, EVICTION_IN_PROGRESS_ANNOTATION, REQUEST_EVICT_ONLY_ANNOTATION};
 use evac_core::testing::TestCluster;
 use evac_core::{ClusterReader, Effect, ObjectRef, PolicyResponse};
 use serde_json::{json, Value};
@@ -43,7 +41,7 @@ fn migrate(vmi: &str) -> Effect {
         vmi: ObjectRef::new("default", vmi),
         node: "node01".into(),
         cause: Some(MigrationCause::Drain),
-        priority: MigrationPriority::SystemCritical,
+        priority: None,
     }
 }
 

@@ -1,6 +1,6 @@
 use std::sync::{Arc, Mutex};
 
-use evac_core::effect::{EvacuationSource, EventReason, MigrationCause, MigrationPriority, ObjectRef};
+use evac_core::effect::{EvacuationSource, EventReason, MigrationCause, ObjectRef};
 use futures::executor::block_on;
 use serde_json::{json, Value};
 
@@ -83,7 +83,7 @@ fn migrations_are_created_as_kubevirt_creates_them_with_their_cause() {
         vmi: ObjectRef::new("ns", "vm"),
         node: "n1".into(),
         cause: Some(MigrationCause::Preemption),
-        priority: MigrationPriority::SystemCritical,
+        priority: None,
     };
     block_on(executor.apply(&effect)).unwrap();
     let (migrations, _) =
@@ -93,7 +93,11 @@ fn migrations_are_created_as_kubevirt_creates_them_with_their_cause() {
     assert!(migration["metadata"]["name"].as_str().unwrap().starts_with("kubevirt-evacuation-"));
     assert_eq!(migration["metadata"]["annotations"]["kubevirt.io/evacuationMigration"], "n1");
     assert_eq!(migration["metadata"]["annotations"]["evac.kubevirt.io/cause"], "preemption");
-    assert_eq!(migration["spec"], json!({"vmiName": "vm", "priority": "system-critical"}));
+    assert_eq!(
+        migration["spec"],
+        json!({"vmiName": "vm"}),
+        "evac sets no priority: only virt-controller may"
+    );
 }
 
 #[test]
@@ -250,7 +254,7 @@ fn every_effect_writes_what_the_rbac_table_lists() {
             vmi: ObjectRef::new("ns", "vm"),
             node: "n1".into(),
             cause: Some(MigrationCause::Drain),
-            priority: MigrationPriority::SystemCritical,
+            priority: None,
         },
         Effect::AnnotatePod {
             pod,

@@ -373,7 +373,9 @@ impl<'i, 'a> Plan<'i, 'a> {
                 vmi: ObjectRef::new(c.namespace, c.name),
                 node: node_name.to_owned(),
                 cause: (inputs.flavor == Flavor::Evac).then(|| cause(c.source, inputs.node)),
-                priority: priority(c.source),
+                // Only virt-controller may set a priority (virt-api refuses it from anyone
+                // else); evac orders its migrations by when it creates them.
+                priority: (inputs.flavor == Flavor::KubeVirt).then(|| priority(c.source)),
             });
         }
         // In a stable order, whatever order the cluster listed the VMIs in.
@@ -449,7 +451,8 @@ fn cause(source: Option<EvacuationSource>, node: &Node<'_>) -> MigrationCause {
     }
 }
 
-/// The descheduler's rebalancing can wait for maintenance; everything else is losing its node.
+/// KubeVirt's priorities (`GenerateNewMigration`): the descheduler's rebalancing can wait for
+/// maintenance; everything else is losing its node.
 fn priority(source: Option<EvacuationSource>) -> MigrationPriority {
     match source {
         Some(EvacuationSource::Descheduler) => MigrationPriority::SystemMaintenance,

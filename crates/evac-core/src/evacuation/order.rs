@@ -5,7 +5,7 @@
 //!
 //! Savable VMs go first, the soonest deadline first and, among equal deadlines, the quickest
 //! migration first (which finishes the most of them in the time there is); VMs without a
-//! deadline follow, marked before drain-tainted, by name. A migration that cannot finish before
+//! deadline follow, marked before drain-tainted, the descheduler's last, by name. A migration that cannot finish before
 //! its deadline (or that KubeVirt would abort) is hopeless: it starts only when no savable VM
 //! waits for the slot, and otherwise the VMI gets an event saying why it did not. When KubeVirt
 //! sets the bandwidth, a migration estimated to end after its pod's deadline is not started at
@@ -63,6 +63,10 @@ pub(super) fn prioritize(candidates: &mut [Candidate<'_, '_>], now: f64) {
     candidates.sort_by(|a, b| compare(a, b, now));
 }
 
+fn rebalancing(c: &Candidate<'_, '_>) -> bool {
+    c.source == Some(EvacuationSource::Descheduler)
+}
+
 fn compare(a: &Candidate<'_, '_>, b: &Candidate<'_, '_>, now: f64) -> Ordering {
     // Among deadlines, the quickest first; without one, the duration does not matter.
     let quickness = |c: &Candidate<'_, '_>| if c.deadline.is_finite() { c.estimate.seconds() } else { 0.0 };
@@ -71,5 +75,8 @@ fn compare(a: &Candidate<'_, '_>, b: &Candidate<'_, '_>, now: f64) -> Ordering {
         .then(a.deadline.total_cmp(&b.deadline))
         .then(quickness(a).total_cmp(&quickness(b)))
         .then(b.marked.cmp(&a.marked))
+        // The descheduler's rebalancing after VMs that lose their node: what KubeVirt's
+        // `system-maintenance` priority means, which evac's migrations cannot carry.
+        .then(rebalancing(a).cmp(&rebalancing(b)))
         .then((a.namespace, a.name).cmp(&(b.namespace, b.name)))
 }

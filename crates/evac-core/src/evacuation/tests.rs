@@ -11,8 +11,8 @@ use serde_json::{json, Value};
 use self::fixtures::*;
 use super::*;
 use crate::effect::{
-    EventReason, MigrationCause as Cause, MigrationPriority as Priority,
-    EVICTION_IN_PROGRESS_ANNOTATION as IN_PROGRESS, REQUEST_EVICT_ONLY_ANNOTATION as EVICT_ONLY,
+    EventReason, MigrationCause as Cause, EVICTION_IN_PROGRESS_ANNOTATION as IN_PROGRESS,
+    REQUEST_EVICT_ONLY_ANNOTATION as EVICT_ONLY,
 };
 use crate::eviction::KubeVirtRef;
 
@@ -33,7 +33,7 @@ fn a_marked_vmi_migrates() {
     assert_eq!(effects, [drain("web")]);
     assert_eq!(
         serde_json::to_string(&effects[0]).unwrap(),
-        r#"{"type":"CreateMigration","vmi":{"namespace":"default","name":"web"},"node":"node01","cause":"drain","priority":"system-critical"}"#
+        r#"{"type":"CreateMigration","vmi":{"namespace":"default","name":"web"},"node":"node01","cause":"drain"}"#
     );
     // The KubeVirt CR, then the node's VMIs and launcher pods by selector, then every migration.
     assert_eq!(
@@ -323,56 +323,28 @@ fn the_deadline_decides_who_gets_the_last_slot() {
 }
 
 #[test]
-fn causes_and_priorities() {
+fn causes() {
     let noexecute = tainted(node(), "node.kubernetes.io/unreachable", "NoExecute");
     let maintenance = tainted(node(), "example.com/maintenance", "NoSchedule");
-    // (case, eviction source, node, pod being deleted, cause, priority)
+    // (case, eviction source, node, pod being deleted, cause); evac sets no priority.
     let rows = vec![
-        ("cordoned", None, cordoned(), false, Cause::Drain, Priority::SystemCritical),
-        (
-            "drain taint",
-            None,
-            tainted(node(), "kubevirt.io/drain", "NoSchedule"),
-            false,
-            Cause::Drain,
-            Priority::SystemCritical,
-        ),
-        ("another NoSchedule taint", None, maintenance, false, Cause::ApiEviction, Priority::SystemCritical),
-        ("an eviction, pod deleted", None, node(), true, Cause::ApiEviction, Priority::SystemCritical),
-        ("an unknown source", Some("kubectl"), cordoned(), false, Cause::Drain, Priority::SystemCritical),
-        ("descheduler", Some("descheduler"), node(), false, Cause::Descheduler, Priority::SystemMaintenance),
-        (
-            "descheduler, cordoned",
-            Some("descheduler"),
-            cordoned(),
-            false,
-            Cause::Descheduler,
-            Priority::SystemMaintenance,
-        ),
-        ("preemption", Some("preemption"), node(), true, Cause::Preemption, Priority::SystemCritical),
-        (
-            "NoExecute taint",
-            Some("noexecute-taint"),
-            noexecute,
-            false,
-            Cause::NoexecuteTaint,
-            Priority::SystemCritical,
-        ),
-        (
-            "memory pressure",
-            Some("node-pressure"),
-            pressured(true, None),
-            false,
-            Cause::NodePressure,
-            Priority::SystemCritical,
-        ),
+        ("cordoned", None, cordoned(), false, Cause::Drain),
+        ("drain taint", None, tainted(node(), "kubevirt.io/drain", "NoSchedule"), false, Cause::Drain),
+        ("another NoSchedule taint", None, maintenance, false, Cause::ApiEviction),
+        ("an eviction, pod deleted", None, node(), true, Cause::ApiEviction),
+        ("an unknown source", Some("kubectl"), cordoned(), false, Cause::Drain),
+        ("descheduler", Some("descheduler"), node(), false, Cause::Descheduler),
+        ("descheduler, cordoned", Some("descheduler"), cordoned(), false, Cause::Descheduler),
+        ("preemption", Some("preemption"), node(), true, Cause::Preemption),
+        ("NoExecute taint", Some("noexecute-taint"), noexecute, false, Cause::NoexecuteTaint),
+        ("memory pressure", Some("node-pressure"), pressured(true, None), false, Cause::NodePressure),
     ];
-    for (row, source, node, deleted, cause, priority) in rows {
+    for (row, source, node, deleted, cause) in rows {
         let mut vm = Vm::new("vm").marked();
         vm.source = source;
         let pod = if deleted { terminating(vm.pod(), 30) } else { vm.pod() };
         let cluster = cluster_of([vm.json(), pod]);
-        assert_eq!(run(&cluster, &node), [migrate("vm", cause, priority)], "{row}");
+        assert_eq!(run(&cluster, &node), [migrate("vm", cause)], "{row}");
     }
 }
 
@@ -467,7 +439,7 @@ fn evacs_own_marks_are_given_up_after_failing_again_and_again() {
     let with = |migrations: Vec<Value>| cluster_of(vm.objects().into_iter().chain(migrations));
     let given_up =
         |failures| vec![clear("vm"), given_up("vm", "noexecute-taint", failures), not_in_progress("vm")];
-    let retry = || vec![migrate("vm", Cause::NoexecuteTaint, Priority::SystemCritical)];
+    let retry = || vec![migrate("vm", Cause::NoexecuteTaint)];
     // (case, migrations, settings' maxFailedEvacuations, effects)
     let rows: Vec<(&str, Vec<Value>, u32, Vec<Effect>)> = vec![
         ("5 failures", five(), 5, given_up(5)),
@@ -498,7 +470,7 @@ fn an_api_evictions_mark_retries_for_ever() {
         let ten: Vec<i64> = (1..=10).map(|i| -5000 + i * 400).collect();
         let expected = match source {
             None => drain("vm"),
-            Some(_) => migrate("vm", Cause::Descheduler, Priority::SystemMaintenance),
+            Some(_) => migrate("vm", Cause::Descheduler),
         };
         // The last of ten failures ended 1000 s ago: the 300 s back-off is over.
         let cluster = cluster_of(vm.objects().into_iter().chain(failures("vm", &ten)));
@@ -590,7 +562,7 @@ fn marks_are_called_off_when_their_cause_is_gone() {
     };
     let vm = Vm::new("vm").marked().source("node-pressure");
     let effects = decide_with(&cluster_of(vm.objects()), &pressured(false, Some("5548Mi")), &settings, NOW);
-    assert_eq!(effects, [migrate("vm", Cause::NodePressure, Priority::SystemCritical)]);
+    assert_eq!(effects, [migrate("vm", Cause::NodePressure)]);
     let effects = decide_with(&cluster_of(vm.objects()), &pressured(false, Some("6Gi")), &settings, NOW);
     assert_eq!(effects, [clear("vm"), not_in_progress("vm")]);
 }
@@ -615,7 +587,7 @@ fn carried_out_decisions_ask_for_nothing_more() {
         first,
         [
             drain("a"),
-            migrate("b", Cause::Descheduler, Priority::SystemMaintenance),
+            migrate("b", Cause::Descheduler),
             clear("given-up"),
             self::given_up("given-up", "noexecute-taint", 5),
             annotate("a", &[(IN_PROGRESS, Some("true")), (EVICT_ONLY, Some(""))]),

@@ -174,7 +174,7 @@ impl TestCluster {
                     if let Some(cause) = cause {
                         annotations[CAUSE_ANNOTATION] = json!(cause.as_str());
                     }
-                    self.objects.push(json!({
+                    let mut migration = json!({
                         "apiVersion": MIGRATION_KIND.0, "kind": MIGRATION_KIND.1,
                         "metadata": {
                             "name": format!("{EVACUATION_MIGRATION_PREFIX}{}", self.created),
@@ -182,8 +182,12 @@ impl TestCluster {
                             "namespace": vmi.namespace,
                             "annotations": annotations,
                         },
-                        "spec": {"vmiName": vmi.name, "priority": priority.as_str()},
-                    }));
+                        "spec": {"vmiName": vmi.name},
+                    });
+                    if let Some(priority) = priority {
+                        migration["spec"]["priority"] = json!(priority.as_str());
+                    }
+                    self.objects.push(migration);
                 }
                 Effect::AnnotatePod { pod, annotations } => {
                     let object = self.find_mut(POD_KIND, pod, effect);
@@ -500,13 +504,13 @@ mod tests {
                 vmi: vm.clone(),
                 node: "n1".into(),
                 cause: Some(MigrationCause::Drain),
-                priority: MigrationPriority::SystemCritical,
+                priority: None,
             },
             Effect::CreateMigration {
                 vmi: vm.clone(),
                 node: "n1".into(),
                 cause: None,
-                priority: MigrationPriority::SystemMaintenance,
+                priority: Some(MigrationPriority::SystemMaintenance),
             },
         ]);
         let first =
@@ -515,10 +519,11 @@ mod tests {
             first["metadata"]["annotations"],
             json!({EVACUATION_MIGRATION_ANNOTATION: "n1", CAUSE_ANNOTATION: "drain"})
         );
-        assert_eq!(first["spec"], json!({"vmiName": "vm", "priority": "system-critical"}));
+        assert_eq!(first["spec"], json!({"vmiName": "vm"}));
         let second =
             cluster.object("VirtualMachineInstanceMigration", "default", "kubevirt-evacuation-2").unwrap();
         assert_eq!(second["metadata"]["annotations"], json!({EVACUATION_MIGRATION_ANNOTATION: "n1"}));
+        assert_eq!(second["spec"], json!({"vmiName": "vm", "priority": "system-maintenance"}));
 
         let annotate = |annotations: &[(&str, Option<&str>)]| Effect::AnnotatePod {
             pod: ObjectRef::new("default", "launcher"),

@@ -28,6 +28,7 @@ use evac_core::kubevirt::{DRAIN_TAINT_KEY, EVICTION_SOURCE_ANNOTATION, LAUNCHER_
 use evac_core::model::Node as NodeModel;
 use serde_json::{json, Value};
 
+use crate::api::virt_api;
 use crate::kinds::{nodes, pods, vmis};
 use crate::objects::{Node, Pod, Vmi};
 use crate::store::{Patch, Store};
@@ -146,7 +147,10 @@ impl VirtController {
         };
         let now = (store.clock().now() - chrono::DateTime::UNIX_EPOCH).as_seconds_f64();
         let reader = CoreReader(&**store.memory());
-        let executor = Executor::new(Arc::clone(store.memory()) as _);
+        // As its service account: the only requester virt-api lets set a migration's priority.
+        let as_controller =
+            evac_cluster::AsUser::new(Arc::clone(store.memory()), virt_api::VIRT_CONTROLLER_USER);
+        let executor = Executor::new(Arc::new(as_controller));
         for name in look_at {
             let Ok(node) = store.get(&nodes(), "", &name) else { continue };
             let text = node.to_string();

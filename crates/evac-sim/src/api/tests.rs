@@ -492,3 +492,51 @@ async fn serve_tls(
         });
     }
 }
+
+/// virt-api's migration admitter: only virt-controller's service account may set a migration's
+/// priority (a client gets KubeVirt's 422), and a VMI has one unfinished migration at a time.
+#[tokio::test]
+async fn migrations_admitted_as_virt_api_admits_them() {
+    use kube::api::{ApiResource, DynamicObject};
+    use kube::core::GroupVersionKind;
+
+    let api = serve(100).await;
+    super::virt_api::register(&api.store);
+    let vmis = crate::kinds::vmis();
+    let vmi = json!({"metadata": {"name": "vm"}, "status": {"phase": "Running", "nodeName": "n1"}});
+    api.store.create(&vmis, "ns", vmi, false).unwrap();
+    let gvk = GroupVersionKind::gvk("kubevirt.io", "v1", "VirtualMachineInstanceMigration");
+    let migrations: Api<DynamicObject> =
+        Api::namespaced_with(api.client.clone(), "ns", &ApiResource::from_gvk(&gvk));
+    let migration = |priority: Option<&str>| {
+        let mut object = json!({
+            "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstanceMigration",
+            "metadata": {"generateName": "kubevirt-evacuation-"},
+            "spec": {"vmiName": "vm"},
+        });
+        if let Some(priority) = priority {
+            object["spec"]["priority"] = json!(priority);
+        }
+        serde_json::from_value::<DynamicObject>(object).unwrap()
+    };
+
+    let refused = migrations.create(&PostParams::default(), &migration(Some("system-critical"))).await;
+    let Err(kube::Error::Api(status)) = refused else { panic!("a client set a priority: {refused:?}") };
+    assert_eq!(status.code, 422);
+    assert_eq!(
+        status.message,
+        "admission webhook \"migration-create-validator.kubevirt.io\" denied the request: \
+         Migration priority queue, only virt-controller is allowed to set priority field"
+    );
+
+    // virt-controller may; then the VMI has a migration in flight, and a second one is refused.
+    let as_controller =
+        evac_cluster::AsUser::new(Arc::clone(api.store.memory()), super::virt_api::VIRT_CONTROLLER_USER);
+    let kind = crate::kinds::migrations();
+    let object = serde_json::to_value(migration(Some("system-critical"))).unwrap();
+    evac_cluster::ClusterStore::create(&as_controller, &kind, "ns", object, false).await.unwrap();
+    let refused = migrations.create(&PostParams::default(), &migration(None)).await;
+    let Err(kube::Error::Api(status)) = refused else { panic!("a second migration in flight: {refused:?}") };
+    assert_eq!(status.code, 400);
+    assert!(status.message.contains("in-flight migration detected"), "{}", status.message);
+}

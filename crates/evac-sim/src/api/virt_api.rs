@@ -79,17 +79,36 @@ pub fn cancel_evacuation(store: &Store, namespace: &str, name: &str) -> Result<(
 /// The name KubeVirt's migration-create webhook has in refusals.
 pub const MIGRATION_WEBHOOK: &str = "migration-create-validator.kubevirt.io";
 
+/// The user virt-controller acts as: the service account virt-operator gives it
+/// (`pkg/virt-operator/resource/generate/components/serviceaccountnames.go`,
+/// `ControllerServiceAccountName`, in KubeVirt's namespace).
+pub const VIRT_CONTROLLER_USER: &str = "system:serviceaccount:kubevirt:kubevirt-controller";
+
 /// virt-api's admission of a new migration (`pkg/virt-api/webhooks/validating-webhook/admitters/
-/// migration-create-admitter.go`, `Admit`): the VMI must exist, not be final, not be explicitly
-/// not live-migratable, and have no migration in flight (`ensureNoMigrationConflict`: any
-/// migration of the VMI whose phase is not Succeeded or Failed, the unset phase included).
-/// Refusals are 400, as the webhook's denial reaches the client.
-pub fn admit_migration(store: &MemoryStore, namespace: &str, object: &Value) -> Result<(), ApiError> {
-    let deny = |why: String| {
-        Err(ApiError::bad_request(format!(
-            "admission webhook \"{MIGRATION_WEBHOOK}\" denied the request: {why}"
-        )))
-    };
+/// migration-create-admitter.go`, `Admit`): only virt-controller may set `spec.priority`
+/// (`hasRequestOriginatedFromVirtController`; a 422 otherwise); the VMI must exist, not be final,
+/// not be explicitly not live-migratable, and have no migration in flight
+/// (`ensureNoMigrationConflict`: any migration of the VMI whose phase is not Succeeded or Failed,
+/// the unset phase included). Those refusals are 400, as the webhook's denial reaches the client.
+pub fn admit_migration(
+    store: &MemoryStore,
+    user: &str,
+    namespace: &str,
+    object: &Value,
+) -> Result<(), ApiError> {
+    let denied = |why: &str| format!("admission webhook \"{MIGRATION_WEBHOOK}\" denied the request: {why}");
+    let deny = |why: String| Err(ApiError::bad_request(denied(&why)));
+    if object.pointer("/spec/priority").is_some_and(|p| !p.is_null()) && user != VIRT_CONTROLLER_USER {
+        // `webhookutils.ToAdmissionResponse`: 422, the cause's message and no reason; the API
+        // server keeps both (`webhookerrors.ToStatusErr`).
+        return Err(ApiError {
+            code: 422,
+            reason: "",
+            message: denied(
+                "Migration priority queue, only virt-controller is allowed to set priority field",
+            ),
+        });
+    }
     let vmi_name = Migration(object).vmi_name();
     let vmi = match store.get(&vmis(), namespace, vmi_name) {
         Ok(vmi) => vmi,

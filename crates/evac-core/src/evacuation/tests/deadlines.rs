@@ -5,7 +5,7 @@ use serde_json::{json, Value};
 
 use super::cluster_of;
 use super::fixtures::*;
-use crate::effect::{EventReason, MigrationCause as Cause, MigrationPriority as Priority};
+use crate::effect::{EventReason, MigrationCause as Cause};
 use crate::evacuation::{NodePressure, Settings};
 use crate::{Effect, ObjectRef};
 
@@ -25,7 +25,7 @@ fn kubevirt_128mi() -> Value {
 }
 
 fn preemption(vmi: &str) -> Effect {
-    migrate(vmi, Cause::Preemption, Priority::SystemCritical)
+    migrate(vmi, Cause::Preemption)
 }
 
 fn deferred(vmi: &str, why: &str) -> Effect {
@@ -109,8 +109,8 @@ fn sooner_deadlines_then_quicker_migrations() {
             preemption("c-soon"),
             preemption("b-quick"),
             preemption("a-slow"),
-            migrate("e-drain", Cause::ApiEviction, Priority::SystemCritical),
-            migrate("d-stuck", Cause::ApiEviction, Priority::SystemCritical),
+            migrate("e-drain", Cause::ApiEviction),
+            migrate("d-stuck", Cause::ApiEviction),
         ]
     );
 }

@@ -6,7 +6,7 @@ use serde_json::{json, Value};
 pub use crate::testing::TestCluster;
 
 use crate::effect::{
-    MigrationCause, MigrationPriority, EVACUATION_MIGRATION_ANNOTATION, EVICTION_IN_PROGRESS_ANNOTATION,
+    MigrationCause, EVACUATION_MIGRATION_ANNOTATION, EVICTION_IN_PROGRESS_ANNOTATION,
     EVICTION_SOURCE_ANNOTATION, REQUEST_EVICT_ONLY_ANNOTATION,
 };
 use crate::evacuation::{decide, Settings};
@@ -245,13 +245,18 @@ pub fn kubevirt(strategy: Option<&str>, limits: Option<(u32, u32)>) -> Value {
 
 // --- Expected effects ------------------------------------------------------------------------
 
-pub fn migrate(vmi: &str, cause: MigrationCause, priority: MigrationPriority) -> Effect {
-    Effect::CreateMigration { vmi: ObjectRef::new(NS, vmi), node: NODE.into(), cause: Some(cause), priority }
+pub fn migrate(vmi: &str, cause: MigrationCause) -> Effect {
+    Effect::CreateMigration {
+        vmi: ObjectRef::new(NS, vmi),
+        node: NODE.into(),
+        cause: Some(cause),
+        priority: None,
+    }
 }
 
-/// The migration of a drain: cause `drain`, `system-critical`.
+/// The migration of a drain: cause `drain`.
 pub fn drain(vmi: &str) -> Effect {
-    migrate(vmi, MigrationCause::Drain, MigrationPriority::SystemCritical)
+    migrate(vmi, MigrationCause::Drain)
 }
 
 pub fn clear(vmi: &str) -> Effect {

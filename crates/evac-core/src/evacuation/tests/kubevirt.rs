@@ -20,7 +20,12 @@ fn kubevirt_run(cluster: &TestCluster, node: &Value) -> Vec<Effect> {
 }
 
 fn shipped(vmi: &str, priority: Priority) -> Effect {
-    Effect::CreateMigration { vmi: ObjectRef::new(NS, vmi), node: NODE.into(), cause: None, priority }
+    Effect::CreateMigration {
+        vmi: ObjectRef::new(NS, vmi),
+        node: NODE.into(),
+        cause: None,
+        priority: Some(priority),
+    }
 }
 
 #[test]
