@@ -1,8 +1,12 @@
-//! `kubectl drain` with evac in charge, end to end, with every piece a separate process as in a
-//! cluster: `evac sim serve --evac` is the API server and the cluster's components (KubeVirt's own
-//! evacuation controller off), `evac serve` answers its `pods/eviction` webhook over HTTPS (the
-//! manifest of `deploy/webhook.yaml`, pointed at it), and `evac control` migrates the VMIs the
-//! webhook marks. The drain is the real `kubectl` on the PATH.
+//! `kubectl drain` with evac, end to end, with every piece a separate process as in a cluster:
+//! `evac sim serve` is the API server and the cluster's components, `evac serve` answers its
+//! `pods/eviction` webhook over HTTPS (the manifest of `deploy/webhook.yaml`, pointed at it), and
+//! `evac control` runs as the controller. The drain is the real `kubectl` on the PATH.
+//!
+//! Beside KubeVirt (a real install): KubeVirt's webhook (`virt-api-validator`) answers beside
+//! evac's, KubeVirt's evacuation controller creates the migrations, and evac records their cause.
+//! Replacing KubeVirt (`--replace-kubevirt`, policies with `kubevirtEvacuationController: false`):
+//! evac's controller creates the migrations, which is what the restart and failover tests test.
 //!
 //! The cluster's components run 20 times faster than real time: a migration takes under a second,
 //! and the drain's 5 s retries of a 429 set the pace.
@@ -42,11 +46,33 @@ const VMS: [(&str, &str, &str); 11] = [
 /// first compiled.
 static TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
+/// Both webhooks registered and both controllers running: KubeVirt creates each migration (evac
+/// creates none; a second would be refused by virt-api), evac records every cause.
+#[tokio::test]
+async fn kubectl_drain_beside_kubevirt_migrates_each_vm_once() {
+    let _turn = TURN.lock().await;
+    let started = Instant::now();
+    let mut cluster = Cluster::start(Mode::Beside).await;
+    let drain = cluster.drain();
+    let output = drain.await.unwrap();
+    cluster.check_drained(&output).await;
+    let metrics = cluster.control_metrics().await;
+    assert_eq!(cluster.created_migrations().await, 0, "{metrics}");
+    let migrations = cluster.migrations().await;
+    for migration in &migrations {
+        let name = migration["metadata"]["name"].as_str().unwrap();
+        assert!(name.starts_with("kubevirt-evacuation-"), "{migration}");
+    }
+    let annotated = effect_count(&metrics, "AnnotateMigration");
+    assert_eq!(annotated, live_migrated().count(), "{metrics}");
+    eprintln!("drained in {:?} (with the start: {:?})", cluster.drain_time(), started.elapsed());
+}
+
 #[tokio::test]
 async fn kubectl_drain_migrates_each_vm_once_through_evac() {
     let _turn = TURN.lock().await;
     let started = Instant::now();
-    let mut cluster = Cluster::start().await;
+    let mut cluster = Cluster::start(Mode::Replacing).await;
     let drain = cluster.drain();
     let output = drain.await.unwrap();
     cluster.check_drained(&output).await;
@@ -55,12 +81,28 @@ async fn kubectl_drain_migrates_each_vm_once_through_evac() {
     eprintln!("drained in {:?} (with the start: {:?})", cluster.drain_time(), started.elapsed());
 }
 
+/// How evac runs in the test's cluster.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// Beside KubeVirt's webhook and evacuation controller, as in a real cluster.
+    Beside,
+    /// In their place.
+    Replacing,
+}
+
+/// The count of `effect`s the evacuation policy's effects applied, from a /metrics text.
+fn effect_count(metrics: &str, effect: &str) -> usize {
+    let line =
+        format!(r#"evac_policy_effects_total{{policy="evacuation",effect="{effect}",result="applied"}} "#);
+    metrics.lines().find_map(|l| l.strip_prefix(line.as_str())).map_or(0, |n| n.parse().unwrap())
+}
+
 /// A controller killed mid-drain and started again picks up where the cluster is: the migrations
 /// under way are not created again, the VMIs still waiting get theirs.
 #[tokio::test]
 async fn a_controller_restarted_mid_drain_migrates_each_vm_once() {
     let _turn = TURN.lock().await;
-    let mut cluster = Cluster::start().await;
+    let mut cluster = Cluster::start(Mode::Replacing).await;
     let drain = cluster.drain();
     let before = cluster.wait_for_migrations().await;
     cluster.restart_control().await;
@@ -172,12 +214,13 @@ struct Cluster {
     /// Each `evac control` started: its index in `processes` and its metrics port.
     controls: Vec<(usize, u16)>,
     drain_started: Instant,
+    mode: Mode,
 }
 
 impl Cluster {
-    async fn start() -> Self {
+    async fn start(mode: Mode) -> Self {
         let dir = tempfile::tempdir().unwrap();
-        let objects = json!({"apiVersion": "v1", "kind": "List", "items": objects()});
+        let objects = json!({"apiVersion": "v1", "kind": "List", "items": objects(mode)});
         std::fs::write(dir.path().join("objects.json"), objects.to_string()).unwrap();
         let mut cluster = Self {
             api: String::new(),
@@ -185,9 +228,13 @@ impl Cluster {
             processes: Vec::new(),
             controls: Vec::new(),
             drain_started: Instant::now(),
+            mode,
             dir,
         };
-        let sim = ["sim", "serve", "--evac", "--speed", SPEED, "--addr", "127.0.0.1:0"];
+        let mut sim = vec!["sim", "serve", "--speed", SPEED, "--addr", "127.0.0.1:0"];
+        if mode == Mode::Replacing {
+            sim.push("--replace-kubevirt");
+        }
         let sim = args(
             &sim,
             &[("--kubeconfig", cluster.path("kubeconfig")), ("--objects", cluster.path("objects.json"))],
@@ -220,7 +267,7 @@ impl Cluster {
 
     /// A cluster with a second `evac control` replica: which one leads, and its name in the Lease.
     async fn with_two_controllers() -> (Self, usize, String) {
-        let mut cluster = Self::start().await;
+        let mut cluster = Self::start(Mode::Replacing).await;
         cluster.start_control().await;
         let leader = cluster.leader().await;
         let holder = cluster.lease_holder().await;
@@ -229,6 +276,26 @@ impl Cluster {
 
     fn path(&self, name: &str) -> PathBuf {
         self.dir.path().join(name)
+    }
+
+    /// The controller's policies: the example's, with `kubevirtEvacuationController: false` when
+    /// replacing KubeVirt (module paths made absolute, as the copy lives elsewhere).
+    fn control_policies(&self) -> PathBuf {
+        let example = repo_root().join("examples/control/policies.yml");
+        if self.mode == Mode::Beside {
+            return example;
+        }
+        let mut policies: Value = serde_yaml::from_str(&std::fs::read_to_string(&example).unwrap()).unwrap();
+        for (id, policy) in policies.as_object_mut().unwrap() {
+            let module = example.parent().unwrap().join(policy["module"].as_str().unwrap());
+            policy["module"] = json!(path_text(&module));
+            if id != "pod-eviction" {
+                policy["settings"]["kubevirtEvacuationController"] = json!(false);
+            }
+        }
+        let path = self.path("control-policies.yml");
+        std::fs::write(&path, serde_yaml::to_string(&policies).unwrap()).unwrap();
+        path
     }
 
     fn spawn(&mut self, args: &[String], log: &str) -> Listening {
@@ -244,7 +311,7 @@ impl Cluster {
         let mut control = args(
             &control,
             &[
-                ("--policies", repo_root().join("examples/control/policies.yml")),
+                ("--policies", self.control_policies()),
                 ("--kubeconfig", self.path("kubeconfig")),
                 ("--cache-dir", cache_dir()),
             ],
@@ -482,7 +549,7 @@ fn path_text(path: &Path) -> String {
 
 /// Three nodes, the KubeVirt CR, and each VM's VMI and launcher pod, shaped as KubeVirt makes
 /// them (`kubevirt.io/nodeName` on the VMI, `kubevirt.io/domain` on the pod).
-fn objects() -> Vec<Value> {
+fn objects(mode: Mode) -> Vec<Value> {
     let mut items: Vec<Value> = ["node01", "node02", "node03"]
         .iter()
         .map(|name| {
@@ -497,6 +564,21 @@ fn objects() -> Vec<Value> {
         "spec": {"configuration": {"migrations": {"parallelMigrationsPerCluster": 5, "parallelOutboundMigrationsPerNode": 2}}},
         "status": {"phase": "Deployed"},
     }));
+    if mode == Mode::Beside {
+        // KubeVirt's own webhook, served by the simulator's virt-api, beside evac's.
+        items.push(json!({
+            "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+            "metadata": {"name": "virt-api-validator"},
+            "webhooks": [{
+                "name": "virt-launcher-eviction-interceptor.kubevirt.io",
+                "admissionReviewVersions": ["v1"], "sideEffects": "NoneOnDryRun", "failurePolicy": "Fail",
+                "clientConfig": {"service": {"namespace": "kubevirt", "name": "virt-api",
+                                             "path": "/launcher-eviction-validate"}},
+                "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+                           "resources": ["pods/eviction"]}],
+            }],
+        }));
+    }
     for (name, node, strategy) in VMS {
         items.push(json!({
             "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",

@@ -223,7 +223,7 @@ fn monitor_mode_carries_out_nothing_and_says_what_it_would_have_done() {
     // What it would have done, by policy and effect.
     let effects = monitored["evacEffects"].as_object().expect("the report lists evac's effects");
     let would = |key: &str| effects.get(key).and_then(Value::as_u64).unwrap_or(0);
-    assert!(would("disruption-cause MarkForEvacuation monitored") >= 4, "{effects:?}");
+    assert!(would("disruption-cause RequestEvacuation monitored") >= 4, "{effects:?}");
     assert!(effects.keys().all(|k| !k.ends_with(" applied") || k.starts_with("pod-eviction")), "{effects:?}");
     assert_eq!(monitored["controller"]["effectsApplied"], 0);
     assert!(monitored["controller"]["effectsMonitored"].as_u64().unwrap() >= 4);
@@ -238,7 +238,7 @@ fn monitor_mode_carries_out_nothing_and_says_what_it_would_have_done() {
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("evac in monitor mode: nothing carried out; it would have applied:"), "{text}");
-    assert!(text.contains("disruption-cause MarkForEvacuation"), "{text}");
+    assert!(text.contains("disruption-cause RequestEvacuation"), "{text}");
 }
 
 /// Every example scenario, with KubeVirt alone and with evac: no run breaks an invariant (the

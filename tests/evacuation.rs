@@ -69,11 +69,44 @@ fn node_update(node: Value) -> Value {
     })
 }
 
+/// The decision with evac creating the migrations itself (`kubevirtEvacuationController: false`):
+/// what its own evacuation controller decides.
 fn decide(policy: &Policy, node: Value) -> PolicyResponse {
-    let response = validate(policy, &node_update(node)).expect("validate");
+    decide_with(policy, node, &json!({"kubevirtEvacuationController": false}))
+}
+
+fn decide_with(policy: &Policy, node: Value, settings: &Value) -> PolicyResponse {
+    let response = validate_with_settings(policy, &node_update(node), settings).expect("validate");
     assert!(response.accepted, "{response:?}");
     assert_eq!((response.code, response.message.as_deref()), (None, None));
     response
+}
+
+/// With the default settings, beside KubeVirt's evacuation controller: the drain's marked VMIs
+/// are KubeVirt's to migrate (evac creates nothing), and the migration KubeVirt created for one of
+/// them gets its cause.
+#[test]
+fn beside_kubevirt_the_module_creates_nothing_and_records_causes() {
+    let created = migration("kubevirt-evacuation-k1", "a", "Running", Some(NODE), 0);
+    let objects = [
+        vec![kubevirt_cr(None), created],
+        with_pod(marked(vm("a", Some("LiveMigrate"), true))).to_vec(),
+        with_pod(marked(vm("b", Some("LiveMigrate"), true))).to_vec(),
+    ]
+    .concat();
+    let response = decide_with(&policy(objects), drained(), &json!({}));
+    assert!(
+        !response.effects.iter().any(|e| matches!(e, Effect::CreateMigration { .. })),
+        "{:?}",
+        response.effects
+    );
+    let annotated: Vec<&Effect> =
+        response.effects.iter().filter(|e| matches!(e, Effect::AnnotateMigration { .. })).collect();
+    let expected = Effect::AnnotateMigration {
+        migration: ObjectRef::new(NS, "kubevirt-evacuation-k1"),
+        cause: MigrationCause::Drain,
+    };
+    assert_eq!(annotated, [&expected]);
 }
 
 /// A schedulable, untainted node.
@@ -206,7 +239,8 @@ fn parallel_limits_count_active_migrations() {
     assert_eq!(migrations(&one), [&drain("a")]);
     assert_eq!(migrations(&decide(&policy_with_active(3), drained())), Vec::<&Effect>::new());
 
-    // A VMI already migrating is left to it, and its pod stays in progress.
+    // A VMI already migrating is left to it, and its pod stays in progress; the migration, which
+    // someone else created without a cause, gets one.
     let objects = [
         vec![kubevirt_cr(None)],
         vec![marked(vm("a", Some("LiveMigrate"), true))],
@@ -219,7 +253,9 @@ fn parallel_limits_count_active_migrations() {
         vec![migration("m", "a", "Running", Some(NODE), 0)],
     ]
     .concat();
-    assert_eq!(decide(&policy(objects), drained()).effects, []);
+    let cause =
+        Effect::AnnotateMigration { migration: ObjectRef::new(NS, "m"), cause: MigrationCause::Drain };
+    assert_eq!(decide(&policy(objects), drained()).effects, [cause]);
 }
 
 #[test]

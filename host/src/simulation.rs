@@ -29,6 +29,9 @@ pub const POD_EVICTION: &str = "pod-eviction";
 pub struct EvacPolicies {
     /// The policies file.
     pub policies: PathBuf,
+    /// evac replaces KubeVirt's eviction webhook and evacuation controller instead of running
+    /// beside them.
+    pub replace_kubevirt: bool,
 }
 
 impl Evac for EvacPolicies {
@@ -38,10 +41,25 @@ impl Evac for EvacPolicies {
         scenario: &Scenario,
         restarts: Vec<Duration>,
     ) -> Result<Box<dyn EvacRun>, ScenarioError> {
-        let running = start(store, &self.policies, &scenario.cluster.kubelet.eviction_soft.0, restarts)
-            .map_err(ScenarioError::Evac)?;
+        let cluster = SimulatedCluster {
+            eviction_soft: &scenario.cluster.kubelet.eviction_soft.0,
+            kubevirt_evacuation_controller: !self.replace_kubevirt,
+        };
+        let running = start(store, &self.policies, &cluster, restarts).map_err(ScenarioError::Evac)?;
         Ok(Box::new(running))
     }
+
+    fn replaces_kubevirt(&self) -> bool {
+        self.replace_kubevirt
+    }
+}
+
+/// What the policies' settings say about the cluster, as the simulated one is.
+pub struct SimulatedCluster<'a> {
+    /// The kubelets' soft eviction threshold (`evictionSoft`).
+    pub eviction_soft: &'a str,
+    /// KubeVirt's evacuation controller runs.
+    pub kubevirt_evacuation_controller: bool,
 }
 
 /// evac running in a simulated cluster.
@@ -79,25 +97,28 @@ impl EvacRun for Running {
 }
 
 /// Starts evac in the simulated cluster: registers its policy server as the webhook's service
-/// and returns the controller, to run as an actor. `eviction_soft` is the kubelet's soft
-/// threshold (the disruption-cause policy relieves nodes before they reach it). `restarts`: when
-/// the controller restarts (forgets all it knew), in simulated time.
+/// and returns the controller, to run as an actor. `cluster`: what the settings of the
+/// disruption-cause and evacuation policies say about the cluster, which are the simulated
+/// cluster's (the kubelets' soft threshold, which the disruption-cause policy relieves nodes
+/// before; whether KubeVirt's evacuation controller runs). `restarts`: when the controller
+/// restarts (forgets all it knew), in simulated time.
 pub fn start(
     store: &Arc<Store>,
     policies: &Path,
-    eviction_soft: &str,
+    cluster: &SimulatedCluster<'_>,
     restarts: Vec<Duration>,
 ) -> Result<Running, String> {
     let mut file = PoliciesFile::load(policies).map_err(|e| format!("{e:#}"))?;
     for id in [DISRUPTION_CAUSE, EVACUATION] {
         let Some(entry) = file.policies.get_mut(id) else { continue };
-        // The threshold is the simulated kubelets' `evictionSoft`: the settings describe the
-        // cluster's kubelets, and these are the scenario's. Both policies read the same setting.
+        // The settings describe the cluster's kubelets and KubeVirt, and these are the
+        // scenario's. Both policies read the same settings.
         let settings = entry.settings.get_or_insert_with(|| serde_json::json!({}));
         if !settings.get("nodePressure").is_some_and(Value::is_object) {
             settings["nodePressure"] = serde_json::json!({});
         }
-        settings["nodePressure"]["threshold"] = serde_json::json!(eviction_soft);
+        settings["nodePressure"]["threshold"] = serde_json::json!(cluster.eviction_soft);
+        settings["kubevirtEvacuationController"] = serde_json::json!(cluster.kubevirt_evacuation_controller);
     }
     // Policies read the simulated clock (back-offs are in simulated time).
     let clock = Arc::clone(store.clock());

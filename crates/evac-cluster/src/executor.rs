@@ -1,6 +1,6 @@
 //! The effect executor: what each effect writes, decided once for every back end.
 //!
-//! Each effect is one write (two for [`Effect::ClearEvacuation`]) that is safe to repeat:
+//! Each effect is one write (up to three for [`Effect::ClearEvacuation`]) that is safe to repeat:
 //! marks and annotations are merge patches of fixed values, and a mark is cleared only while it
 //! still names the node it was decided for, through a JSON patch whose `test` the API server
 //! checks atomically (a newer mark for another node stays). An event has a name derived from
@@ -13,7 +13,8 @@ use std::sync::{Arc, Mutex};
 
 use evac_core::effect::{
     EvacuationSource, EventReason, MigrationCause, MigrationPriority, ObjectRef, CAUSE_ANNOTATION,
-    EVACUATION_MIGRATION_ANNOTATION, EVACUATION_MIGRATION_PREFIX, EVICTION_SOURCE_ANNOTATION,
+    EVACUATION_MIGRATION_ANNOTATION, EVACUATION_MIGRATION_PREFIX, EVACUATION_REQUEST_ANNOTATION,
+    EVICTION_SOURCE_ANNOTATION,
 };
 use evac_core::kubevirt::{EVENT_KIND, MIGRATION_KIND, POD_KIND, VMI_KIND};
 use evac_core::Effect;
@@ -72,9 +73,11 @@ const fn access(verb: &'static str, group: &'static str, resource: &'static str)
 /// The writes each effect type makes (its reads go through the watch caches, which need `list`
 /// and `watch` of what they hold): what `deploy/` must grant, and nothing more. The executor's
 /// tests check every effect against it.
-pub const EFFECT_WRITES: [(&str, &[Access]); 5] = [
+pub const EFFECT_WRITES: [(&str, &[Access]); 7] = [
     ("MarkForEvacuation", &[access("patch", "kubevirt.io", "virtualmachineinstances")]),
     ("CreateMigration", &[access("create", "kubevirt.io", "virtualmachineinstancemigrations")]),
+    ("RequestEvacuation", &[access("patch", "kubevirt.io", "virtualmachineinstances")]),
+    ("AnnotateMigration", &[access("patch", "kubevirt.io", "virtualmachineinstancemigrations")]),
     ("AnnotatePod", &[access("patch", "", "pods")]),
     ("ClearEvacuation", &[access("patch", "kubevirt.io", "virtualmachineinstances")]),
     ("RecordEvent", &[access("create", "", "events")]),
@@ -115,16 +118,42 @@ impl Executor {
                 let patch = Patch::Merge(annotations_patch(annotations));
                 self.store.patch(&pods, &pod.namespace, &pod.name, &patch, false).await.map_err(fail)?;
             }
-            Effect::ClearEvacuation { vmi, node } => {
-                let clear = Patch::Json(clear_evacuation_patch(node));
-                match self.store.patch(&vmis, &vmi.namespace, &vmi.name, &clear, false).await {
+            Effect::RequestEvacuation { vmi, node, source } => {
+                let patch = Patch::Merge(json!({"metadata": {"annotations": {
+                    EVACUATION_REQUEST_ANNOTATION: node,
+                    EVICTION_SOURCE_ANNOTATION: source.as_str(),
+                }}}));
+                self.store.patch(&vmis, &vmi.namespace, &vmi.name, &patch, false).await.map_err(fail)?;
+            }
+            Effect::AnnotateMigration { migration, cause } => {
+                let migrations = Kind::new(MIGRATION_KIND.0, MIGRATION_KIND.1);
+                let patch =
+                    Patch::Merge(json!({"metadata": {"annotations": {CAUSE_ANNOTATION: cause.as_str()}}}));
+                match self
+                    .store
+                    .patch(&migrations, &migration.namespace, &migration.name, &patch, false)
+                    .await
+                {
                     Ok(()) => {}
-                    // 422: the test failed (no mark, or one for another node): not ours to clear.
-                    Err(e) if e.code == 422 => {
-                        return Ok(Applied::Unneeded("the mark names no longer this node"))
-                    }
-                    Err(e) if e.code == 404 => return Ok(Applied::Unneeded("the VMI is gone")),
+                    Err(e) if e.code == 404 => return Ok(Applied::Unneeded("the migration is gone")),
                     Err(e) => return Err(fail(e)),
+                }
+            }
+            Effect::ClearEvacuation { vmi, node } => {
+                // The mark, then the request, each only while it names this node.
+                let mut cleared = false;
+                for clear in [clear_evacuation_patch(node), clear_request_patch(node)] {
+                    match self.store.patch(&vmis, &vmi.namespace, &vmi.name, &Patch::Json(clear), false).await
+                    {
+                        Ok(()) => cleared = true,
+                        // 422: the test failed (none, or one for another node): not ours to clear.
+                        Err(e) if e.code == 422 => {}
+                        Err(e) if e.code == 404 => return Ok(Applied::Unneeded("the VMI is gone")),
+                        Err(e) => return Err(fail(e)),
+                    }
+                }
+                if !cleared {
+                    return Ok(Applied::Unneeded("neither a mark nor a request names this node"));
                 }
                 let source =
                     Patch::Merge(json!({"metadata": {"annotations": {EVICTION_SOURCE_ANNOTATION: null}}}));
@@ -212,12 +241,26 @@ fn event(vmi: &ObjectRef, uid: &str, name: &str, reason: EventReason, message: &
 
 /// The JSON merge patch that marks a VMI for evacuation: `status.evacuationNodeName`, and the
 /// eviction-source annotation set to the mark's source (the descheduler, preemption, ...) or
-/// removed (an API eviction's mark has none). One patch, so both land or neither does.
+/// removed (an API eviction's mark has none); an evacuation request is replaced by the mark. One
+/// patch, so all land or none does.
 pub fn evacuation_patch(node: &str, source: Option<EvacuationSource>) -> Value {
     json!({
         "status": {"evacuationNodeName": node},
-        "metadata": {"annotations": {EVICTION_SOURCE_ANNOTATION: source.map(EvacuationSource::as_str)}},
+        "metadata": {"annotations": {
+            EVICTION_SOURCE_ANNOTATION: source.map(EvacuationSource::as_str),
+            EVACUATION_REQUEST_ANNOTATION: null,
+        }},
     })
+}
+
+/// The JSON patch that removes a VMI's evacuation request if, and only if, it names `node`.
+fn clear_request_patch(node: &str) -> json_patch::Patch {
+    let path = format!("/metadata/annotations/{}", EVACUATION_REQUEST_ANNOTATION.replace('/', "~1"));
+    serde_json::from_value(json!([
+        {"op": "test", "path": path, "value": node},
+        {"op": "remove", "path": path},
+    ]))
+    .expect("a well-formed JSON patch")
 }
 
 /// The JSON patch that removes a VMI's mark if, and only if, it still names `node`.

@@ -121,6 +121,11 @@ pub const CAUSE_ANNOTATION: &str = "evac.kubevirt.io/cause";
 pub const EVACUATION_MIGRATION_ANNOTATION: &str = "kubevirt.io/evacuationMigration";
 /// The `generateName` of evacuation migrations, as KubeVirt's evacuation controller sets it.
 pub const EVACUATION_MIGRATION_PREFIX: &str = "kubevirt-evacuation-";
+/// The VMI annotation that holds an evacuation of evac's own until its migration's turn: the node
+/// the VMI is to leave. Beside KubeVirt's evacuation controller (which migrates every marked VMI
+/// at once), evac marks such a VMI only when its order and the parallel limits let its migration
+/// start; the mark replaces the request.
+pub const EVACUATION_REQUEST_ANNOTATION: &str = "evac.kubevirt.io/evacuate-from";
 /// The VMI annotation that records who asked for an evacuation (KubeVirt sets it for the descheduler).
 pub const EVICTION_SOURCE_ANNOTATION: &str = "kubevirt.io/eviction-source";
 /// The descheduler's annotation: evict this pod only through the eviction API (KEP-1397).
@@ -192,6 +197,28 @@ pub enum Effect {
         #[serde(skip_serializing_if = "Option::is_none")]
         priority: Option<MigrationPriority>,
     },
+    /// Hold an evacuation of evac's own for its turn: set [`EVACUATION_REQUEST_ANNOTATION`]` = node`
+    /// and [`EVICTION_SOURCE_ANNOTATION`]` = source` on the VMI, without marking it (KubeVirt's
+    /// evacuation controller would migrate a marked VMI at once). The evacuation decision marks
+    /// it when its migration may start.
+    #[serde(rename_all = "camelCase")]
+    RequestEvacuation {
+        /// The VMI to evacuate.
+        vmi: ObjectRef,
+        /// The node it is to leave.
+        node: String,
+        /// Who asked: evac's cause.
+        source: EvacuationSource,
+    },
+    /// Record the cause of an evacuation migration someone else created (KubeVirt's evacuation
+    /// controller): set [`CAUSE_ANNOTATION`] on it.
+    #[serde(rename_all = "camelCase")]
+    AnnotateMigration {
+        /// The migration.
+        migration: ObjectRef,
+        /// Why its VMI leaves.
+        cause: MigrationCause,
+    },
     /// Set (`Some`) or remove (`None`) annotations of a pod, as one merge patch.
     #[serde(rename_all = "camelCase")]
     AnnotatePod {
@@ -201,7 +228,8 @@ pub enum Effect {
         annotations: BTreeMap<String, Option<String>>,
     },
     /// Clear a VMI's evacuation mark (`status.evacuationNodeName`, and the eviction-source
-    /// annotation) if it still names `node`: the evacuation no longer applies.
+    /// annotation) if it still names `node`, and its evacuation request if that names `node`:
+    /// the evacuation no longer applies.
     #[serde(rename_all = "camelCase")]
     ClearEvacuation {
         /// The VMI whose mark to clear.
@@ -251,6 +279,8 @@ impl Effect {
         match self {
             Effect::MarkForEvacuation { .. } => "MarkForEvacuation",
             Effect::CreateMigration { .. } => "CreateMigration",
+            Effect::RequestEvacuation { .. } => "RequestEvacuation",
+            Effect::AnnotateMigration { .. } => "AnnotateMigration",
             Effect::AnnotatePod { .. } => "AnnotatePod",
             Effect::ClearEvacuation { .. } => "ClearEvacuation",
             Effect::RecordEvent { .. } => "RecordEvent",
@@ -273,6 +303,7 @@ struct EffectRecord {
     cause: Option<MigrationCause>,
     priority: Option<MigrationPriority>,
     pod: Option<ObjectRef>,
+    migration: Option<ObjectRef>,
     annotations: Option<BTreeMap<String, Option<String>>>,
     reason: Option<EventReason>,
     message: Option<String>,
@@ -296,6 +327,15 @@ impl<'de> Deserialize<'de> for Effect {
                 node: record.node.clone().ok_or_else(|| missing("node"))?,
                 cause: record.cause,
                 priority: record.priority,
+            }),
+            "RequestEvacuation" => Ok(Effect::RequestEvacuation {
+                vmi: record.vmi.clone().ok_or_else(|| missing("vmi"))?,
+                node: record.node.clone().ok_or_else(|| missing("node"))?,
+                source: record.source.ok_or_else(|| missing("source"))?,
+            }),
+            "AnnotateMigration" => Ok(Effect::AnnotateMigration {
+                migration: record.migration.clone().ok_or_else(|| missing("migration"))?,
+                cause: record.cause.ok_or_else(|| missing("cause"))?,
             }),
             "AnnotatePod" => Ok(Effect::AnnotatePod {
                 pod: record.pod.clone().ok_or_else(|| missing("pod"))?,
@@ -348,6 +388,15 @@ mod tests {
                 annotations: [(EVICTION_IN_PROGRESS_ANNOTATION.to_owned(), None)].into(),
             },
             Effect::ClearEvacuation { vmi: ObjectRef::new("default", "vm"), node: "node01".into() },
+            Effect::RequestEvacuation {
+                vmi: ObjectRef::new("default", "vm"),
+                node: "node01".into(),
+                source: EvacuationSource::NodePressure,
+            },
+            Effect::AnnotateMigration {
+                migration: ObjectRef::new("default", "kubevirt-evacuation-x1"),
+                cause: MigrationCause::ApiEviction,
+            },
             Effect::RecordEvent {
                 vmi: ObjectRef::new("default", "vm"),
                 node: "node01".into(),
@@ -456,6 +505,18 @@ mod tests {
                     priority: None,
                 },
                 "CreateMigration",
+            ),
+            (
+                Effect::RequestEvacuation {
+                    vmi: vmi(),
+                    node: "n".into(),
+                    source: EvacuationSource::NoexecuteTaint,
+                },
+                "RequestEvacuation",
+            ),
+            (
+                Effect::AnnotateMigration { migration: vmi(), cause: MigrationCause::Drain },
+                "AnnotateMigration",
             ),
             (Effect::AnnotatePod { pod: vmi(), annotations: BTreeMap::new() }, "AnnotatePod"),
             (Effect::ClearEvacuation { vmi: vmi(), node: "n".into() }, "ClearEvacuation"),

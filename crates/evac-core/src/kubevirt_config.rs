@@ -98,6 +98,13 @@ pub fn in_effect<'k, 'a>(kubevirts: &'k [KubeVirt<'a>]) -> Option<&'k KubeVirt<'
     kubevirts.iter().filter(|kv| kv.metadata.deletion_timestamp.is_none()).min_by(|a, b| key(a).cmp(&key(b)))
 }
 
+/// The default of the policies' `kubevirtEvacuationController` setting: KubeVirt's evacuation
+/// controller runs, as virt-controller ships it (`pkg/virt-controller/watch/drain/evacuation`;
+/// virt-operator offers no way to turn it off).
+pub fn evacuation_controller_default() -> bool {
+    true
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::{json, Value};

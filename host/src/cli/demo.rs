@@ -69,7 +69,10 @@ fn compare(file: &Path, scenario: &Scenario, policies: &Path) -> Result<(String,
     let baseline = run_quietly(&baseline_scenario, &Mode::KubeVirt)?;
     let evac = run_quietly(
         scenario,
-        &Mode::Evac(std::sync::Arc::new(crate::simulation::EvacPolicies { policies: policies.to_owned() })),
+        &Mode::Evac(std::sync::Arc::new(crate::simulation::EvacPolicies {
+            policies: policies.to_owned(),
+            replace_kubevirt: false,
+        })),
     )?;
     let line = comparison_line(&file_name(file).replace(".yaml", ""), &evac, &baseline);
     Ok((line, comparison_problems(&evac, &baseline)))

@@ -43,14 +43,14 @@ struct ServeArgs {
     /// controllers, taint manager) act: grace periods and migrations take 1/speed of their time.
     #[arg(long, default_value_t = 1.0)]
     speed: f64,
-    /// Run the cluster for `evac control`: KubeVirt's evacuation controller is off, since evac
-    /// migrates the VMIs marked for evacuation (with its own limits, back-offs and causes).
-    /// Without it, both would create a migration for each marked VMI.
+    /// Turn KubeVirt's evacuation controller off, for an `evac control` whose policies set
+    /// `kubevirtEvacuationController: false` (it then creates the migrations itself). By default
+    /// KubeVirt's components run as shipped, as in a real cluster, and evac runs beside them.
     #[arg(long)]
-    evac: bool,
+    replace_kubevirt: bool,
     /// Serve the objects as they are: no cluster component runs, so nothing changes but what
     /// clients write (for comparing policy hosts on a fixed cluster).
-    #[arg(long, conflicts_with_all = ["speed", "evac"])]
+    #[arg(long, conflicts_with_all = ["speed", "replace_kubevirt"])]
     no_components: bool,
 }
 
@@ -70,7 +70,7 @@ fn serve(args: ServeArgs) -> Result<()> {
         anyhow::bail!("--speed must be a positive number, got {}", args.speed);
     }
     if !args.no_components {
-        start_components(&store, args.speed, args.evac)?;
+        start_components(&store, args.speed, args.replace_kubevirt)?;
     }
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     runtime.block_on(async move {
@@ -86,12 +86,12 @@ fn serve(args: ServeArgs) -> Result<()> {
 }
 
 /// Starts the cluster's components on their own thread (they call webhooks synchronously).
-fn start_components(store: &Arc<Store>, speed: f64, evac: bool) -> Result<()> {
+fn start_components(store: &Arc<Store>, speed: f64, replace_kubevirt: bool) -> Result<()> {
     let components = Simulation::new(
         Arc::clone(store),
         vec![
             Box::new(Scheduler),
-            Box::new(VirtController::new(!evac)),
+            Box::new(VirtController::new(!replace_kubevirt)),
             Box::new(MigrationController::default()),
             Box::new(Kubelet::default()),
             Box::new(TaintManager::default()),

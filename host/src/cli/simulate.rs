@@ -20,6 +20,10 @@ pub struct SimulateArgs {
     /// Run the cluster with evac (its policy server and controller) instead of KubeVirt alone.
     #[arg(long)]
     evac: bool,
+    /// With `--evac`: evac replaces KubeVirt's eviction webhook and evacuation controller, instead
+    /// of running beside them as it does in a real cluster.
+    #[arg(long, requires = "evac")]
+    replace_kubevirt: bool,
     /// The policies evac runs with (`--evac`).
     #[arg(long, default_value = "examples/control/policies.yml")]
     policies: PathBuf,
@@ -40,7 +44,10 @@ pub fn run(args: SimulateArgs) -> Result<()> {
     let mut progress = Terminal { bar: bar(), timeline };
     let started = std::time::Instant::now();
     let mode = if args.evac {
-        Mode::Evac(std::sync::Arc::new(crate::simulation::EvacPolicies { policies: args.policies.clone() }))
+        Mode::Evac(std::sync::Arc::new(crate::simulation::EvacPolicies {
+            policies: args.policies.clone(),
+            replace_kubevirt: args.replace_kubevirt,
+        }))
     } else {
         Mode::KubeVirt
     };

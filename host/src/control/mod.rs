@@ -86,6 +86,15 @@ impl Controller {
                 describe(&releasing)
             );
         }
+        let beside = |id: &str| kubevirt_evacuation_controller(&set[id].active.settings);
+        if beside(DISRUPTION_CAUSE) != beside(EVACUATION) {
+            bail!(
+                "the kubevirtEvacuationController settings of `{DISRUPTION_CAUSE}` ({}) and `{EVACUATION}` ({}) \
+                 differ: one holds evacuations for the other to start, so they must be the same",
+                beside(DISRUPTION_CAUSE),
+                beside(EVACUATION)
+            );
+        }
         let state = State { cursors: [None; 4], routing: Routing::default() };
         Ok(Self { pipeline, state: Mutex::new(state) })
     }
@@ -187,6 +196,22 @@ fn node_pressure(settings: &serde_json::value::RawValue) -> evac_core::node_pres
         node_pressure: evac_core::node_pressure::NodePressure,
     }
     serde_json::from_str::<WithPressure>(settings.get()).map(|s| s.node_pressure).unwrap_or_default()
+}
+
+/// A policy's `kubevirtEvacuationController` setting, with the default for a missing or unreadable
+/// one.
+fn kubevirt_evacuation_controller(settings: &serde_json::value::RawValue) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Beside {
+        #[serde(
+            default = "evac_core::kubevirt_config::evacuation_controller_default",
+            rename = "kubevirtEvacuationController"
+        )]
+        kubevirt_evacuation_controller: bool,
+    }
+    serde_json::from_str::<Beside>(settings.get())
+        .map(|s| s.kubevirt_evacuation_controller)
+        .unwrap_or_else(|_| evac_core::kubevirt_config::evacuation_controller_default())
 }
 
 fn describe(pressure: &evac_core::node_pressure::NodePressure) -> String {

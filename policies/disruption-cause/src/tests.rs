@@ -29,13 +29,10 @@ fn evaluate_review(review: &Value, cluster: &TestCluster) -> PolicyResponse {
     serde_json::from_slice(&answer).expect("a PolicyResponse")
 }
 
+/// With KubeVirt's evacuation controller running (the default), evac holds the evacuation as a
+/// request for the evacuation policy to mark in its order.
 fn mark(vmi: &str, source: EvacuationSource) -> Effect {
-    Effect::MarkForEvacuation {
-        vmi: ObjectRef::new("default", vmi),
-        node: "node01".into(),
-        dry_run: false,
-        source: Some(source),
-    }
+    Effect::RequestEvacuation { vmi: ObjectRef::new("default", vmi), node: "node01".into(), source }
 }
 
 fn cause(value: &str) -> Option<std::collections::BTreeMap<String, String>> {
@@ -49,6 +46,19 @@ fn a_preempted_launcher_pod_marks_its_vm() {
     assert_eq!((response.code, response.message.as_deref()), (None, None));
     assert_eq!(response.effects, [mark("web-1", EvacuationSource::Preemption)]);
     assert_eq!(response.audit_annotations, cause("preemption"));
+
+    // Without it, the VMI is marked at once.
+    let settings = json!({"kubevirtEvacuationController": false});
+    let answer =
+        evaluate(&payload(&fixture("preempted-launcher-update.json"), settings), &context()).unwrap();
+    let response: PolicyResponse = serde_json::from_slice(&answer).unwrap();
+    let marked = Effect::MarkForEvacuation {
+        vmi: ObjectRef::new("default", "web-1"),
+        node: "node01".into(),
+        dry_run: false,
+        source: Some(EvacuationSource::Preemption),
+    };
+    assert_eq!(response.effects, [marked]);
 }
 
 #[test]

@@ -24,7 +24,12 @@ fn context() -> TestCluster {
     TestCluster::new(fixture("context.json")["items"].as_array().unwrap().iter().cloned())
 }
 
-fn payload(request: &Value, settings: Value) -> Vec<u8> {
+/// The payload, with evac creating the migrations itself (KubeVirt's evacuation controller off)
+/// unless the settings say otherwise.
+fn payload(request: &Value, mut settings: Value) -> Vec<u8> {
+    if settings.get("kubevirtEvacuationController").is_none() {
+        settings["kubevirtEvacuationController"] = json!(false);
+    }
     serde_json::to_vec(&json!({"settings": settings, "request": request})).unwrap()
 }
 
@@ -70,6 +75,20 @@ fn a_drained_node() {
                 &[(EVICTION_IN_PROGRESS_ANNOTATION, "true"), (REQUEST_EVICT_ONLY_ANNOTATION, "")]
             ),
         ]
+    );
+}
+
+/// Beside KubeVirt's evacuation controller (the default), the node's marked VMIs are KubeVirt's
+/// to migrate: the policy creates none.
+#[test]
+fn beside_kubevirt_nothing_is_created() {
+    let settings = json!({"kubevirtEvacuationController": true});
+    let response = evaluate(&payload(&drained_node_update(), settings), &context());
+    assert!(response.accepted);
+    assert!(
+        !response.effects.iter().any(|e| matches!(e, Effect::CreateMigration { .. })),
+        "{:?}",
+        response.effects
     );
 }
 

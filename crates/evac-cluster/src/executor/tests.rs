@@ -15,6 +15,10 @@ fn cluster() -> (Arc<MemoryStore>, Executor) {
                    "status": {"nodeName": "n1"}}),
             json!({"apiVersion": "v1", "kind": "Pod",
                    "metadata": {"name": "virt-launcher-vm-abcde", "namespace": "ns"}}),
+            json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstanceMigration",
+                   "metadata": {"name": "kubevirt-evacuation-x1", "namespace": "other",
+                                "annotations": {"kubevirt.io/evacuationMigration": "n1"}},
+                   "spec": {"vmiName": "vm"}}),
         ])
         .unwrap(),
     );
@@ -33,6 +37,55 @@ fn mark(dry_run: bool, name: &str, node: &str) -> Effect {
         dry_run,
         source: Some(EvacuationSource::Descheduler),
     }
+}
+
+fn request(node: &str) -> Effect {
+    Effect::RequestEvacuation {
+        vmi: ObjectRef::new("ns", "vm"),
+        node: node.into(),
+        source: EvacuationSource::NoexecuteTaint,
+    }
+}
+
+/// A request holds the evacuation without marking; the mark replaces it; a clear removes a
+/// request for its node only, with the source.
+#[test]
+fn requests_are_held_marked_and_cleared() {
+    let (store, executor) = cluster();
+    block_on(executor.apply(&request("n1"))).unwrap();
+    let requested = vmi(&store);
+    assert_eq!(requested["status"].get("evacuationNodeName"), None, "a request is not a mark");
+    let annotations = &requested["metadata"]["annotations"];
+    assert_eq!(annotations["evac.kubevirt.io/evacuate-from"], "n1");
+    assert_eq!(annotations["kubevirt.io/eviction-source"], "noexecute-taint");
+    assert!(matches!(block_on(executor.apply(&clear("n2"))).unwrap(), Applied::Unneeded(_)));
+    assert_eq!(vmi(&store)["metadata"]["annotations"]["evac.kubevirt.io/evacuate-from"], "n1");
+    assert_eq!(block_on(executor.apply(&clear("n1"))).unwrap(), Applied::Written);
+    assert_eq!(vmi(&store)["metadata"]["annotations"], json!({"keep": "me"}));
+
+    block_on(executor.apply(&request("n1"))).unwrap();
+    block_on(executor.apply(&mark(false, "vm", "n1"))).unwrap();
+    let marked = vmi(&store);
+    assert_eq!(marked["status"]["evacuationNodeName"], "n1");
+    assert_eq!(marked["metadata"]["annotations"].get("evac.kubevirt.io/evacuate-from"), None);
+}
+
+/// A cause is recorded on a migration someone else created; a migration gone is no error.
+#[test]
+fn causes_are_recorded_on_migrations() {
+    let (store, executor) = cluster();
+    let annotate = |name: &str| Effect::AnnotateMigration {
+        migration: ObjectRef::new("other", name),
+        cause: MigrationCause::Drain,
+    };
+    assert_eq!(block_on(executor.apply(&annotate("kubevirt-evacuation-x1"))).unwrap(), Applied::Written);
+    let kind = Kind::new("kubevirt.io/v1", "VirtualMachineInstanceMigration");
+    let migration = store.get(&kind, "other", "kubevirt-evacuation-x1").unwrap();
+    assert_eq!(
+        migration["metadata"]["annotations"],
+        json!({"kubevirt.io/evacuationMigration": "n1", "evac.kubevirt.io/cause": "drain"})
+    );
+    assert!(matches!(block_on(executor.apply(&annotate("gone"))).unwrap(), Applied::Unneeded(_)));
 }
 
 fn clear(node: &str) -> Effect {
@@ -61,7 +114,7 @@ fn a_mark_is_cleared_only_while_it_names_the_node() {
     let (store, executor) = cluster();
     assert_eq!(
         block_on(executor.apply(&clear("n1"))).unwrap(),
-        Applied::Unneeded("the mark names no longer this node"),
+        Applied::Unneeded("neither a mark nor a request names this node"),
         "no mark: nothing to clear"
     );
     block_on(executor.apply(&mark(false, "vm", "n2"))).unwrap();
@@ -261,6 +314,11 @@ fn every_effect_writes_what_the_rbac_table_lists() {
             annotations: [("a".to_owned(), Some("b".to_owned()))].into_iter().collect(),
         },
         clear("n1"),
+        request("n1"),
+        Effect::AnnotateMigration {
+            migration: ObjectRef::new("other", "kubevirt-evacuation-x1"),
+            cause: MigrationCause::ApiEviction,
+        },
         Effect::RecordEvent {
             vmi: ObjectRef::new("ns", "vm"),
             node: "n1".into(),

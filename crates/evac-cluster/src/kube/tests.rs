@@ -357,18 +357,20 @@ async fn marking_for_evacuation_is_one_merge_patch_on_the_vmi() {
         assert_eq!(patch.path, "/apis/kubevirt.io/v1/namespaces/default/virtualmachineinstances/web-1");
         assert_eq!(patch.content_type, "application/merge-patch+json");
     }
-    // No source: a source left by an earlier mark (evac's own cause) is removed, as the mark is
-    // now the eviction's.
+    // No source: a source left by an earlier mark or request (evac's own cause) is removed, as
+    // the mark is now the eviction's; a request is replaced by the mark.
     assert_eq!(
         patches[0].body,
         json!({"status": {"evacuationNodeName": "node01"},
-               "metadata": {"annotations": {"kubevirt.io/eviction-source": null}}})
+               "metadata": {"annotations": {"kubevirt.io/eviction-source": null,
+                                            "evac.kubevirt.io/evacuate-from": null}}})
     );
     assert!(!patches[0].query.contains("dryRun"), "{}", patches[0].query);
     assert_eq!(
         patches[1].body,
         json!({"status": {"evacuationNodeName": "node01"},
-               "metadata": {"annotations": {"kubevirt.io/eviction-source": "descheduler"}}})
+               "metadata": {"annotations": {"kubevirt.io/eviction-source": "descheduler",
+                                            "evac.kubevirt.io/evacuate-from": null}}})
     );
     assert!(patches[1].query.split('&').any(|pair| pair == "dryRun=All"), "{}", patches[1].query);
 

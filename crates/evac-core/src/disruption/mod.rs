@@ -226,22 +226,33 @@ fn decide_pod<C: ClusterReader + ?Sized>(
     };
     // Not from the pod the VM runs in (a migration target's), not a VM that has stopped or is
     // not running yet, and not twice.
-    if vmi.status.node_name != node
-        || vmi.status.phase != "Running"
-        || vmi.status.evacuation_node_name == node
-    {
+    if vmi.status.node_name != node || vmi.status.phase != "Running" || vmi.is_evacuating_from(node) {
         return Ok(decision);
     }
     let config = KubeVirtConfig::read(settings.kubevirt.as_ref(), cluster)?;
     if !config.feature_gate_enabled(gate) || !strategy_marks(&vmi, config.eviction_strategy.as_ref()) {
         return Ok(decision);
     }
-    Ok(decision.with_effect(Effect::MarkForEvacuation {
-        vmi: ObjectRef::new(namespace.as_str(), vmi.metadata.name.as_str()),
-        node: node.to_owned(),
-        dry_run: request.is_dry_run(),
-        source: Some(source),
-    }))
+    let vmi = ObjectRef::new(namespace.as_str(), vmi.metadata.name.as_str());
+    Ok(decision.with_effect(evacuate(settings, vmi, node, request.is_dry_run(), source)))
+}
+
+/// The effect that evacuates a VMI for one of evac's causes: beside KubeVirt's evacuation
+/// controller a request, which the evacuation decision marks in its order (a marked VMI would be
+/// migrated at once); without it, the mark. A dry run is answered with the dry-run mark, which
+/// changes nothing either way.
+pub(crate) fn evacuate(
+    settings: &Settings,
+    vmi: ObjectRef,
+    node: &str,
+    dry_run: bool,
+    source: EvacuationSource,
+) -> Effect {
+    if settings.kubevirt_evacuation_controller && !dry_run {
+        Effect::RequestEvacuation { vmi, node: node.to_owned(), source }
+    } else {
+        Effect::MarkForEvacuation { vmi, node: node.to_owned(), dry_run, source: Some(source) }
+    }
 }
 
 /// Whether the VMI's eviction strategy asks for a migration, as KubeVirt's node-pressure design

@@ -9,7 +9,7 @@ use std::cmp::Ordering;
 
 use super::{strategy_marks, Cause, DecideError, Settings, CAUSE_AUDIT_ANNOTATION, NODE_PRESSURE_GATE};
 use crate::cluster::{self, ClusterReader, ListResourcesAll};
-use crate::effect::{Effect, EvacuationSource, ObjectRef};
+use crate::effect::{EvacuationSource, ObjectRef};
 use crate::eviction::VMI_API_VERSION;
 use crate::kubevirt_config::KubeVirtConfig;
 use crate::model::{AdmissionRequest, Node, VirtualMachineInstance};
@@ -64,13 +64,14 @@ pub(super) fn decide_node<C: ClusterReader + ?Sized>(
     let on_node: Vec<&VirtualMachineInstance<'_>> =
         vmis.iter().filter(|v| v.status.node_name == name).collect();
     let marked: Vec<&VirtualMachineInstance<'_>> =
-        on_node.iter().copied().filter(|v| v.status.evacuation_node_name == name).collect();
+        on_node.iter().copied().filter(|v| v.is_evacuating_from(name)).collect();
     let mut eligible: Vec<Candidate> = on_node
         .iter()
         .filter(|v| {
             v.status.phase == "Running"
                 && !v.is_being_deleted()
                 && !v.is_marked_for_evacuation()
+                && !v.is_requested_from(name)
                 && strategy_marks(v, config.eviction_strategy.as_ref())
         })
         .map(|v| Candidate {
@@ -82,7 +83,8 @@ pub(super) fn decide_node<C: ClusterReader + ?Sized>(
 
     let mut chosen = match available {
         Some(available) => {
-            // Marked VMs are leaving already: the memory they free is not to be found again.
+            // Marked (or requested) VMs are leaving already: the memory they free is not to be
+            // found again.
             let leaving: f64 = marked.iter().map(|v| v.memory().unwrap_or(0.0)).sum();
             select_covering(eligible, wanted - available - leaving)
         }
@@ -112,12 +114,13 @@ pub(super) fn decide_node<C: ClusterReader + ?Sized>(
     }
     let dry_run = request.is_dry_run();
     Ok(chosen.into_iter().fold(decision, |decision, candidate| {
-        decision.with_effect(Effect::MarkForEvacuation {
-            vmi: candidate.vmi,
-            node: name.to_owned(),
+        decision.with_effect(super::evacuate(
+            settings,
+            candidate.vmi,
+            name,
             dry_run,
-            source: Some(EvacuationSource::NodePressure),
-        })
+            EvacuationSource::NodePressure,
+        ))
     }))
 }
 

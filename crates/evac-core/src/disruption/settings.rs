@@ -4,7 +4,7 @@ use crate::eviction::KubeVirtRef;
 pub use crate::node_pressure::NodePressure;
 
 /// Settings of the disruption-cause decision.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Settings {
     /// Where the KubeVirt CR lives. Unset: the one in effect of those in the cluster (there is
@@ -15,6 +15,18 @@ pub struct Settings {
     /// evacuation decision reads the same setting.
     #[serde(default)]
     pub node_pressure: NodePressure,
+    /// `kubevirtEvacuationController`, the same setting as the evacuation decision's: with
+    /// KubeVirt's evacuation controller running (the default), a disruption is held as an
+    /// evacuation request ([`crate::Effect::RequestEvacuation`]) for the evacuation decision to
+    /// mark in its order; without it, the VMI is marked at once.
+    #[serde(default = "crate::kubevirt_config::evacuation_controller_default")]
+    pub kubevirt_evacuation_controller: bool,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self { kubevirt: None, node_pressure: NodePressure::default(), kubevirt_evacuation_controller: true }
+    }
 }
 
 impl Settings {

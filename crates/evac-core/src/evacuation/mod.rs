@@ -21,7 +21,8 @@ use std::collections::HashSet;
 
 use crate::cluster::{self, ClusterReader, ListResourcesAll, ReadError};
 use crate::effect::{
-    EvacuationSource, EventReason, MigrationCause, MigrationPriority, EVICTION_SOURCE_ANNOTATION,
+    EvacuationSource, EventReason, MigrationCause, MigrationPriority, CAUSE_ANNOTATION,
+    EVICTION_SOURCE_ANNOTATION,
 };
 use crate::estimate::{self, Estimate, MigrationInputs};
 use crate::kubevirt::DIRTY_RATE_ANNOTATION;
@@ -221,6 +222,9 @@ struct Plan<'i, 'a> {
     in_progress: HashSet<VmiKey<'i>>,
     /// How many migrations may start.
     room: usize,
+    /// Beside KubeVirt's evacuation controller: the causes to record on the migrations it
+    /// created, (namespace, migration name, cause).
+    causes: Vec<(&'i str, &'i str, MigrationCause)>,
 }
 
 impl<'i, 'a> Plan<'i, 'a> {
@@ -247,7 +251,13 @@ impl<'i, 'a> Plan<'i, 'a> {
             events: Vec::new(),
             in_progress: HashSet::new(),
             room: 0,
+            causes: Vec::new(),
         };
+        // Beside KubeVirt's evacuation controller, which migrates every marked VMI at once, evac
+        // marks only when a migration of its own may start, and creates none.
+        let beside = inputs.flavor == Flavor::Evac && inputs.settings.kubevirt_evacuation_controller;
+        // Marked VMIs KubeVirt's controller is about to migrate: they take room already.
+        let mut kubevirt_starting = 0u32;
         // The label selects the VMIs on the node; a VMI whose label lags behind a migration is not.
         for vmi in inputs.vmis.iter().filter(|v| v.status.node_name == node_name) {
             let (namespace, name) = (vmi.metadata.namespace.as_str(), vmi.metadata.name.as_str());
@@ -259,12 +269,14 @@ impl<'i, 'a> Plan<'i, 'a> {
                 .collect();
             let terminating = pods.iter().any(|p| p.is_terminating());
             let marked = vmi.status.evacuation_node_name == node_name;
+            let requested = beside && !marked && vmi.is_requested_from(node_name);
             let source =
                 vmi.metadata.annotation(EVICTION_SOURCE_ANNOTATION).and_then(|s| EvacuationSource::parse(&s));
             // A migration under way is left to finish: KubeVirt clears the mark when it succeeds.
             // KubeVirt never calls a mark off itself; evac only its own (see `release`).
             let own = source.filter(|s| s.ends_by_itself());
-            if let (Flavor::Evac, true, false, Some(own)) = (inputs.flavor, marked, history.active, own) {
+            let evacuating = marked || requested;
+            if let (Flavor::Evac, true, false, Some(own)) = (inputs.flavor, evacuating, history.active, own) {
                 if history.failures >= inputs.settings.max_failed_evacuations {
                     plan.clears.push((namespace, name));
                     plan.events.push(Effect::RecordEvent {
@@ -288,7 +300,11 @@ impl<'i, 'a> Plan<'i, 'a> {
             if marked {
                 plan.in_progress.insert((namespace, name));
             }
-            if (marked || node.is_drain_tainted()) && should_migrate(vmi, inputs, history, &pods) {
+            let wanted = if beside { requested } else { marked || node.is_drain_tainted() };
+            if beside && (marked || node.is_drain_tainted()) && should_migrate(vmi, inputs, history, &pods) {
+                kubevirt_starting += 1;
+            }
+            if wanted && should_migrate(vmi, inputs, history, &pods) {
                 let deadline = pods
                     .first()
                     .and_then(|p| p.metadata.deletion_timestamp.as_deref())
@@ -297,7 +313,7 @@ impl<'i, 'a> Plan<'i, 'a> {
                 let memory = vmi.memory().unwrap_or(0.0);
                 plan.candidates.push(Candidate {
                     deadline,
-                    marked,
+                    marked: evacuating,
                     namespace,
                     name,
                     source,
@@ -308,7 +324,12 @@ impl<'i, 'a> Plan<'i, 'a> {
             }
         }
         plan.launchers = launchers;
-        let load = history::load(inputs.migrations, node_name);
+        if inputs.flavor == Flavor::Evac {
+            plan.causes = uncaused(inputs);
+        }
+        let mut load = history::load(inputs.migrations, node_name);
+        load.cluster += kubevirt_starting;
+        load.outbound += kubevirt_starting;
         plan.room =
             match inputs.flavor {
                 Flavor::Evac => {
@@ -369,15 +390,31 @@ impl<'i, 'a> Plan<'i, 'a> {
                 }
             }
             started += 1;
-            decision.effects.push(Effect::CreateMigration {
-                vmi: ObjectRef::new(c.namespace, c.name),
-                node: node_name.to_owned(),
-                cause: (inputs.flavor == Flavor::Evac).then(|| cause(c.source, inputs.node)),
-                // Only virt-controller may set a priority (virt-api refuses it from anyone
-                // else); evac orders its migrations by when it creates them.
-                priority: (inputs.flavor == Flavor::KubeVirt).then(|| priority(c.source)),
-            });
+            let vmi = ObjectRef::new(c.namespace, c.name);
+            decision.effects.push(
+                if inputs.settings.kubevirt_evacuation_controller && inputs.flavor == Flavor::Evac {
+                    // KubeVirt's evacuation controller creates the migration of a marked VMI.
+                    Effect::MarkForEvacuation {
+                        vmi,
+                        node: node_name.to_owned(),
+                        dry_run: false,
+                        source: c.source,
+                    }
+                } else {
+                    Effect::CreateMigration {
+                        vmi,
+                        node: node_name.to_owned(),
+                        cause: (inputs.flavor == Flavor::Evac).then(|| cause(c.source, inputs.node)),
+                        // Only virt-controller may set a priority (virt-api refuses it from anyone
+                        // else); evac orders its migrations by when it creates them.
+                        priority: (inputs.flavor == Flavor::KubeVirt).then(|| priority(c.source)),
+                    }
+                },
+            );
         }
+        decision.effects.extend(self.causes.iter().map(|(namespace, name, cause)| {
+            Effect::AnnotateMigration { migration: ObjectRef::new(*namespace, *name), cause: *cause }
+        }));
         // In a stable order, whatever order the cluster listed the VMIs in.
         self.clears.sort_unstable();
         decision.effects.extend(self.clears.iter().map(|(namespace, name)| Effect::ClearEvacuation {
@@ -439,6 +476,31 @@ fn should_migrate(
         }
         Flavor::KubeVirt => migrates && !matches!(vmi.status.phase.as_str(), "Succeeded" | "Failed"),
     }
+}
+
+/// The unfinished evacuation migrations from the node that someone else created without a cause
+/// (KubeVirt's evacuation controller), with the cause their VMI's mark records: whoever created
+/// a migration, it says why it runs.
+fn uncaused<'i>(inputs: &Inputs<'i, '_>) -> Vec<(&'i str, &'i str, MigrationCause)> {
+    let node_name = inputs.node.metadata.name.as_str();
+    let mut causes: Vec<_> = inputs
+        .migrations
+        .iter()
+        .filter(|m| m.is_active() && m.evacuation_node().is_some_and(|n| n == node_name))
+        .filter(|m| m.metadata.annotation(CAUSE_ANNOTATION).is_none())
+        .filter_map(|m| {
+            let namespace = m.metadata.namespace.as_str();
+            let vmi = inputs.vmis.iter().find(|v| {
+                v.metadata.namespace.as_str() == namespace
+                    && v.metadata.name.as_str() == m.spec.vmi_name.as_str()
+            })?;
+            let source =
+                vmi.metadata.annotation(EVICTION_SOURCE_ANNOTATION).and_then(|s| EvacuationSource::parse(&s));
+            Some((namespace, m.metadata.name.as_str(), cause(source, inputs.node)))
+        })
+        .collect();
+    causes.sort_unstable_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+    causes
 }
 
 /// The recorded source; without one, a drain when the node is cordoned or drain-tainted, else

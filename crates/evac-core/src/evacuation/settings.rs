@@ -33,6 +33,14 @@ pub struct Settings {
     /// unlimited.
     #[serde(default = "default_assumed_bandwidth")]
     pub assumed_bandwidth: String,
+    /// `kubevirtEvacuationController`: KubeVirt's evacuation controller runs in the cluster, as
+    /// virt-controller ships it (the default). It creates a migration for every marked VMI at
+    /// once, so evac creates none: it holds its own evacuations as requests and marks each when
+    /// its order and the parallel limits let it start, and records the cause on the migration
+    /// KubeVirt creates. `false`: evac creates the migrations itself, for a cluster whose
+    /// evacuation controller is off (the simulator's `--replace-kubevirt`).
+    #[serde(default = "crate::kubevirt_config::evacuation_controller_default")]
+    pub kubevirt_evacuation_controller: bool,
 }
 
 fn default_max_failed_evacuations() -> u32 {
@@ -50,6 +58,7 @@ impl Default for Settings {
             max_failed_evacuations: DEFAULT_MAX_FAILED_EVACUATIONS,
             node_pressure: NodePressure::default(),
             assumed_bandwidth: default_assumed_bandwidth(),
+            kubevirt_evacuation_controller: true,
         }
     }
 }

@@ -2,6 +2,7 @@
 //! parallel limits, order), with which cause and priority, which marks are called off, and the
 //! descheduler's annotations; and that the decision asks for nothing more once carried out.
 
+mod beside;
 mod deadlines;
 mod fixtures;
 mod kubevirt;
@@ -224,7 +225,7 @@ fn back_off_after_failed_evacuations() {
 #[test]
 fn the_back_off_is_capped_at_five_minutes() {
     // More failures than the default gives up after, so the mark stays.
-    let settings = Settings { max_failed_evacuations: 10, ..Settings::default() };
+    let settings = Settings { max_failed_evacuations: 10, ..creating() };
     for (last, migrates) in [(-299, false), (-300, true)] {
         let migrations = failures("vm", &[-5000, -4000, -3000, -2000, -1000, last]);
         let cluster = cluster_of(Vm::new("vm").marked().objects().into_iter().chain(migrations));
@@ -284,7 +285,7 @@ fn settings_name_the_kubevirt_cr() {
     let cluster = cluster_of(objects);
     let settings = Settings {
         kubevirt: Some(KubeVirtRef { namespace: "virt".into(), name: "kubevirt".into() }),
-        ..Settings::default()
+        ..creating()
     };
     assert_eq!(decide_with(&cluster, &cordoned(), &settings, NOW), [drain("a")]);
     assert_eq!(cluster.reads()[0], "get KubeVirt virt/kubevirt");
@@ -455,7 +456,7 @@ fn evacs_own_marks_are_given_up_after_failing_again_and_again() {
         ("2 failures, 2 allowed", failures("vm", &[-2000, -1000]), 2, given_up(2)),
     ];
     for (row, migrations, max, expected) in rows {
-        let settings = Settings { max_failed_evacuations: max, ..Settings::default() };
+        let settings = Settings { max_failed_evacuations: max, ..creating() };
         assert_eq!(decide_with(&with(migrations), &node(), &settings, NOW), expected, "{row}");
     }
 }
@@ -558,7 +559,7 @@ fn marks_are_called_off_when_their_cause_is_gone() {
     // The levels are the nodePressure setting's: 4Gi + 2 × 1Gi = 6Gi.
     let settings = Settings {
         node_pressure: NodePressure { threshold: "4Gi".into(), headroom: "1Gi".into() },
-        ..Settings::default()
+        ..creating()
     };
     let vm = Vm::new("vm").marked().source("node-pressure");
     let effects = decide_with(&cluster_of(vm.objects()), &pressured(false, Some("5548Mi")), &settings, NOW);
@@ -616,7 +617,7 @@ fn node_request(kind: Value, operation: &str, object: Value) -> String {
 
 fn decide_text(text: &str, cluster: &TestCluster) -> Result<crate::Decision, RequestError> {
     let request: AdmissionRequest<'_> = serde_json::from_str(text).unwrap();
-    decide_request(&request, &Settings::default(), cluster, NOW)
+    decide_request(&request, &creating(), cluster, NOW)
 }
 
 #[test]
@@ -671,7 +672,7 @@ fn read_errors_propagate() {
             cluster_of(Vm::new("vm").marked().objects()).failing(kind, "etcdserver: request timed out");
         let text = cordoned().to_string();
         let node: Node<'_> = serde_json::from_str(&text).unwrap();
-        let err = decide(&node, &Settings::default(), &cluster, NOW).unwrap_err();
+        let err = decide(&node, &creating(), &cluster, NOW).unwrap_err();
         assert_eq!(err.message, "etcdserver: request timed out", "{kind}");
     }
 }

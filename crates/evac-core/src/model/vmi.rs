@@ -91,6 +91,19 @@ impl VirtualMachineInstance<'_> {
         !self.status.evacuation_node_name.is_empty()
     }
 
+    /// Whether evac holds an evacuation of the VMI from `node` for its turn
+    /// ([`crate::effect::EVACUATION_REQUEST_ANNOTATION`] names it).
+    pub fn is_requested_from(&self, node: &str) -> bool {
+        self.metadata
+            .annotation(crate::effect::EVACUATION_REQUEST_ANNOTATION)
+            .is_some_and(|requested| &*requested == node)
+    }
+
+    /// Whether the VMI is leaving `node`: marked for it, or requested from it.
+    pub fn is_evacuating_from(&self, node: &str) -> bool {
+        self.status.evacuation_node_name == node || self.is_requested_from(node)
+    }
+
     /// The VMI's eviction strategy, falling back to the cluster-wide one
     /// (`migrations.VMIEvictionStrategy`).
     pub fn eviction_strategy<'s>(

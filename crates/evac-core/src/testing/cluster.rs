@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 use crate::cluster::{ClusterReader, GetResource, ListResourcesAll, ReadError};
 use crate::effect::{
     CAUSE_ANNOTATION, EVACUATION_MIGRATION_ANNOTATION, EVACUATION_MIGRATION_PREFIX,
-    EVICTION_SOURCE_ANNOTATION,
+    EVACUATION_REQUEST_ANNOTATION, EVICTION_SOURCE_ANNOTATION,
 };
 use crate::kubevirt::{MIGRATION_KIND, POD_KIND, VMI_KIND};
 use crate::{Effect, ObjectRef};
@@ -140,15 +140,18 @@ impl TestCluster {
     /// Carries out effects as a host would (evac's effect executor):
     ///
     /// - `MarkForEvacuation` sets the VMI's `status.evacuationNodeName` and its
-    ///   `kubevirt.io/eviction-source` annotation to the source, or removes it for none; a
-    ///   dry-run mark changes nothing.
+    ///   `kubevirt.io/eviction-source` annotation to the source, or removes it for none, and
+    ///   removes an evacuation request; a dry-run mark changes nothing.
+    /// - `RequestEvacuation` sets the request and eviction-source annotations.
+    /// - `AnnotateMigration` sets the migration's cause annotation.
     /// - `CreateMigration` creates a `VirtualMachineInstanceMigration` as KubeVirt's evacuation
     ///   controller does, named `kubevirt-evacuation-<n>` (n counts the migrations created), with
     ///   the evacuation annotation, the cause annotation when there is a cause, and the priority;
     ///   it has no status yet.
     /// - `AnnotatePod` sets and removes the pod's annotations.
-    /// - `ClearEvacuation` removes the VMI's mark and eviction source, only while the mark names
-    ///   the effect's node (a missing VMI, or a mark for another node, is left alone).
+    /// - `ClearEvacuation` removes the VMI's mark and its request, each only while it names the
+    ///   effect's node, and then the eviction source (a missing VMI, or a mark for another node,
+    ///   is left alone).
     /// - `RecordEvent` changes nothing the decisions read.
     ///
     /// # Panics
@@ -165,8 +168,24 @@ impl TestCluster {
                     let object = self.find_mut(VMI_KIND, vmi, effect);
                     object["status"] = merged(&object["status"], json!({"evacuationNodeName": node}));
                     let annotations = &object["metadata"]["annotations"];
+                    object["metadata"]["annotations"] = merged(
+                        annotations,
+                        json!({EVICTION_SOURCE_ANNOTATION: source.map(|s| s.as_str()), EVACUATION_REQUEST_ANNOTATION: null}),
+                    );
+                }
+                Effect::RequestEvacuation { vmi, node, source } => {
+                    let object = self.find_mut(VMI_KIND, vmi, effect);
+                    let annotations = &object["metadata"]["annotations"];
+                    object["metadata"]["annotations"] = merged(
+                        annotations,
+                        json!({EVACUATION_REQUEST_ANNOTATION: node, EVICTION_SOURCE_ANNOTATION: source.as_str()}),
+                    );
+                }
+                Effect::AnnotateMigration { migration, cause } => {
+                    let object = self.find_mut(MIGRATION_KIND, migration, effect);
+                    let annotations = &object["metadata"]["annotations"];
                     object["metadata"]["annotations"] =
-                        merged(annotations, json!({EVICTION_SOURCE_ANNOTATION: source.map(|s| s.as_str())}));
+                        merged(annotations, json!({CAUSE_ANNOTATION: cause.as_str()}));
                 }
                 Effect::CreateMigration { vmi, node, cause, priority } => {
                     self.created += 1;
@@ -204,14 +223,21 @@ impl TestCluster {
                     let Some(object) = self.position(VMI_KIND, vmi).map(|i| &mut self.objects[i]) else {
                         continue;
                     };
-                    if object["status"]["evacuationNodeName"] != node.as_str() {
-                        continue;
-                    }
-                    if let Some(status) = object["status"].as_object_mut() {
-                        status.remove("evacuationNodeName");
+                    let marked = object["status"]["evacuationNodeName"] == node.as_str();
+                    let requested =
+                        object["metadata"]["annotations"][EVACUATION_REQUEST_ANNOTATION] == node.as_str();
+                    if marked {
+                        if let Some(status) = object["status"].as_object_mut() {
+                            status.remove("evacuationNodeName");
+                        }
                     }
                     if let Some(annotations) = object["metadata"]["annotations"].as_object_mut() {
-                        annotations.remove(EVICTION_SOURCE_ANNOTATION);
+                        if requested {
+                            annotations.remove(EVACUATION_REQUEST_ANNOTATION);
+                        }
+                        if marked || requested {
+                            annotations.remove(EVICTION_SOURCE_ANNOTATION);
+                        }
                     }
                 }
                 Effect::RecordEvent { .. } => {}

@@ -114,7 +114,19 @@ fn node_at(available: &str) -> Value {
 
 // --- Answers ---------------------------------------------------------------------------------
 
+/// The evacuation of a VMI for `source`, with KubeVirt's evacuation controller running (the
+/// default): a request for the evacuation decision to mark in its order; a dry run is answered
+/// with the dry-run mark.
 fn mark_in(namespace: &str, name: &str, node: &str, dry_run: bool, source: EvacuationSource) -> Effect {
+    if dry_run {
+        return marking(namespace, name, node, true, source);
+    }
+    Effect::RequestEvacuation { vmi: ObjectRef::new(namespace, name), node: node.into(), source }
+}
+
+/// The mark itself: what evac writes when it creates the migrations itself
+/// (`kubevirtEvacuationController: false`), and a dry run's answer.
+fn marking(namespace: &str, name: &str, node: &str, dry_run: bool, source: EvacuationSource) -> Effect {
     Effect::MarkForEvacuation {
         vmi: ObjectRef::new(namespace, name),
         node: node.into(),
@@ -331,6 +343,16 @@ fn pods(cases: &mut Vec<Case>) {
         ("a VMI still scheduling", with(lm(), "/status/phase", json!("Scheduled")), unmarked()),
         ("a VMI that has stopped", with(lm(), "/status/phase", json!("Succeeded")), unmarked()),
         ("already marked for this node", with(lm(), "/status/evacuationNodeName", json!(NODE)), unmarked()),
+        (
+            "already requested from this node",
+            with(lm(), "/metadata/annotations", json!({"evac.kubevirt.io/evacuate-from": NODE})),
+            unmarked(),
+        ),
+        (
+            "requested from another node",
+            with(lm(), "/metadata/annotations", json!({"evac.kubevirt.io/evacuate-from": OTHER_NODE})),
+            marked(),
+        ),
         // A stale mark for another node does not stand for this one.
         ("marked for another node", with(lm(), "/status/evacuationNodeName", json!(OTHER_NODE)), marked()),
     ];
@@ -342,6 +364,31 @@ fn pods(cases: &mut Vec<Case>) {
             expected,
         ));
     }
+    // Without KubeVirt's evacuation controller, evac marks at once (it creates the migrations).
+    let creating = json!({"kubevirtEvacuationController": false});
+    cases.push(
+        Case::new(
+            "the pod the VM runs in: evac creates the migrations",
+            preemption_cluster(lm()),
+            preempted(),
+            caused("preemption", [marking(NS, VM, NODE, false, EvacuationSource::Preemption)]),
+        )
+        .with_settings(creating.clone()),
+    );
+    cases.push(
+        Case::new(
+            "node pressure: evac creates the migrations",
+            vec![
+                kubevirt(&ALL_GATES, None),
+                node_at("1Gi"),
+                node(OTHER_NODE, false, Some("64Gi")),
+                sized("big", "4Gi"),
+            ],
+            request("v1/Node", "UPDATE", node_at("1Gi"), node_at("1Gi")),
+            caused("node-pressure", [marking(NS, "big", NODE, false, EvacuationSource::NodePressure)]),
+        )
+        .with_settings(creating),
+    );
 
     // Pods that are not disrupted launcher pods: nothing is read, nothing recorded.
     let plain = with(

@@ -42,8 +42,19 @@ pub async fn evict(
     let pods = Kind::new("v1", "Pod");
     let pod = store.get(&pods, namespace, name)?;
 
+    // Every matching webhook is called (each may act: KubeVirt's and evac's both mark the VMI),
+    // and the first refusal answers, as kube-apiserver's validating dispatcher calls them all in
+    // parallel and returns the first error (`k8s.io/apiserver/pkg/admission/plugin/webhook/
+    // validating/dispatcher.go`, `Dispatch`: "just return the first one"); here, in the order of
+    // the configurations' names.
+    let mut refusal = None;
     for webhook in matching_webhooks(store, name) {
-        admit(store, &webhook, namespace, name, &eviction, dry_run).await?;
+        if let Err(e) = admit(store, &webhook, namespace, name, &eviction, dry_run).await {
+            refusal.get_or_insert(e);
+        }
+    }
+    if let Some(refusal) = refusal {
+        return Err(refusal);
     }
     check_disruption_budget(store, namespace, &pod, dry_run)?;
     let grace = eviction.pointer("/deleteOptions/gracePeriodSeconds").and_then(Value::as_u64);

@@ -14,8 +14,19 @@ use crate::ApiError;
 /// KubeVirt's eviction webhook (the name tools and messages show).
 pub const KUBEVIRT_WEBHOOK: &str = "virt-launcher-eviction-interceptor.kubevirt.io";
 
-/// Creates the scenario's cluster in an empty store; returns how many VMs it has.
-pub fn populate(store: &Store, scenario: &Scenario, with_evac: bool) -> Result<usize, ApiError> {
+/// evac's webhook configuration (`deploy/webhook.yaml`), beside KubeVirt's.
+pub const EVAC_WEBHOOK_CONFIGURATION: &str = "evac-pod-eviction";
+/// evac's webhook on `pods/eviction`.
+pub const EVAC_WEBHOOK: &str = "pod-eviction.evac.kubevirt.io";
+
+/// Creates the scenario's cluster in an empty store; returns how many VMs it has. `with_evac`:
+/// evac's webhook is registered beside KubeVirt's, or, `replacing`, in its place.
+pub fn populate(
+    store: &Store,
+    scenario: &Scenario,
+    with_evac: bool,
+    replacing: bool,
+) -> Result<usize, ApiError> {
     virt_api::register(store);
     let nodes = scenario.node_names();
     let mut memory_of_node = Vec::with_capacity(nodes.len());
@@ -32,12 +43,21 @@ pub fn populate(store: &Store, scenario: &Scenario, with_evac: bool) -> Result<u
         kubevirt(scenario, with_evac),
         false,
     )?;
-    store.create(
-        &Kind::new("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration"),
-        "",
-        eviction_webhook(with_evac),
-        false,
-    )?;
+    let webhooks = Kind::new("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration");
+    if with_evac && replacing {
+        store.create(&webhooks, "", eviction_webhook("virt-api-validator", KUBEVIRT_WEBHOOK, true), false)?;
+    } else {
+        store.create(
+            &webhooks,
+            "",
+            eviction_webhook("virt-api-validator", KUBEVIRT_WEBHOOK, false),
+            false,
+        )?;
+        if with_evac {
+            let evac = eviction_webhook(EVAC_WEBHOOK_CONFIGURATION, EVAC_WEBHOOK, true);
+            store.create(&webhooks, "", evac, false)?;
+        }
+    }
     let mut vms = 0;
     for group in &scenario.cluster.vms {
         let tolerations = serde_json::Value::Array(group.tolerations.clone());
@@ -157,18 +177,18 @@ fn kubevirt(scenario: &Scenario, with_evac: bool) -> Value {
     json!({"metadata": {"name": "kubevirt"}, "spec": {"configuration": configuration}})
 }
 
-/// KubeVirt's webhook on `pods/eviction` for launcher pods, served by virt-api; or, with evac,
-/// served by evac's policy server (its pod-eviction policy).
-fn eviction_webhook(with_evac: bool) -> Value {
-    let ((namespace, name), path) = if with_evac {
+/// A webhook configuration on `pods/eviction` for launcher pods: KubeVirt's, served by virt-api,
+/// or one served by evac's policy server (its pod-eviction policy).
+fn eviction_webhook(configuration: &str, webhook: &str, by_evac: bool) -> Value {
+    let ((namespace, name), path) = if by_evac {
         (super::evac::SERVICE, super::evac::WEBHOOK_PATH)
     } else {
         (virt_api::SERVICE, "/launcher-eviction-validate")
     };
     json!({
-        "metadata": {"name": "virt-api-validator"},
+        "metadata": {"name": configuration},
         "webhooks": [{
-            "name": KUBEVIRT_WEBHOOK,
+            "name": webhook,
             "admissionReviewVersions": ["v1"],
             "sideEffects": "NoneOnDryRun",
             "failurePolicy": "Fail",

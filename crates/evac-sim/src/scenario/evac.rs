@@ -48,6 +48,10 @@ pub trait Evac: Send + Sync {
         scenario: &Scenario,
         restarts: Vec<Duration>,
     ) -> Result<Box<dyn EvacRun>, ScenarioError>;
+
+    /// Whether evac replaces KubeVirt's eviction webhook and evacuation controller (an option: a
+    /// real KubeVirt keeps both on, and evac runs beside them).
+    fn replaces_kubevirt(&self) -> bool;
 }
 
 /// evac running in a simulated cluster.

@@ -37,10 +37,21 @@ pub struct Blocker {
 }
 
 /// The invariants read at the end: the parallel limits of the KubeVirt CR were kept (counted as
-/// KubeVirt counts running migrations), and no launcher pod outlived its VMI (the garbage
-/// collector deletes a deleted VMI's pods through their ownerReferences).
-pub fn at_the_end(store: &Store, observed: &Observed) -> Vec<String> {
+/// KubeVirt counts running migrations), no launcher pod outlived its VMI (the garbage collector
+/// deletes a deleted VMI's pods through their ownerReferences), and, `with_evac`, every evacuation
+/// migration names its cause, whoever created it.
+pub fn at_the_end(store: &Store, observed: &Observed, with_evac: bool) -> Vec<String> {
     let mut violations = Vec::new();
+    if with_evac {
+        let (migrations, _) = store.list(&crate::kinds::migrations(), None, None, None);
+        for migration in migrations.iter().map(|m| Meta(m)) {
+            let evacuation =
+                migration.annotation(evac_core::effect::EVACUATION_MIGRATION_ANNOTATION).is_some();
+            if evacuation && migration.annotation(evac_core::effect::CAUSE_ANNOTATION).is_none() {
+                violations.push(format!("evacuation migration {} names no cause", migration.key()));
+            }
+        }
+    }
     let (kubevirts, _) = store.list(&Kind::new("kubevirt.io/v1", "KubeVirt"), None, None, None);
     if let Some(kubevirt) = kubevirts.first() {
         let text = kubevirt.to_string();

@@ -45,7 +45,8 @@ pub fn run(scenario: &Scenario, mode: &Mode, progress: &mut dyn Progress) -> Res
     let duration = scenario.duration.duration("duration")?;
     let store = Arc::new(Store::new(Arc::new(SimClock::default()), HISTORY));
     let with_evac = matches!(mode, Mode::Evac(_));
-    let total_vms = build::populate(&store, scenario, with_evac)
+    let replacing = matches!(mode, Mode::Evac(evac) if evac.replaces_kubevirt());
+    let total_vms = build::populate(&store, scenario, with_evac, replacing)
         .map_err(|error| ScenarioError::Cluster { what: "cannot build the cluster", error })?;
     let placement: HashMap<String, String> = list(&store, &vmis())
         .iter()
@@ -57,7 +58,7 @@ pub fn run(scenario: &Scenario, mode: &Mode, progress: &mut dyn Progress) -> Res
             .map_err(|e| ScenarioError::Evac(format!("cannot start the eviction client: {e}")))?,
     );
     let observer = Arc::new(Observer::new(store.revision(), Arc::clone(&evictor)));
-    let (actors, drains, descheduler) = actors(scenario, &evictor, !with_evac)?;
+    let (actors, drains, descheduler) = actors(scenario, &evictor, !replacing)?;
     let mut all: Vec<Box<dyn Actor>> = actors;
     let evac = match mode {
         Mode::KubeVirt => None,
@@ -135,7 +136,7 @@ pub fn run(scenario: &Scenario, mode: &Mode, progress: &mut dyn Progress) -> Res
             });
         }
     }
-    for violation in invariants::at_the_end(&store, &observed) {
+    for violation in invariants::at_the_end(&store, &observed, with_evac) {
         observed.violation(violation);
     }
     let mut evictions: BTreeMap<String, EvictionCounts> = BTreeMap::new();

@@ -66,7 +66,7 @@ fn savable_vms_take_the_slots_of_hopeless_ones() {
 /// savable ones, and starts when no savable VM waits for a slot: the estimate may be wrong.
 #[test]
 fn with_an_assumed_bandwidth_a_hopeless_vm_only_waits() {
-    let settings = Settings { assumed_bandwidth: "128Mi".into(), ..Settings::default() };
+    let settings = Settings { assumed_bandwidth: "128Mi".into(), ..creating() };
     let small = |name| preempted(name, "6Gi", "22Mi", 195).to_vec();
     let objects = [
         vec![kubevirt(None, None)],
@@ -129,7 +129,7 @@ fn stuck_without_deadline() -> Vec<Value> {
 fn no_migration_onto_a_node_it_would_put_under_pressure() {
     let settings = Settings {
         node_pressure: NodePressure { threshold: "8Gi".into(), headroom: "1Gi".into() },
-        ..Settings::default()
+        ..creating()
     };
     let vm = Vm::new("a").marked();
     let vmi = set(vm.json(), "/spec/domain/memory/guest", json!("13Gi"));
@@ -192,7 +192,7 @@ fn targets_must_accept_the_pod() {
 /// candidate hopeless, the one that gets no slot waits for a slot like any other.
 #[test]
 fn hopeless_vms_hear_of_savable_ones_only_when_one_waits() {
-    let settings = Settings { assumed_bandwidth: "128Mi".into(), ..Settings::default() };
+    let settings = Settings { assumed_bandwidth: "128Mi".into(), ..creating() };
     let one_slot = set(
         kubevirt(None, None),
         "/spec/configuration/migrations",

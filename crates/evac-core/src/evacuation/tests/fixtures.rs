@@ -48,8 +48,14 @@ pub fn decide_with(cluster: &TestCluster, node: &Value, settings: &Settings, now
 }
 
 /// Decides `node` with the default settings at [`NOW`].
+/// The settings of evac creating the migrations itself (KubeVirt's evacuation controller off),
+/// which most tests decide with: what evac's own evacuation controller does.
+pub fn creating() -> Settings {
+    Settings { kubevirt_evacuation_controller: false, ..Settings::default() }
+}
+
 pub fn run(cluster: &TestCluster, node: &Value) -> Vec<Effect> {
-    decide_with(cluster, node, &Settings::default(), NOW)
+    decide_with(cluster, node, &creating(), NOW)
 }
 
 // --- Nodes -----------------------------------------------------------------------------------

@@ -1,0 +1,157 @@
+//! Beside KubeVirt's evacuation controller (`kubevirtEvacuationController`, the default): it
+//! migrates every marked VMI at once, so evac creates no migration. It marks the VMIs it holds
+//! requests for, in its order and within the limits, counts the marked VMIs KubeVirt is about to
+//! migrate, records causes on the migrations KubeVirt creates, and calls its requests off.
+
+use serde_json::{json, Value};
+
+use super::cluster_of;
+use super::fixtures::*;
+use crate::effect::{EvacuationSource, MigrationCause as Cause, EVACUATION_REQUEST_ANNOTATION};
+use crate::evacuation::Settings;
+use crate::{Effect, ObjectRef};
+
+/// A VMI evac holds a request for, from [`NODE`], for `source`.
+fn requested(name: &'static str, source: &'static str) -> Vm {
+    Vm::new(name).source(source)
+}
+
+fn request_json(vm: &Vm) -> Value {
+    set(
+        vm.json(),
+        &format!("/metadata/annotations/{}", EVACUATION_REQUEST_ANNOTATION.replace('/', "~1")),
+        json!(NODE),
+    )
+}
+
+fn beside(cluster: &TestCluster, node: &Value) -> Vec<Effect> {
+    decide_with(cluster, node, &Settings::default(), NOW)
+}
+
+fn mark(vmi: &str, source: EvacuationSource) -> Effect {
+    Effect::MarkForEvacuation {
+        vmi: ObjectRef::new(NS, vmi),
+        node: NODE.into(),
+        dry_run: false,
+        source: Some(source),
+    }
+}
+
+fn creations(effects: &[Effect]) -> usize {
+    effects.iter().filter(|e| matches!(e, Effect::CreateMigration { .. })).count()
+}
+
+#[test]
+fn the_default_is_beside_kubevirt() {
+    assert!(Settings::default().kubevirt_evacuation_controller);
+    let settings: Settings = serde_json::from_value(json!({})).unwrap();
+    assert!(settings.kubevirt_evacuation_controller);
+}
+
+#[test]
+fn a_request_is_marked_when_its_migration_may_start() {
+    let vm = requested("web", "noexecute-taint");
+    let node = tainted(node(), "example.com/broken", "NoExecute");
+    let cluster = cluster_of([request_json(&vm), vm.pod()]);
+    let effects = beside(&cluster, &node);
+    assert_eq!(effects, [mark("web", EvacuationSource::NoexecuteTaint)]);
+    // Carried out, it asks for nothing more: the mark is KubeVirt's to act on.
+    let mut cluster = cluster;
+    cluster.apply(&effects);
+    let vmi = cluster.object("VirtualMachineInstance", NS, "web").unwrap();
+    assert_eq!(vmi["status"]["evacuationNodeName"], NODE);
+    assert!(vmi["metadata"]["annotations"].get(EVACUATION_REQUEST_ANNOTATION).is_none());
+    let effects = beside(&cluster, &node);
+    assert_eq!(creations(&effects), 0, "{effects:?}");
+    assert!(!effects.iter().any(|e| matches!(e, Effect::MarkForEvacuation { .. })), "{effects:?}");
+}
+
+#[test]
+fn marked_vmis_are_kubevirts_to_migrate() {
+    // A drain's marks: KubeVirt's controller creates their migrations; evac creates none.
+    let cluster =
+        cluster_of(Vm::new("a").marked().objects().into_iter().chain(Vm::new("b").marked().objects()));
+    let effects = beside(&cluster, &cordoned());
+    assert_eq!(creations(&effects), 0, "{effects:?}");
+    // The same cluster with evac creating: two migrations.
+    let effects = decide_with(&cluster, &cordoned(), &creating(), NOW);
+    assert_eq!(creations(&effects), 2, "{effects:?}");
+}
+
+#[test]
+fn marked_vmis_kubevirt_is_about_to_migrate_take_the_room() {
+    // Two outbound per node: one marked VMI without its migration yet and one running migration
+    // leave no room for the request.
+    let taint = tainted(node(), "example.com/broken", "NoExecute");
+    let vm = requested("late", "noexecute-taint");
+    let objects = [kubevirt(None, Some((5, 2))), request_json(&vm), vm.pod()]
+        .into_iter()
+        .chain(Vm::new("drained").marked().objects())
+        .chain(Vm::new("moving").marked().objects())
+        .chain([evacuation("kubevirt-evacuation-1", "moving", "Running", NODE, None)]);
+    let effects = beside(&cluster_of(objects), &taint);
+    assert!(!effects.iter().any(|e| matches!(e, Effect::MarkForEvacuation { .. })), "{effects:?}");
+}
+
+#[test]
+fn the_soonest_deadline_is_marked_first() {
+    let taint = tainted(node(), "example.com/broken", "NoExecute");
+    let (late, soon) = (requested("late", "preemption"), requested("soon", "preemption"));
+    let objects = vec![
+        kubevirt(None, Some((5, 1))),
+        request_json(&late),
+        terminating(late.pod(), 600),
+        request_json(&soon),
+        terminating(soon.pod(), 120),
+    ];
+    let effects = beside(&cluster_of(objects), &taint);
+    let marks: Vec<&Effect> =
+        effects.iter().filter(|e| matches!(e, Effect::MarkForEvacuation { .. })).collect();
+    assert_eq!(marks, [&mark("soon", EvacuationSource::Preemption)]);
+}
+
+#[test]
+fn kubevirts_migrations_get_their_cause() {
+    let drained = Vm::new("drained").marked();
+    let tainted_vm = Vm::new("tainted").marked().source("noexecute-taint");
+    let objects = [drained.json(), drained.pod(), tainted_vm.json(), tainted_vm.pod()].into_iter().chain([
+        evacuation("kubevirt-evacuation-a", "drained", "Pending", NODE, None),
+        evacuation("kubevirt-evacuation-b", "tainted", "Running", NODE, None),
+        // Recorded already, or finished: left alone.
+        set(
+            evacuation("kubevirt-evacuation-c", "drained", "Failed", NODE, Some(-60)),
+            "/metadata/annotations/evac.kubevirt.io~1cause",
+            json!("drain"),
+        ),
+    ]);
+    let mut cluster = cluster_of(objects);
+    let node = tainted(cordoned(), "example.com/broken", "NoExecute");
+    let effects = beside(&cluster, &node);
+    let annotate =
+        |name: &str, cause| Effect::AnnotateMigration { migration: ObjectRef::new(NS, name), cause };
+    let causes: Vec<&Effect> =
+        effects.iter().filter(|e| matches!(e, Effect::AnnotateMigration { .. })).collect();
+    assert_eq!(
+        causes,
+        [
+            &annotate("kubevirt-evacuation-a", Cause::Drain),
+            &annotate("kubevirt-evacuation-b", Cause::NoexecuteTaint)
+        ]
+    );
+    cluster.apply(&effects);
+    let effects = beside(&cluster, &node);
+    assert!(!effects.iter().any(|e| matches!(e, Effect::AnnotateMigration { .. })), "{effects:?}");
+}
+
+#[test]
+fn a_request_whose_cause_is_gone_is_called_off() {
+    // The NoExecute taint went before the pod was deleted: the request goes, nothing migrates.
+    let vm = requested("web", "noexecute-taint");
+    let mut cluster = cluster_of([request_json(&vm), vm.pod()]);
+    let effects = beside(&cluster, &node());
+    assert_eq!(effects, [clear("web")]);
+    cluster.apply(&effects);
+    let vmi = cluster.object("VirtualMachineInstance", NS, "web").unwrap();
+    assert_eq!(vmi["metadata"]["annotations"], json!({}));
+    assert_eq!(beside(&cluster, &node()), []);
+}
