@@ -49,6 +49,9 @@ pub fn core_models(data: &[u8]) {
         let _ = (node.is_drain_tainted(), node.has_memory_pressure(), node.memory_available());
         let _ = node.memory_capacity();
     }
+    if let Ok(metrics) = serde_json::from_str::<evac_core::model::NodeMetrics<'_>>(text) {
+        let _ = metrics.memory_working_set();
+    }
     if let Ok(eviction) = serde_json::from_str::<Eviction<'_>>(text) {
         let _ = (eviction.is_dry_run(), eviction.requested_by_descheduler());
     }

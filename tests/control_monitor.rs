@@ -21,11 +21,12 @@ fn evacuation_policies(mode: &str) -> PoliciesFile {
     policies_with(mode, &repo_root().join("dist/policies/evacuation.wasm"))
 }
 
-/// The controller's policies in `mode`, with `module` as the evacuation policy.
+/// The controller's policies in `mode`, with `module` as the evacuation policy, creating the
+/// migrations themselves (KubeVirt's evacuation controller is not part of these clusters).
 fn policies_with(mode: &str, module: &std::path::Path) -> PoliciesFile {
     let disruption = repo_root().join("dist/policies/disruption-cause.wasm");
     let text = format!(
-        "evacuation:\n  module: {}\n  policyMode: {mode}\n  hostCapabilities: [kubernetes/*]\n  contextAwareResources:\n    - {{apiVersion: v1, kind: Node}}\n    - {{apiVersion: v1, kind: Pod}}\n    - {{apiVersion: kubevirt.io/v1, kind: VirtualMachineInstance}}\n    - {{apiVersion: kubevirt.io/v1, kind: VirtualMachineInstanceMigration}}\n    - {{apiVersion: kubevirt.io/v1, kind: KubeVirt}}\ndisruption-cause:\n  module: {}\n  policyMode: {mode}\n  hostCapabilities: [kubernetes/*]\n  contextAwareResources:\n    - {{apiVersion: v1, kind: Node}}\n    - {{apiVersion: kubevirt.io/v1, kind: VirtualMachineInstance}}\n    - {{apiVersion: kubevirt.io/v1, kind: KubeVirt}}\n",
+        "evacuation:\n  module: {}\n  policyMode: {mode}\n  settings: {{kubevirtEvacuationController: false}}\n  hostCapabilities: [kubernetes/*]\n  contextAwareResources:\n    - {{apiVersion: v1, kind: Node}}\n    - {{apiVersion: metrics.k8s.io/v1beta1, kind: NodeMetrics}}\n    - {{apiVersion: v1, kind: Pod}}\n    - {{apiVersion: kubevirt.io/v1, kind: VirtualMachineInstance}}\n    - {{apiVersion: kubevirt.io/v1, kind: VirtualMachineInstanceMigration}}\n    - {{apiVersion: kubevirt.io/v1, kind: KubeVirt}}\ndisruption-cause:\n  module: {}\n  policyMode: {mode}\n  settings: {{kubevirtEvacuationController: false}}\n  hostCapabilities: [kubernetes/*]\n  contextAwareResources:\n    - {{apiVersion: v1, kind: Node}}\n    - {{apiVersion: metrics.k8s.io/v1beta1, kind: NodeMetrics}}\n    - {{apiVersion: kubevirt.io/v1, kind: VirtualMachineInstance}}\n    - {{apiVersion: kubevirt.io/v1, kind: KubeVirt}}\n",
         module.display(),
         disruption.display()
     );

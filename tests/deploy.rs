@@ -87,12 +87,20 @@ fn needed(objects: &BTreeMap<String, Value>, config_map: &str, watched: &[(&str,
     let config: ConfigMap = typed(objects, config_map);
     let file = PoliciesFile::parse(&config.data.unwrap()["policies.yml"], "/etc/evac".into()).unwrap();
     let mut grants = Grants::new();
+    // metrics-server's API serves no watch: its NodeMetrics are listed (polled) instead.
+    let reads = |api_version: &str| -> &'static [&'static str] {
+        if api_version.starts_with("metrics.k8s.io/") {
+            &["get", "list"]
+        } else {
+            &["get", "list", "watch"]
+        }
+    };
     for (api_version, kind) in watched {
-        grant(&mut grants, api_version, kind, &["get", "list", "watch"]);
+        grant(&mut grants, api_version, kind, reads(api_version));
     }
     for entry in file.policies.values() {
         for resource in &entry.context_aware_resources {
-            grant(&mut grants, &resource.api_version, &resource.kind, &["get", "list", "watch"]);
+            grant(&mut grants, &resource.api_version, &resource.kind, reads(&resource.api_version));
         }
         let module = file.module_path(&entry.module).unwrap();
         let policy = module.file_stem().unwrap().to_string_lossy().into_owned();

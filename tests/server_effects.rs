@@ -126,9 +126,11 @@ async fn a_failed_effect_becomes_kubevirts_429() {
         vec![(
             "VirtualMachineInstance".into(),
             "vm-1".into(),
-            // A drain's mark: no source, and none left from an earlier mark of evac's own.
+            // A drain's mark: no source, and none left from an earlier mark of evac's own; a
+            // request evac held is replaced by the mark.
             json!({"status": {"evacuationNodeName": NODE},
-                   "metadata": {"annotations": {"kubevirt.io/eviction-source": null}}})
+                   "metadata": {"annotations": {"kubevirt.io/eviction-source": null,
+                                                "evac.kubevirt.io/evacuate-from": null}}})
         )]
     );
     assert!(pipeline.metrics().encode().contains(

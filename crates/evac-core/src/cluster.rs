@@ -210,6 +210,13 @@ impl std::error::Error for ReadError {}
 
 /// The plural resource name Kubernetes derives from a kind (`meta.UnsafeGuessKindToResource`).
 pub fn resource_for_kind(kind: &str) -> String {
+    // metrics-server names its resources after what they measure (`metrics.k8s.io`, `nodes`
+    // and `pods`), not after their kinds.
+    match kind {
+        "NodeMetrics" => return "nodes".to_owned(),
+        "PodMetrics" => return "pods".to_owned(),
+        _ => {}
+    }
     let lower = kind.to_ascii_lowercase();
     if lower.ends_with('s') {
         format!("{lower}es")
@@ -320,6 +327,7 @@ mod tests {
         );
         assert_eq!(resource_for_kind("NetworkPolicy"), "networkpolicies");
         assert_eq!(resource_for_kind("Ingress"), "ingresses");
+        assert_eq!(resource_for_kind("NodeMetrics"), "nodes");
     }
 
     #[test]

@@ -11,7 +11,32 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::quantity;
+use crate::cluster::{ClusterReader, GetResource, ReadError};
+use crate::model::{quantity, Node, NodeMetrics, NODE_METRICS_API_VERSION, NODE_METRICS_KIND};
+
+/// Reads a node's memory working set from its NodeMetrics (`metrics.k8s.io/v1beta1`, served by
+/// metrics-server) into [`Node::working_set`], so that [`Node::memory_available`] has a figure.
+/// A node metrics-server has not scraped yet has none (NotFound): its availability stays
+/// unknown. One `get_resource` per node: metrics-server's API has no watch, and a host answers a
+/// get from its own poll of it or by asking (Kubewarden's policy-server).
+pub fn read_working_set<C: ClusterReader + ?Sized>(
+    node: &mut Node<'_>,
+    cluster: &C,
+) -> Result<(), ReadError> {
+    let request = GetResource {
+        api_version: NODE_METRICS_API_VERSION.into(),
+        kind: NODE_METRICS_KIND.into(),
+        name: node.metadata.name.as_str().into(),
+        namespace: None,
+        disable_cache: false,
+    };
+    node.working_set = match cluster.get_resource(&request) {
+        Ok(raw) => crate::cluster::decode::<NodeMetrics<'_>>(&raw, NODE_METRICS_KIND)?.memory_working_set(),
+        Err(e) if e.is_not_found() => None,
+        Err(e) => return Err(e),
+    };
+    Ok(())
+}
 
 /// When a node is short of memory, ahead of the kubelet.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]

@@ -6,12 +6,25 @@
 //!
 //! The scheduler picks the target, not evac: placement here only answers whether some node has
 //! room, and books the VM's memory on the node with the most available, so that the VMs started
-//! in one decision do not all count on the same free memory. Nodes that publish no
-//! `memory.available` ([`crate::model::MEMORY_AVAILABLE_ANNOTATION`]) are taken to have room:
+//! in one decision do not all count on the same free memory. Nodes without a `memory.available`
+//! figure (no NodeMetrics: [`crate::model::Node::memory_available`]) are taken to have room:
 //! without the figure, the scheduler's own fit is all there is to go by.
 
+use crate::cluster::ClusterReader;
 use crate::model::quantity::format_bytes;
 use crate::model::{Node, Toleration};
+
+/// Reads every node's working set from its NodeMetrics ([`crate::node_pressure::read_working_set`]).
+/// A node whose metrics cannot be read (metrics-server down or not installed) has no figure, and
+/// is taken to have room, as an unscraped one is: the scheduler's own fit decides, and no
+/// evacuation stops for want of a metric.
+pub fn read_working_sets<C: ClusterReader + ?Sized>(nodes: &mut [Node<'_>], cluster: &C) {
+    for node in nodes {
+        if crate::node_pressure::read_working_set(node, cluster).is_err() {
+            node.working_set = None;
+        }
+    }
+}
 
 /// The nodes a VM may migrate to, with the memory each has left.
 #[derive(Debug)]
@@ -103,10 +116,11 @@ mod tests {
 
     const GI: f64 = 1024.0 * 1024.0 * 1024.0;
 
+    /// A node with `available` memory: its capacity, none of it in use.
     fn node(name: &str, available: Option<&str>, extra: Value) -> Value {
-        let mut node = json!({"metadata": {"name": name, "annotations": {}}, "spec": extra});
+        let mut node = json!({"metadata": {"name": name}, "spec": extra});
         if let Some(available) = available {
-            node["metadata"]["annotations"]["evac.kubevirt.io/memory-available"] = json!(available);
+            node["status"] = json!({"capacity": {"memory": available}});
         }
         node
     }
@@ -115,7 +129,12 @@ mod tests {
         // Leaked: the nodes borrow their strings, and a test's few bytes may outlive it.
         nodes
             .iter()
-            .map(|n| serde_json::from_str(Box::leak(n.to_string().into_boxed_str())).unwrap())
+            .map(|n| {
+                let mut node: Node<'static> =
+                    serde_json::from_str(Box::leak(n.to_string().into_boxed_str())).unwrap();
+                node.working_set = Some(0.0);
+                node
+            })
             .collect()
     }
 

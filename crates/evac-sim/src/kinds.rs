@@ -23,3 +23,8 @@ pub fn vmis() -> Kind {
 pub fn migrations() -> Kind {
     Kind::new(MIGRATION_KIND.0, MIGRATION_KIND.1)
 }
+
+/// `metrics.k8s.io/v1beta1` NodeMetrics, as metrics-server serves them.
+pub fn node_metrics() -> Kind {
+    Kind::new(evac_core::model::NODE_METRICS_API_VERSION, evac_core::model::NODE_METRICS_KIND)
+}

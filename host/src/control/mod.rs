@@ -35,11 +35,13 @@ pub const DISRUPTION_CAUSE: &str = "disruption-cause";
 pub const EVACUATION: &str = "evacuation";
 
 /// The kinds the controller watches.
-pub const WATCHED: [(&str, &str); 4] = [
+pub const WATCHED: [(&str, &str); 5] = [
     ("v1", "Pod"),
     ("v1", "Node"),
     ("kubevirt.io/v1", "VirtualMachineInstance"),
     ("kubevirt.io/v1", "VirtualMachineInstanceMigration"),
+    // Polled (metrics-server serves no watch): a node's memory in use, for node pressure.
+    ("metrics.k8s.io/v1beta1", "NodeMetrics"),
 ];
 
 /// What one reconcile did.
@@ -63,7 +65,7 @@ pub struct Controller {
 }
 
 struct State {
-    cursors: [Option<u64>; 4],
+    cursors: [Option<u64>; WATCHED.len()],
     routing: Routing,
 }
 
@@ -95,7 +97,7 @@ impl Controller {
                 beside(EVACUATION)
             );
         }
-        let state = State { cursors: [None; 4], routing: Routing::default() };
+        let state = State { cursors: [None; WATCHED.len()], routing: Routing::default() };
         Ok(Self { pipeline, state: Mutex::new(state) })
     }
 
@@ -112,7 +114,7 @@ impl Controller {
     /// Forgets everything but the cluster: what a restarted controller knows.
     pub fn restart(&self) {
         let mut state = self.lock();
-        state.cursors = [None; 4];
+        state.cursors = [None; WATCHED.len()];
         state.routing = Routing::default();
     }
 

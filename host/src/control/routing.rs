@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use evac_core::model::{Migration, Node, Pod, VirtualMachineInstance};
+use evac_core::model::{Migration, Node, NodeMetrics, Pod, VirtualMachineInstance};
 use serde_json::value::RawValue;
 
 use evac_cluster::Change;
@@ -37,6 +37,8 @@ pub(super) struct Routing {
     migrating: HashMap<String, String>,
     /// The latest state of every node.
     nodes: HashMap<String, Arc<[u8]>>,
+    /// Each node's memory in use, as its NodeMetrics last said.
+    usage: HashMap<String, String>,
     dirty: BTreeSet<String>,
     disruptions: Vec<Box<RawValue>>,
     /// A migration ended since the last pass: a parallel slot is free.
@@ -54,6 +56,7 @@ impl Routing {
             "Node" => self.observe_node(text, change),
             "VirtualMachineInstance" => self.observe_vmi(text, change),
             "VirtualMachineInstanceMigration" => self.observe_migration(text, change),
+            "NodeMetrics" => self.observe_node_metrics(text),
             _ => {}
         }
     }
@@ -99,6 +102,23 @@ impl Routing {
         // Node pressure is decided on every node change: the module knows the thresholds.
         self.disruptions.push(request(("", "v1", "Node", "nodes"), "", &name, text));
         self.nodes.insert(name.clone(), Arc::clone(&change.object));
+        self.dirty.insert(name);
+    }
+
+    /// A node's memory in use changed: node pressure is decided again on the node (its latest
+    /// state), and its evacuations (a node-pressure mark ends with the pressure). Polled metrics
+    /// come again with every poll: only a changed figure counts.
+    fn observe_node_metrics(&mut self, text: &str) {
+        let Ok(metrics) = serde_json::from_str::<NodeMetrics<'_>>(text) else { return };
+        let name = metrics.metadata.name.to_string();
+        let usage = metrics.usage.get("memory").map(|m| m.to_string()).unwrap_or_default();
+        if self.usage.get(&name) == Some(&usage) {
+            return;
+        }
+        self.usage.insert(name.clone(), usage);
+        let Some(node) = self.nodes.get(&name) else { return };
+        let Ok(node_text) = std::str::from_utf8(node) else { return };
+        self.disruptions.push(request(("", "v1", "Node", "nodes"), "", &name, node_text));
         self.dirty.insert(name);
     }
 

@@ -75,6 +75,28 @@ impl WatchCache {
         }
     }
 
+    /// Lists the resource every `every` until the task is aborted, for an API that serves no
+    /// watch (metrics-server's `metrics.k8s.io`, whose NodeMetrics change with every scrape):
+    /// each list replaces the cache's contents as a relist does, so a change feed reader sees
+    /// every object again after each poll.
+    pub(super) async fn poll(self: Arc<Self>, client: Client, every: Duration) {
+        let api = Api::<DynamicObject>::all_with(client, &self.resource);
+        let mut loader = Loader::new(Arc::clone(&self));
+        loop {
+            match api.list(&kube::api::ListParams::default()).await {
+                Ok(list) => {
+                    loader.apply(Event::Init);
+                    for item in list.items {
+                        loader.apply(Event::InitApply(item));
+                    }
+                    loader.apply(Event::InitDone);
+                }
+                Err(error) => self.record_error(&watcher::Error::InitialListFailed(error)),
+            }
+            tokio::time::sleep(every).await;
+        }
+    }
+
     pub(super) fn is(&self, api_version: &str, kind: &str) -> bool {
         self.resource.api_version == api_version && self.resource.kind == kind
     }

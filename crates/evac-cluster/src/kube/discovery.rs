@@ -41,6 +41,8 @@ pub(super) async fn load_config(kubeconfig: Option<&Path>) -> Result<Config> {
 pub(super) struct Resolved {
     pub resource: ApiResource,
     pub namespaced: bool,
+    /// The API serves a watch of it; without one (metrics-server), it is polled.
+    pub watchable: bool,
 }
 
 /// Resolves a policy's resource through the API server's discovery, so that a typo in the policy's
@@ -74,10 +76,13 @@ pub(super) async fn resolve(client: &Client, server: &str, grant: &Kind) -> Resu
         }
         Err(error) => return Err(anyhow!(kube_error_text(&error))).with_context(context),
     };
-    for verb in [verbs::LIST, verbs::WATCH] {
-        if !capabilities.supports_operation(verb) {
-            return Err(anyhow!("the resource does not support {verb}")).with_context(context);
-        }
+    if !capabilities.supports_operation(verbs::LIST) {
+        return Err(anyhow!("the resource does not support {}", verbs::LIST)).with_context(context);
     }
-    Ok(Resolved { resource, namespaced: capabilities.scope == Scope::Namespaced })
+    Ok(Resolved {
+        resource,
+        namespaced: capabilities.scope == Scope::Namespaced,
+        // metrics-server's resources are listed, not watched: they are polled instead.
+        watchable: capabilities.supports_operation(verbs::WATCH),
+    })
 }

@@ -44,6 +44,10 @@ pub struct KubeCluster {
     tasks: Vec<AbortHandle>,
 }
 
+/// How often a resource the API serves no watch of is listed (metrics-server's NodeMetrics):
+/// metrics-server's default `--metric-resolution`, how often its figures change.
+pub const POLL_INTERVAL: Duration = Duration::from_secs(15);
+
 impl KubeCluster {
     /// Connects with the `kubeconfig` file if given, else with the inferred configuration
     /// (in-cluster, or `$KUBECONFIG` / `~/.kube/config`), resolves each resource through API
@@ -65,9 +69,14 @@ impl KubeCluster {
         let mut tasks = Vec::with_capacity(resolved.len() + 1);
         let contact = Arc::new(Contact::new());
         tasks.push(tokio::spawn(Arc::clone(&contact).probe(client.clone(), server.clone())).abort_handle());
-        for discovery::Resolved { resource, namespaced } in resolved {
+        for discovery::Resolved { resource, namespaced, watchable } in resolved {
             let cache = WatchCache::new(resource, namespaced);
-            tasks.push(tokio::spawn(Arc::clone(&cache).run(client.clone())).abort_handle());
+            let task = if watchable {
+                tokio::spawn(Arc::clone(&cache).run(client.clone()))
+            } else {
+                tokio::spawn(Arc::clone(&cache).poll(client.clone(), POLL_INTERVAL))
+            };
+            tasks.push(task.abort_handle());
             caches.push(cache);
         }
         tracing::info!(%server, resources = caches.len(), "watching the Kubernetes API server");

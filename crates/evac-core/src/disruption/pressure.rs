@@ -34,15 +34,20 @@ pub(super) fn decide_node<C: ClusterReader + ?Sized>(
     cluster: &C,
 ) -> Result<Decision, DecideError> {
     let levels = settings.node_pressure.levels().map_err(DecideError::InvalidSettings)?;
-    let Some(node) = request.object.and_then(|raw| serde_json::from_str::<Node<'_>>(raw.get()).ok()) else {
+    let Some(mut node) = request.object.and_then(|raw| serde_json::from_str::<Node<'_>>(raw.get()).ok())
+    else {
         return Ok(Decision::allow());
     };
-    let name =
-        if node.metadata.name.is_empty() { request.name.as_str() } else { node.metadata.name.as_str() };
+    if node.metadata.name.is_empty() {
+        node.metadata.name = request.name.as_str().into();
+    }
+    // The node's memory.available: its capacity less the working set its NodeMetrics report.
+    crate::node_pressure::read_working_set(&mut node, cluster)?;
+    let name = node.metadata.name.as_str();
     let wanted = levels.mark_below();
     let available = node.memory_available();
     let pressure = node.has_memory_pressure();
-    // The common case, every status update of a healthy node, reads nothing.
+    // The common case, every status update of a healthy node, reads nothing more.
     if !pressure && available.is_none_or(|available| available >= wanted) {
         return Ok(Decision::allow());
     }
@@ -99,7 +104,8 @@ pub(super) fn decide_node<C: ClusterReader + ?Sized>(
             label_selector: None,
             field_selector: None,
         })?;
-        let nodes = cluster::decode_list::<Node<'_>>(&raw_nodes, "Node")?;
+        let mut nodes = cluster::decode_list::<Node<'_>>(&raw_nodes, "Node")?;
+        crate::placement::read_working_sets(&mut nodes, cluster);
         let mut placement = Placement::new(&nodes, wanted);
         chosen.retain(|candidate| {
             let tolerations = on_node

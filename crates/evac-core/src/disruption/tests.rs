@@ -51,6 +51,7 @@ fn reads_are_made_only_as_needed() {
 
     let vmi = "get VirtualMachineInstance default/vm";
     let vmis = "list VirtualMachineInstance kubevirt.io/nodeName=node01";
+    let metrics = "get NodeMetrics node01";
     let rows: &[(&str, &[&str])] = &[
         ("the pod the VM runs in: the VM runs in this pod", &[vmi, "list KubeVirt"]),
         // Without a condition, the node names the cause.
@@ -65,12 +66,17 @@ fn reads_are_made_only_as_needed() {
         // A pod without a node reads none.
         ("missing: a pod without a node", &[vmi]),
         ("settings: the named CR", &[vmi, "get KubeVirt kubevirt/kv"]),
-        ("node pressure: the gate is off", &["list KubeVirt"]),
-        ("node pressure: just enough available", &[]),
-        ("node pressure: no figure, no pressure", &[]),
-        // Where the chosen VMs can go: read only once there are some.
-        ("node pressure: 3Gi short: one VM covers it", &["list KubeVirt", vmis, "list Node"]),
-        ("node pressure: 3Gi short, 3Gi leaving", &["list KubeVirt", vmis]),
+        // The node's memory.available: its NodeMetrics, first (a node update that is not short of
+        // memory reads nothing more).
+        ("node pressure: the gate is off", &[metrics, "list KubeVirt"]),
+        ("node pressure: just enough available", &[metrics]),
+        ("node pressure: no figure, no pressure", &[metrics]),
+        // Where the chosen VMs can go, with each node's metrics: read only once there are some.
+        (
+            "node pressure: 3Gi short: one VM covers it",
+            &[metrics, "list KubeVirt", vmis, "list Node", "get NodeMetrics node02"],
+        ),
+        ("node pressure: 3Gi short, 3Gi leaving", &[metrics, "list KubeVirt", vmis]),
     ];
     for (name, expected) in rows {
         let case = cases.iter().find(|case| case.name == *name).unwrap_or_else(|| panic!("no case {name:?}"));

@@ -150,6 +150,7 @@ where
 {
     let name = node.metadata.name.as_str();
     let config = KubeVirtConfig::read(settings.kubevirt.as_ref(), cluster)?;
+    let mut node = node.clone();
     let node_label = format!("{NODE_NAME_LABEL}={name}");
     let raw_vmis = list(cluster, KUBEVIRT_API_VERSION, "VirtualMachineInstance", Some(&node_label), None)?;
     let vmis = cluster::decode_list::<VirtualMachineInstance<'_>>(&raw_vmis, "VirtualMachineInstance")?;
@@ -159,6 +160,16 @@ where
     let raw_migrations = list(cluster, KUBEVIRT_API_VERSION, "VirtualMachineInstanceMigration", None, None)?;
     let migrations =
         cluster::decode_list::<Migration<'_>>(&raw_migrations, "VirtualMachineInstanceMigration")?;
+    // Whether node pressure still holds is read only for a node-pressure evacuation of evac's own.
+    let pressure_source = EvacuationSource::NodePressure.as_str();
+    if flavor == Flavor::Evac
+        && vmis
+            .iter()
+            .any(|v| v.metadata.annotation(EVICTION_SOURCE_ANNOTATION).as_deref() == Some(pressure_source))
+    {
+        crate::placement::read_working_sets(core::slice::from_mut(&mut node), cluster);
+    }
+    let node = &node;
     let inputs = Inputs {
         flavor,
         node,
@@ -178,7 +189,11 @@ where
         None
     };
     let nodes = match &raw_nodes {
-        Some(raw) => Some(cluster::decode_list::<Node<'_>>(raw, "Node")?),
+        Some(raw) => {
+            let mut nodes = cluster::decode_list::<Node<'_>>(raw, "Node")?;
+            crate::placement::read_working_sets(&mut nodes, cluster);
+            Some(nodes)
+        }
         None => None,
     };
     Ok(plan.decide(&inputs, nodes.as_deref()))

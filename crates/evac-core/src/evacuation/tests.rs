@@ -24,7 +24,7 @@ fn roomy() -> Value {
 
 /// The objects, and [`OTHER`]: a schedulable node the migrations can go to.
 fn cluster_of(objects: impl IntoIterator<Item = Value>) -> TestCluster {
-    TestCluster::new(objects.into_iter().chain([other_node()]))
+    TestCluster::new(objects.into_iter().chain([other_node(), idle_metrics(NODE), idle_metrics(OTHER)]))
 }
 
 #[test]
@@ -44,8 +44,9 @@ fn a_marked_vmi_migrates() {
             "list VirtualMachineInstance kubevirt.io/nodeName=node01",
             "list Pod kubevirt.io=virt-launcher spec.nodeName=node01",
             "list VirtualMachineInstanceMigration",
-            // Where it can go: read only when a migration may start.
+            // Where it can go, with each node's memory in use: read only when a migration may start.
             "list Node",
+            "get NodeMetrics node02",
         ]
     );
 }

@@ -10,6 +10,7 @@ mod lazy;
 mod meta;
 mod migration;
 mod node;
+mod node_metrics;
 mod pod;
 pub mod quantity;
 mod raw_map;
@@ -27,10 +28,8 @@ pub use kubevirt::{
 pub use lazy::Lazy;
 pub use meta::{Condition, ObjectMeta, OwnerReference};
 pub use migration::{Migration, MigrationSpec, MigrationState, MigrationStatus};
-pub use node::{
-    Node, NodeSpec, NodeStatus, Taint, Toleration, DRAIN_TAINT_KEY, MEMORY_AVAILABLE_ANNOTATION,
-    MEMORY_PRESSURE_CONDITION,
-};
+pub use node::{Node, NodeSpec, NodeStatus, Taint, Toleration, DRAIN_TAINT_KEY, MEMORY_PRESSURE_CONDITION};
+pub use node_metrics::{NodeMetrics, NODE_METRICS_API_VERSION, NODE_METRICS_KIND};
 pub use pod::{Pod, PodRole, PodSpec, PodStatus, APP_LABEL, DISRUPTION_TARGET_CONDITION, DOMAIN_ANNOTATION};
 pub use raw_map::RawMap;
 pub use str::Str;

@@ -8,7 +8,7 @@ use super::{null_as_default, Condition, ObjectMeta, RawMap, Str};
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(default)]
 pub struct Node<'a> {
-    /// `metadata`, with the [`MEMORY_AVAILABLE_ANNOTATION`] a node agent publishes.
+    /// `metadata`.
     #[serde(borrow, deserialize_with = "null_as_default")]
     pub metadata: ObjectMeta<'a>,
     /// `spec`: whether the node is cordoned, and its taints.
@@ -17,6 +17,10 @@ pub struct Node<'a> {
     /// `status`: the node's memory and conditions.
     #[serde(borrow, deserialize_with = "null_as_default")]
     pub status: NodeStatus<'a>,
+    /// The node's memory working set, from its NodeMetrics (`metrics.k8s.io`), when a decision
+    /// read them ([`crate::node_pressure::read_working_set`]): not part of the Node object.
+    #[serde(skip)]
+    pub working_set: Option<f64>,
 }
 
 /// A node's `spec`.
@@ -103,10 +107,6 @@ pub const UNSCHEDULABLE_TAINT_KEY: &str = "node.kubernetes.io/unschedulable";
 pub const DRAIN_TAINT_KEY: &str = "kubevirt.io/drain";
 /// The node condition the kubelet sets while memory is short.
 pub const MEMORY_PRESSURE_CONDITION: &str = "MemoryPressure";
-/// Memory left on the node (`memory.available` as the kubelet computes it), as a quantity,
-/// published by a node agent (or the simulator's kubelet). The kubelet's summary API has the
-/// figure; Node objects do not.
-pub const MEMORY_AVAILABLE_ANNOTATION: &str = "evac.kubevirt.io/memory-available";
 
 impl Node<'_> {
     /// Whether the node has a taint with this key and effect, whatever its value.
@@ -140,9 +140,13 @@ impl Node<'_> {
         Condition::is_true(&self.status.conditions, MEMORY_PRESSURE_CONDITION)
     }
 
-    /// Memory left on the node, in bytes, when a node agent publishes it.
+    /// Memory left on the node, in bytes, as the kubelet's `memory.available` signal has it
+    /// (`k8s.io/kubelet/pkg/apis/stats/v1alpha1/types.go`, `MemoryStats.AvailableBytes`: "the
+    /// memory limit - workingSetBytes", the node's limit being its capacity):
+    /// `status.capacity.memory` less the working set its NodeMetrics report (metrics-server's
+    /// `node_memory_working_set_bytes`). Unknown when either is.
     pub fn memory_available(&self) -> Option<f64> {
-        self.metadata.annotation(MEMORY_AVAILABLE_ANNOTATION).and_then(|q| super::quantity::bytes(&q))
+        Some(self.memory_capacity()? - self.working_set?)
     }
 
     /// `status.capacity.memory`, in bytes.
@@ -161,36 +165,36 @@ mod tests {
         value.to_string()
     }
 
-    /// `status.capacity.memory` and the memory-available annotation, in bytes; each absent or
-    /// unreadable figure is unknown, whatever the other says.
+    /// `status.capacity.memory`, and the available memory (capacity less the NodeMetrics' working
+    /// set), in bytes; each absent or unreadable figure is unknown, whatever the other says.
     #[test]
     fn memory_figures() {
+        const GI: f64 = 1024.0 * 1024.0 * 1024.0;
         let rows = [
             (
                 json!({"status": {"capacity": {"cpu": "8", "memory": "32Gi", "pods": "110"}}}),
-                Some(34_359_738_368.0),
+                None,
+                Some(32.0 * GI),
                 None,
             ),
-            (json!({"status": {"capacity": {"memory": "16266380Ki"}}}), Some(16_656_773_120.0), None),
+            (json!({"status": {"capacity": {"memory": "16266380Ki"}}}), None, Some(16_656_773_120.0), None),
             (
-                json!({"metadata": {"annotations": {MEMORY_AVAILABLE_ANNOTATION: "3500Mi"}},
-                       "status": {"capacity": {"memory": "32Gi"}, "allocatable": {"memory": "31Gi"}}}),
-                Some(34_359_738_368.0),
-                Some(3_670_016_000.0),
+                json!({"status": {"capacity": {"memory": "32Gi"}}}),
+                Some(28.0 * GI),
+                Some(32.0 * GI),
+                Some(4.0 * GI),
             ),
-            (json!({"metadata": {"annotations": {MEMORY_AVAILABLE_ANNOTATION: "1G"}}}), None, Some(1e9)),
             // Allocatable is not capacity.
-            (json!({"status": {"allocatable": {"memory": "31Gi"}}}), None, None),
-            (json!({"status": {"capacity": {"memory": "lots"}}}), None, None),
-            (json!({"metadata": {"annotations": {MEMORY_AVAILABLE_ANNOTATION: "-"}}}), None, None),
-            (json!({"metadata": {"annotations": {"memory-available": "1Gi"}}}), None, None),
-            (json!({}), None, None),
+            (json!({"status": {"allocatable": {"memory": "31Gi"}}}), Some(GI), None, None),
+            (json!({"status": {"capacity": {"memory": "lots"}}}), Some(GI), None, None),
+            (json!({}), None, None, None),
         ];
-        for (value, capacity, available) in rows {
+        for (value, working_set, capacity, available) in rows {
             let text = node(value);
-            let node: Node<'_> = serde_json::from_str(&text).unwrap();
+            let mut node: Node<'_> = serde_json::from_str(&text).unwrap();
+            node.working_set = working_set;
             assert_eq!(node.memory_capacity(), capacity, "capacity of {text}");
-            assert_eq!(node.memory_available(), available, "available of {text}");
+            assert_eq!(node.memory_available(), available, "available of {text} with {working_set:?} in use");
         }
     }
 

@@ -156,7 +156,30 @@ pub fn disruption_cases() -> Vec<Case> {
     pods(&mut cases);
     node_pressure(&mut cases);
     bad_requests_and_failed_reads(&mut cases);
+    cases.iter_mut().for_each(serve_node_metrics);
     cases
+}
+
+/// metrics-server's NodeMetrics for every node of a case with a memory figure (its capacity,
+/// none of it in use: the whole capacity is available), in the case's objects, where every host
+/// of the tables serves them from.
+fn serve_node_metrics(case: &mut Case) {
+    let request_nodes = [&case.request["object"], &case.request["oldObject"]]
+        .into_iter()
+        .filter(|object| object["kind"] == "Node")
+        .cloned()
+        .collect::<Vec<_>>();
+    let mut names: Vec<String> = case
+        .objects
+        .iter()
+        .filter(|object| object["kind"] == "Node")
+        .chain(&request_nodes)
+        .filter(|node| node.pointer("/status/capacity/memory").is_some())
+        .filter_map(|node| node.pointer("/metadata/name").and_then(Value::as_str).map(str::to_owned))
+        .collect();
+    names.sort();
+    names.dedup();
+    case.objects.extend(names.iter().map(|name| super::objects::idle_node_metrics(name)));
 }
 
 /// How a pod's disruption reaches the decision.
@@ -594,7 +617,8 @@ fn pressure_marks_and_levels(cases: &mut Vec<Case>) {
     };
     let marked =
         |name: &str, memory: &str| with(sized(name, memory), "/status/evacuationNodeName", json!(NODE));
-    // (case, MemoryPressure, memory-available, extra objects, VMs marked in order)
+    // (case, MemoryPressure, memory available (the NodeMetrics show none in use), extra objects,
+    // VMs marked in order)
     type Row<'a> = (&'a str, bool, Option<&'a str>, Vec<Value>, Vec<&'a str>);
     let rows: Vec<Row<'_>> = vec![
         ("3Gi short: one VM covers it", false, Some("10Gi"), vec![], vec!["a"]),

@@ -106,21 +106,32 @@ pub(crate) fn kubevirt_cr(name: &str, strategy: Option<&str>, gates: &[&str]) ->
     cr
 }
 
-/// Node `name`, with `MemoryPressure` when `pressure`, and evac's memory-available annotation
-/// when given.
+/// Node `name`, with `MemoryPressure` when `pressure`, and `available` memory when given: its
+/// capacity, of which its NodeMetrics ([`idle_node_metrics`], which the tables serve for every
+/// node with a capacity) say none is in use.
 pub(crate) fn node(name: &str, pressure: bool, available: Option<&str>) -> Value {
     let mut node = json!({
         "apiVersion": "v1", "kind": "Node",
         "metadata": {"name": name},
-        "status": {"capacity": {"memory": "32Gi"}, "conditions": [
+        "status": {"conditions": [
             {"type": "MemoryPressure", "status": if pressure { "True" } else { "False" }},
             {"type": "Ready", "status": "True"},
         ]},
     });
     if let Some(available) = available {
-        node["metadata"]["annotations"] = json!({"evac.kubevirt.io/memory-available": available});
+        node["status"]["capacity"] = json!({"memory": available});
     }
     node
+}
+
+/// metrics-server's NodeMetrics of `node`, with no memory in use.
+pub(crate) fn idle_node_metrics(node: &str) -> Value {
+    json!({
+        "apiVersion": "metrics.k8s.io/v1beta1", "kind": "NodeMetrics",
+        "metadata": {"name": node},
+        "timestamp": "2026-11-21T09:39:50Z", "window": "10s",
+        "usage": {"cpu": "0", "memory": "0"},
+    })
 }
 
 /// A pod that is not KubeVirt's.

@@ -26,7 +26,6 @@ use crate::kinds::{nodes, pods, vmis};
 use crate::objects::{Node, Pod, Vmi};
 use crate::store::{Patch, Store, TERMINATE_AT_ANNOTATION};
 use crate::ApiError;
-use evac_core::model::MEMORY_AVAILABLE_ANNOTATION;
 
 /// The `DisruptionTarget` reason the kubelet sets on the pods it evicts: Kubernetes' `TerminationByKubelet`.
 pub const REASON: &str = "TerminationByKubelet";
@@ -196,7 +195,7 @@ impl Kubelet {
                 node.meta().annotation(SYSTEM_MEMORY_ANNOTATION).and_then(quantity::bytes).unwrap_or(0.0);
             let used: f64 = system + on_node.iter().map(|(_, f)| f.memory).sum::<f64>();
             let available = capacity - used;
-            publish_available(store, node, available)?;
+            publish_metrics(store, name, used)?;
 
             let pressure_since = pressure_since(node);
             if available >= self.soft_threshold {
@@ -282,16 +281,37 @@ impl Kubelet {
     }
 }
 
-/// Publishes the node's `memory.available` in [`MEMORY_AVAILABLE_ANNOTATION`], as a node agent
-/// reading the kubelet's summary API would, when it changed by a MiB or more.
-fn publish_available(store: &Store, node: Node<'_>, available: f64) -> Result<(), ApiError> {
-    let published = node.meta().annotation(MEMORY_AVAILABLE_ANNOTATION).and_then(quantity::bytes);
-    if published.is_some_and(|p| (p - available).abs() < 1024.0 * 1024.0) {
-        return Ok(());
+/// Publishes the node's memory working set as metrics-server does: its NodeMetrics
+/// (`metrics.k8s.io/v1beta1`, `usage.memory` from the kubelet's `node_memory_working_set_bytes`,
+/// metrics-server `pkg/scraper/client/resource/decode.go`), when it changed by a MiB or more.
+/// metrics-server scrapes every 15 s (`--metric-resolution`); the simulator publishes at once, so
+/// evac reads the figure the kubelet acts on.
+fn publish_metrics(store: &Store, node: &str, working_set: f64) -> Result<(), ApiError> {
+    let kind = crate::kinds::node_metrics();
+    let value = format!("{}Ki", (working_set / 1024.0).ceil().max(0.0) as i64);
+    let metrics = json!({
+        "apiVersion": "metrics.k8s.io/v1beta1", "kind": "NodeMetrics",
+        "metadata": {"name": node},
+        "timestamp": store.clock().timestamp(), "window": "10s",
+        "usage": {"cpu": "0", "memory": value},
+    });
+    match store.get(&kind, "", node) {
+        Ok(published) => {
+            let before = published
+                .pointer("/usage/memory")
+                .and_then(serde_json::Value::as_str)
+                .and_then(quantity::bytes);
+            if before.is_some_and(|b| (b - working_set).abs() < 1024.0 * 1024.0) {
+                return Ok(());
+            }
+            let patch = Patch::Merge(json!({"timestamp": metrics["timestamp"], "usage": metrics["usage"]}));
+            store.patch(&kind, "", node, &patch, false)?;
+        }
+        Err(e) if e.code == 404 => {
+            store.create(&kind, "", metrics, false)?;
+        }
+        Err(e) => return Err(e),
     }
-    let value = format!("{}Mi", (available / (1024.0 * 1024.0)).floor() as i64);
-    let patch = Patch::Merge(json!({"metadata": {"annotations": {MEMORY_AVAILABLE_ANNOTATION: value}}}));
-    store.patch(&nodes(), "", node.name(), &patch, false)?;
     Ok(())
 }
 

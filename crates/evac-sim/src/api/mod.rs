@@ -170,6 +170,28 @@ fn respond(
 ) -> Result<Reply, ApiError> {
     let dry_run = query.get("dryRun").is_some_and(|v| v == "All");
     let ok = |value: &Value| Ok(Reply::Json(StatusCode::OK, value.clone()));
+    if let Target::Collection { resource, .. } | Target::Item { resource, .. } = &target {
+        let watch = query.get("watch").is_some_and(|w| w == "true" || w == "1");
+        let verb = match *method {
+            Method::GET if watch => "watch",
+            Method::GET => "get",
+            Method::POST => "create",
+            Method::PUT => "update",
+            Method::PATCH => "patch",
+            Method::DELETE => "delete",
+            _ => "",
+        };
+        // A read-only resource (metrics-server's) refuses the rest, as the API server does for
+        // a verb a resource does not serve.
+        let served = resource.verbs.contains(&verb) || (verb == "get" && resource.verbs.contains(&"list"));
+        if !served {
+            return Err(ApiError {
+                code: 405,
+                reason: "MethodNotAllowed",
+                message: "the server does not allow this method on the requested resource".into(),
+            });
+        }
+    }
     match (method, target) {
         (&Method::GET, Target::Document(document)) => Ok(Reply::Json(StatusCode::OK, document)),
         (&Method::GET, Target::Collection { resource, namespace }) => {

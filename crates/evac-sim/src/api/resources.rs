@@ -22,6 +22,9 @@ pub struct Resource {
     pub short_names: &'static [&'static str],
     /// Subresources served beside the resource, e.g. `status`.
     pub subresources: &'static [&'static str],
+    /// The verbs it serves: all of them ([`VERBS`]), or `get` and `list` for metrics-server's
+    /// NodeMetrics, which cannot be watched or written.
+    pub verbs: &'static [&'static str],
 }
 
 impl Resource {
@@ -42,8 +45,8 @@ impl Resource {
 
 /// Every resource the API server serves: namespaces, nodes, pods, events, DaemonSets (which
 /// `kubectl drain --ignore-daemonsets` looks up for their pods), PodDisruptionBudgets, Leases
-/// (leader election), ValidatingWebhookConfigurations, and KubeVirt's VMIs, migrations and
-/// KubeVirt CRs.
+/// (leader election), ValidatingWebhookConfigurations, KubeVirt's VMIs, migrations and
+/// KubeVirt CRs, and metrics-server's NodeMetrics.
 pub const RESOURCES: &[Resource] = &[
     Resource {
         group: "",
@@ -53,6 +56,7 @@ pub const RESOURCES: &[Resource] = &[
         namespaced: false,
         short_names: &["ns"],
         subresources: &["status"],
+        verbs: VERBS,
     },
     Resource {
         group: "",
@@ -62,6 +66,7 @@ pub const RESOURCES: &[Resource] = &[
         namespaced: false,
         short_names: &["no"],
         subresources: &["status"],
+        verbs: VERBS,
     },
     Resource {
         group: "",
@@ -71,6 +76,7 @@ pub const RESOURCES: &[Resource] = &[
         namespaced: true,
         short_names: &["po"],
         subresources: &["status", "eviction"],
+        verbs: VERBS,
     },
     Resource {
         group: "",
@@ -80,6 +86,7 @@ pub const RESOURCES: &[Resource] = &[
         namespaced: true,
         short_names: &["ev"],
         subresources: &[],
+        verbs: VERBS,
     },
     Resource {
         group: "apps",
@@ -89,6 +96,7 @@ pub const RESOURCES: &[Resource] = &[
         namespaced: true,
         short_names: &["ds"],
         subresources: &["status"],
+        verbs: VERBS,
     },
     Resource {
         group: "policy",
@@ -98,6 +106,7 @@ pub const RESOURCES: &[Resource] = &[
         namespaced: true,
         short_names: &["pdb"],
         subresources: &["status"],
+        verbs: VERBS,
     },
     Resource {
         group: "coordination.k8s.io",
@@ -107,6 +116,7 @@ pub const RESOURCES: &[Resource] = &[
         namespaced: true,
         short_names: &[],
         subresources: &[],
+        verbs: VERBS,
     },
     Resource {
         group: "admissionregistration.k8s.io",
@@ -116,6 +126,7 @@ pub const RESOURCES: &[Resource] = &[
         namespaced: false,
         short_names: &[],
         subresources: &[],
+        verbs: VERBS,
     },
     Resource {
         group: "kubevirt.io",
@@ -125,6 +136,7 @@ pub const RESOURCES: &[Resource] = &[
         namespaced: true,
         short_names: &["vmi", "vmis"],
         subresources: &[],
+        verbs: VERBS,
     },
     Resource {
         group: "kubevirt.io",
@@ -134,6 +146,7 @@ pub const RESOURCES: &[Resource] = &[
         namespaced: true,
         short_names: &["vmim"],
         subresources: &[],
+        verbs: VERBS,
     },
     Resource {
         group: "kubevirt.io",
@@ -143,6 +156,19 @@ pub const RESOURCES: &[Resource] = &[
         namespaced: true,
         short_names: &["kv"],
         subresources: &[],
+        verbs: VERBS,
+    },
+    // metrics-server's aggregated API (`metrics.k8s.io/v1beta1`, `pkg/api/install.go`): NodeMetrics
+    // under the plural `nodes`, read-only and without watch.
+    Resource {
+        group: "metrics.k8s.io",
+        version: "v1beta1",
+        plural: "nodes",
+        kind: "NodeMetrics",
+        namespaced: false,
+        short_names: &[],
+        subresources: &[],
+        verbs: &["get", "list"],
     },
 ];
 
@@ -151,7 +177,8 @@ pub fn find(group: &str, version: &str, plural: &str) -> Option<&'static Resourc
     RESOURCES.iter().find(|r| r.group == group && r.version == version && r.plural == plural)
 }
 
-const VERBS: &[&str] = &["create", "delete", "get", "list", "patch", "update", "watch"];
+/// The verbs of a resource kept in the API server's own storage.
+pub const VERBS: &[&str] = &["create", "delete", "get", "list", "patch", "update", "watch"];
 
 /// `GET /api`.
 pub fn core_versions() -> Value {
@@ -198,7 +225,7 @@ pub fn resource_list(group: &str, version: &str) -> Option<Value> {
     for r in &served {
         resources.push(
             json!({"name": r.plural, "singularName": r.kind.to_lowercase(), "namespaced": r.namespaced,
-                              "kind": r.kind, "verbs": VERBS, "shortNames": r.short_names}),
+                              "kind": r.kind, "verbs": r.verbs, "shortNames": r.short_names}),
         );
         for sub in r.subresources {
             let name = format!("{}/{sub}", r.plural);

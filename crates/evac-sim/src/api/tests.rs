@@ -540,3 +540,33 @@ async fn migrations_admitted_as_virt_api_admits_them() {
     assert_eq!(status.code, 400);
     assert!(status.message.contains("in-flight migration detected"), "{}", status.message);
 }
+
+/// metrics-server's NodeMetrics, as it serves them: discovered under `metrics.k8s.io/v1beta1`
+/// as `nodes` with the verbs get and list, read by kube-rs, and neither watched nor written.
+#[tokio::test]
+async fn node_metrics_are_read_only_and_unwatched() {
+    use kube::api::{ApiResource, DynamicObject};
+    use kube::core::GroupVersionKind;
+
+    let api = serve(100).await;
+    let metrics = json!({"apiVersion": "metrics.k8s.io/v1beta1", "kind": "NodeMetrics",
+                         "metadata": {"name": "node01"}, "timestamp": "2026-11-23T10:00:00Z",
+                         "window": "10s", "usage": {"cpu": "1", "memory": "28Gi"}});
+    api.store.create(&crate::kinds::node_metrics(), "", metrics, false).unwrap();
+    let gvk = GroupVersionKind::gvk("metrics.k8s.io", "v1beta1", "NodeMetrics");
+    let (resource, capabilities) = kube::discovery::pinned_kind(&api.client, &gvk).await.unwrap();
+    assert_eq!(resource.plural, "nodes");
+    assert!(capabilities.supports_operation("list") && !capabilities.supports_operation("watch"));
+    let nodes: Api<DynamicObject> = Api::all_with(api.client.clone(), &ApiResource::from_gvk(&gvk));
+    let read = nodes.get("node01").await.unwrap();
+    assert_eq!(read.data["usage"]["memory"], "28Gi");
+    assert_eq!(nodes.list(&ListParams::default()).await.unwrap().items.len(), 1);
+    // A watch is refused when it starts, or in its first event, as the client reports it.
+    let refused = match nodes.watch(&WatchParams::default(), "0").await {
+        Err(e) => Some(e.to_string()),
+        Ok(stream) => stream.boxed().try_next().await.err().map(|e| e.to_string()),
+    };
+    assert!(refused.as_deref().is_some_and(|e| e.contains("405") || e.contains("not allow")), "{refused:?}");
+    let refused = nodes.delete("node01", &Default::default()).await.map(drop);
+    assert!(matches!(refused, Err(kube::Error::Api(ref s)) if s.code == 405), "{refused:?}");
+}

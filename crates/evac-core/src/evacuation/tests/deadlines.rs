@@ -133,21 +133,15 @@ fn no_migration_onto_a_node_it_would_put_under_pressure() {
     };
     let vm = Vm::new("a").marked();
     let vmi = set(vm.json(), "/spec/domain/memory/guest", json!("13Gi"));
-    let with_available = |available: &str| {
-        let other = set(
-            other_node(),
-            "/metadata/annotations",
-            json!({"evac.kubevirt.io/memory-available": available}),
-        );
-        TestCluster::new([kubevirt(None, None), vmi.clone(), vm.pod(), other])
+    let with_room = |available: &str| {
+        let other = with_available(other_node(), available);
+        TestCluster::new([kubevirt(None, None), vmi.clone(), vm.pod(), other, idle_metrics(OTHER)])
     };
-    let effects =
-        only_migrations_and_events(decide_with(&with_available("19Gi"), &cordoned(), &settings, NOW));
+    let effects = only_migrations_and_events(decide_with(&with_room("19Gi"), &cordoned(), &settings, NOW));
     let why = "no other node has room for its 13Gi: the best would keep 6Gi available, under the \
                node-pressure level of 9Gi";
     assert_eq!(effects, [deferred("a", why)]);
-    let effects =
-        only_migrations_and_events(decide_with(&with_available("30Gi"), &cordoned(), &settings, NOW));
+    let effects = only_migrations_and_events(decide_with(&with_room("30Gi"), &cordoned(), &settings, NOW));
     assert_eq!(effects, [drain("a")]);
 }
 

@@ -87,7 +87,8 @@ pub fn drained() -> Value {
     tainted(cordoned(), "kubevirt.io/drain", "NoSchedule")
 }
 
-/// Under memory pressure, with `available` published when given.
+/// Under memory pressure, with `available` memory when given: the node's capacity, of which its
+/// NodeMetrics ([`idle_metrics`], in every test cluster) say nothing is in use.
 pub fn pressured(pressure: bool, available: Option<&str>) -> Value {
     let mut node = set(
         node(),
@@ -95,9 +96,21 @@ pub fn pressured(pressure: bool, available: Option<&str>) -> Value {
         json!([{"type": "MemoryPressure", "status": if pressure { "True" } else { "False" }}]),
     );
     if let Some(available) = available {
-        node = set(node, "/metadata/annotations", json!({"evac.kubevirt.io/memory-available": available}));
+        node = with_available(node, available);
     }
     node
+}
+
+/// `node` with `available` memory: its capacity, all of it free by its [`idle_metrics`].
+pub fn with_available(node: Value, available: &str) -> Value {
+    set(node, "/status/capacity", json!({"memory": available}))
+}
+
+/// metrics-server's NodeMetrics of `node` with no memory in use: the node's whole capacity is
+/// available.
+pub fn idle_metrics(node: &str) -> Value {
+    json!({"apiVersion": "metrics.k8s.io/v1beta1", "kind": "NodeMetrics", "metadata": {"name": node},
+           "timestamp": at(-10), "window": "10s", "usage": {"cpu": "0", "memory": "0"}})
 }
 
 // --- KubeVirt objects ------------------------------------------------------------------------
