@@ -65,6 +65,16 @@ async fn kubectl_drain_beside_kubevirt_migrates_each_vm_once() {
     }
     let annotated = effect_count(&metrics, "AnnotateMigration");
     assert_eq!(annotated, live_migrated().count(), "{metrics}");
+    // What a dashboard shows: evacuations by cause and outcome, and how long they took.
+    let metric =
+        |line: &str| metrics.lines().find_map(|l| l.strip_prefix(line)).map(|n| n.parse::<f64>().unwrap());
+    let count = live_migrated().count() as f64;
+    assert_eq!(
+        metric(r#"evac_evacuations_total{cause="drain",outcome="succeeded"} "#),
+        Some(count),
+        "{metrics}"
+    );
+    assert_eq!(metric(r#"evac_evacuation_duration_seconds_count{cause="drain"} "#), Some(count), "{metrics}");
     eprintln!("drained in {:?} (with the start: {:?})", cluster.drain_time(), started.elapsed());
 }
 

@@ -28,6 +28,9 @@ pub struct Executor {
     store: Arc<dyn ClusterStore>,
     /// The events recorded (`namespace/name`), forgotten all at once when there are too many.
     recorded: Arc<Mutex<HashSet<String>>>,
+    /// Whether a decision carried out on a VMI's behalf is told on it in an event (evac's
+    /// hosts), or not (the simulator's model of KubeVirt, which records its own).
+    tells: bool,
 }
 
 /// How many recorded events the executor remembers before it starts over: forgetting costs one
@@ -74,14 +77,17 @@ const fn access(verb: &'static str, group: &'static str, resource: &'static str)
 /// and `watch` of what they hold): what `deploy/` must grant, and nothing more. The executor's
 /// tests check every effect against it.
 pub const EFFECT_WRITES: [(&str, &[Access]); 7] = [
-    ("MarkForEvacuation", &[access("patch", "kubevirt.io", "virtualmachineinstances")]),
-    ("CreateMigration", &[access("create", "kubevirt.io", "virtualmachineinstancemigrations")]),
-    ("RequestEvacuation", &[access("patch", "kubevirt.io", "virtualmachineinstances")]),
+    ("MarkForEvacuation", &[access("patch", "kubevirt.io", "virtualmachineinstances"), EVENT]),
+    ("CreateMigration", &[access("create", "kubevirt.io", "virtualmachineinstancemigrations"), EVENT]),
+    ("RequestEvacuation", &[access("patch", "kubevirt.io", "virtualmachineinstances"), EVENT]),
     ("AnnotateMigration", &[access("patch", "kubevirt.io", "virtualmachineinstancemigrations")]),
     ("AnnotatePod", &[access("patch", "", "pods")]),
-    ("ClearEvacuation", &[access("patch", "kubevirt.io", "virtualmachineinstances")]),
-    ("RecordEvent", &[access("create", "", "events")]),
+    ("ClearEvacuation", &[access("patch", "kubevirt.io", "virtualmachineinstances"), EVENT]),
+    ("RecordEvent", &[EVENT]),
 ];
+
+/// The event each decision carried out on a VMI's behalf is recorded with.
+const EVENT: Access = access("create", "", "events");
 
 /// The writes of the effects of type `effect_type` ([`Effect::type_name`]).
 pub fn effect_writes(effect_type: &str) -> &'static [Access] {
@@ -91,7 +97,13 @@ pub fn effect_writes(effect_type: &str) -> &'static [Access] {
 impl Executor {
     /// An executor writing to `store`.
     pub fn new(store: Arc<dyn ClusterStore>) -> Self {
-        Self { store, recorded: Arc::default() }
+        Self { store, recorded: Arc::default(), tells: true }
+    }
+
+    /// An executor that records no event for the decisions it carries out (only the events
+    /// effects ask for): for the simulator's KubeVirt, whose controllers are not evac.
+    pub fn untold(store: Arc<dyn ClusterStore>) -> Self {
+        Self { tells: false, ..Self::new(store) }
     }
 
     /// The store effects are written to (and read from).
@@ -107,11 +119,19 @@ impl Executor {
             Effect::MarkForEvacuation { vmi, node, dry_run, source } => {
                 let patch = Patch::Merge(evacuation_patch(node, *source));
                 self.store.patch(&vmis, &vmi.namespace, &vmi.name, &patch, *dry_run).await.map_err(fail)?;
+                if !*dry_run {
+                    let why = source.map_or_else(|| "an eviction".to_owned(), |s| s.as_str().to_owned());
+                    let message = format!("evac marked the VMI for evacuation from node {node} ({why})");
+                    self.tell(vmi, node, EventReason::EvacuationMarked, &message).await;
+                }
             }
             Effect::CreateMigration { vmi, node, cause, priority } => {
                 let migrations = Kind::new(MIGRATION_KIND.0, MIGRATION_KIND.1);
                 let migration = evacuation_migration(&vmi.name, node, *cause, *priority);
                 self.store.create(&migrations, &vmi.namespace, migration, false).await.map_err(fail)?;
+                let why = cause.map_or("", MigrationCause::as_str);
+                let message = format!("evac created the VMI's evacuation migration from node {node} ({why})");
+                self.tell(vmi, node, EventReason::EvacuationMigrationCreated, &message).await;
             }
             Effect::AnnotatePod { pod, annotations } => {
                 let pods = Kind::new(POD_KIND.0, POD_KIND.1);
@@ -124,6 +144,11 @@ impl Executor {
                     EVICTION_SOURCE_ANNOTATION: source.as_str(),
                 }}}));
                 self.store.patch(&vmis, &vmi.namespace, &vmi.name, &patch, false).await.map_err(fail)?;
+                let message = format!(
+                    "evac holds an evacuation of the VMI from node {node} ({}) until its migration may start",
+                    source.as_str()
+                );
+                self.tell(vmi, node, EventReason::EvacuationRequested, &message).await;
             }
             Effect::AnnotateMigration { migration, cause } => {
                 let migrations = Kind::new(MIGRATION_KIND.0, MIGRATION_KIND.1);
@@ -158,12 +183,26 @@ impl Executor {
                 let source =
                     Patch::Merge(json!({"metadata": {"annotations": {EVICTION_SOURCE_ANNOTATION: null}}}));
                 self.store.patch(&vmis, &vmi.namespace, &vmi.name, &source, false).await.map_err(fail)?;
+                let message =
+                    format!("evac called off the evacuation of the VMI from node {node}: its cause is gone");
+                self.tell(vmi, node, EventReason::EvacuationCalledOff, &message).await;
             }
             Effect::RecordEvent { vmi, node, reason, message } => {
                 return self.record_event(vmi, node, *reason, message).await.map_err(fail);
             }
         }
         Ok(Applied::Written)
+    }
+
+    /// Records a `Normal` event on the VMI for a decision carried out, so that `kubectl describe
+    /// vmi` tells what evac did. Best effort: a failed event is logged, the write it reports stands.
+    async fn tell(&self, vmi: &ObjectRef, node: &str, reason: EventReason, message: &str) {
+        if !self.tells {
+            return;
+        }
+        if let Err(error) = self.record_event(vmi, node, reason, message).await {
+            tracing::warn!(vmi = %vmi, reason = reason.as_str(), error = %error.message, "cannot record an event");
+        }
     }
 
     /// Creates the event, once: the VMI's uid goes in `involvedObject` (`kubectl describe`
@@ -229,7 +268,7 @@ fn event(vmi: &ObjectRef, uid: &str, name: &str, reason: EventReason, message: &
         },
         "reason": reason.as_str(),
         "message": message,
-        "type": "Warning",
+        "type": reason.event_type(),
         "source": {"component": EVENT_COMPONENT},
         "reportingComponent": EVENT_COMPONENT,
         "reportingInstance": EVENT_COMPONENT,

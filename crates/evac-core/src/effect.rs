@@ -252,7 +252,9 @@ pub enum Effect {
     },
 }
 
-/// The reasons of the events evac records.
+/// The reasons of the events evac records: the two a policy decides to record
+/// ([`Effect::RecordEvent`]), and those its host records on the VMI for each decision it carries
+/// out (`Normal` events).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Serialize)]
 pub enum EventReason {
     /// An evacuation of evac's own was given up after repeated failed migrations: the mark is
@@ -261,6 +263,14 @@ pub enum EventReason {
     /// An evacuation migration was not started now: it cannot finish before the VM's pod is
     /// deleted while others can, or no other node has room for the VM.
     EvacuationDeferred,
+    /// evac holds an evacuation of its own for its turn ([`Effect::RequestEvacuation`]).
+    EvacuationRequested,
+    /// evac marked the VMI for evacuation ([`Effect::MarkForEvacuation`]).
+    EvacuationMarked,
+    /// evac created the VMI's evacuation migration ([`Effect::CreateMigration`]).
+    EvacuationMigrationCreated,
+    /// evac called the VMI's evacuation off ([`Effect::ClearEvacuation`]).
+    EvacuationCalledOff,
 }
 
 impl EventReason {
@@ -269,6 +279,18 @@ impl EventReason {
         match self {
             Self::EvacuationGivenUp => "EvacuationGivenUp",
             Self::EvacuationDeferred => "EvacuationDeferred",
+            Self::EvacuationRequested => "EvacuationRequested",
+            Self::EvacuationMarked => "EvacuationMarked",
+            Self::EvacuationMigrationCreated => "EvacuationMigrationCreated",
+            Self::EvacuationCalledOff => "EvacuationCalledOff",
+        }
+    }
+
+    /// The event's `type`: `Warning` for what evac did not do, `Normal` for what it did.
+    pub fn event_type(self) -> &'static str {
+        match self {
+            Self::EvacuationGivenUp | Self::EvacuationDeferred => "Warning",
+            _ => "Normal",
         }
     }
 }
@@ -414,9 +436,18 @@ mod tests {
     /// Event reasons are their wire names.
     #[test]
     fn event_reasons_are_their_names() {
-        for reason in [EventReason::EvacuationGivenUp, EventReason::EvacuationDeferred] {
+        let warnings = [EventReason::EvacuationGivenUp, EventReason::EvacuationDeferred];
+        let normal = [
+            EventReason::EvacuationRequested,
+            EventReason::EvacuationMarked,
+            EventReason::EvacuationMigrationCreated,
+            EventReason::EvacuationCalledOff,
+        ];
+        for reason in warnings.into_iter().chain(normal) {
             assert_eq!(serde_json::to_value(reason).unwrap(), reason.as_str());
         }
+        assert!(warnings.iter().all(|r| r.event_type() == "Warning"));
+        assert!(normal.iter().all(|r| r.event_type() == "Normal"));
     }
 
     /// Only the descheduler's marks are an API eviction's; evac's own causes end by themselves.

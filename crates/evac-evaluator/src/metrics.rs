@@ -100,6 +100,23 @@ pub struct RefusalLabels {
     pub reason: &'static str,
 }
 
+/// An evacuation migration that ended: its cause (`evac.kubevirt.io/cause`, `unknown` when it
+/// names none) and outcome (`succeeded` or `failed`).
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct EvacuationLabels {
+    /// The migration's cause, e.g. `drain`, `preemption`.
+    pub cause: String,
+    /// `succeeded` or `failed`.
+    pub outcome: &'static str,
+}
+
+/// An evacuation's cause.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CauseLabels {
+    /// The migration's cause, e.g. `drain`.
+    pub cause: String,
+}
+
 /// A leader election's Lease, by name.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct LeaderLabels {
@@ -127,6 +144,10 @@ pub struct Metrics {
     /// Events recorded on VMIs (each once: a repeated event is not written again), by reason:
     /// evacuations given up or deferred.
     pub events: Family<EventLabels, Counter>,
+    /// Evacuation migrations that ended, by cause and outcome (seen by `evac control`).
+    pub evacuations: Family<EvacuationLabels, Counter>,
+    /// Time from an evacuation migration's creation to its end, by cause.
+    pub evacuation_duration: Family<CauseLabels, Histogram>,
     /// Requests refused before evaluation.
     pub refused: Family<RefusalLabels, Counter>,
     /// Certificate reloads, by result.
@@ -223,7 +244,24 @@ impl Default for Metrics {
             "Whether this evac control replica holds the leader election Lease (1) or follows (0)",
             leader.clone(),
         );
+        let evacuations = Family::default();
+        registry.register(
+            "evacuations",
+            "Evacuation migrations that ended, by cause and outcome (succeeded, failed)",
+            evacuations.clone(),
+        );
+        let evacuation_duration = Family::<CauseLabels, Histogram>::new_with_constructor(|| {
+            // 1 s to about 68 min, doubling: migrations take seconds to the completion timeout.
+            Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(1.0, 2.0, 13))
+        });
+        registry.register(
+            "evacuation_duration_seconds",
+            "Time from an evacuation migration's creation to its end, by cause",
+            evacuation_duration.clone(),
+        );
         Self {
+            evacuations,
+            evacuation_duration,
             leader,
             controller_reconcile,
             registry,

@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
 use evac_cluster::ChangeFeed;
+use evac_evaluator::metrics::{CauseLabels, EvacuationLabels};
 use evac_evaluator::{EffectOutcome, Pipeline, PolicySet, Registry, ServedPolicy};
 use serde_json::value::RawValue;
 
@@ -140,6 +141,15 @@ impl Controller {
             }
             routing.take_work(resync)
         };
+        let metrics = self.pipeline.metrics();
+        for ended in &work.ended {
+            let labels = EvacuationLabels { cause: ended.cause.clone(), outcome: ended.outcome };
+            metrics.evacuations.get_or_create(&labels).inc();
+            if let Some(seconds) = ended.seconds {
+                let cause = CauseLabels { cause: ended.cause.clone() };
+                metrics.evacuation_duration.get_or_create(&cause).observe(seconds);
+            }
+        }
         let set = self.registry().current();
         self.carry_out(&set, work, &mut pass).await;
         pass.pending_nodes = self.lock().routing.pending_nodes();

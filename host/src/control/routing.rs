@@ -20,6 +20,19 @@ pub(super) struct Work {
     pub nodes: Vec<String>,
     /// The evacuation request of each of those nodes.
     pub node_requests: BTreeMap<String, Box<RawValue>>,
+    /// Evacuation migrations seen to end since the last pass, for the metrics.
+    pub ended: Vec<EndedEvacuation>,
+}
+
+/// An evacuation migration seen running and then ended.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct EndedEvacuation {
+    /// Its `evac.kubevirt.io/cause`, `unknown` when it names none.
+    pub cause: String,
+    /// `succeeded` or `failed`.
+    pub outcome: &'static str,
+    /// From its creation to its end, when both are dated.
+    pub seconds: Option<f64>,
 }
 
 #[derive(Default)]
@@ -43,6 +56,8 @@ pub(super) struct Routing {
     disruptions: Vec<Box<RawValue>>,
     /// A migration ended since the last pass: a parallel slot is free.
     slot_freed: bool,
+    /// Evacuation migrations seen to end since the last pass.
+    ended: Vec<EndedEvacuation>,
 }
 
 /// Admission request uids, unique within the process.
@@ -151,8 +166,16 @@ impl Routing {
             .unwrap_or_else(|| migration.status.migration_state.source_node.to_string());
         if !change.deleted && migration.is_active() {
             self.migrating.insert(key, source.clone());
-        } else if self.migrating.remove(&key).is_some() || !change.deleted {
-            self.slot_freed = true;
+        } else {
+            let was_running = self.migrating.remove(&key).is_some();
+            if was_running || !change.deleted {
+                self.slot_freed = true;
+            }
+            // Counted once, when seen to end: one that had ended before the controller (re)started
+            // is not counted again.
+            if was_running && !change.deleted {
+                self.ended.extend(ended_evacuation(&migration));
+            }
         }
         if !source.is_empty() {
             self.dirty.insert(source);
@@ -189,8 +212,29 @@ impl Routing {
             disruptions: std::mem::take(&mut self.disruptions),
             nodes: nodes.into_iter().collect(),
             node_requests,
+            ended: std::mem::take(&mut self.ended),
         }
     }
+}
+
+/// An evacuation migration that ended, for the metrics; `None` for another migration, or one that
+/// has not ended.
+fn ended_evacuation(migration: &Migration<'_>) -> Option<EndedEvacuation> {
+    migration.evacuation_node()?;
+    let outcome = match migration.status.phase.as_str() {
+        "Succeeded" => "succeeded",
+        "Failed" => "failed",
+        _ => return None,
+    };
+    let cause = migration
+        .metadata
+        .annotation(evac_core::effect::CAUSE_ANNOTATION)
+        .map_or_else(|| "unknown".to_owned(), |cause| cause.to_string());
+    let at = |time: Option<&str>| time.and_then(evac_core::model::time::unix_seconds);
+    let created = at(migration.metadata.creation_timestamp.as_deref());
+    let ended = at(migration.status.migration_state.end_timestamp.as_deref());
+    let seconds = created.zip(ended).map(|(created, ended)| (ended - created).max(0.0));
+    Some(EndedEvacuation { cause, outcome, seconds })
 }
 
 /// An `UPDATE` AdmissionRequest for an object, as the API server would send for its change.

@@ -328,7 +328,11 @@ fn every_effect_writes_what_the_rbac_table_lists() {
     ];
     let mut seen = std::collections::BTreeSet::new();
     for effect in effects {
-        let (store, _) = cluster();
+        let (store, marker) = cluster();
+        if matches!(effect, Effect::ClearEvacuation { .. }) {
+            // Something to clear.
+            block_on(marker.apply(&mark(false, "vm", "n1"))).unwrap();
+        }
         let recording = Arc::new(Recording { inner: store, writes: Mutex::default() });
         let executor = Executor::new(Arc::clone(&recording) as _);
         block_on(executor.apply(&effect)).unwrap();
@@ -338,4 +342,38 @@ fn every_effect_writes_what_the_rbac_table_lists() {
         seen.insert(effect.type_name());
     }
     assert_eq!(seen.len(), EFFECT_WRITES.len(), "every effect type is tried");
+}
+
+/// Every decision carried out on a VMI's behalf is told on it in a `Normal` event, once; the
+/// simulator's KubeVirt (an untold executor) records none.
+#[test]
+fn decisions_carried_out_are_told_in_events() {
+    let events = |store: &MemoryStore| {
+        let (events, _) = store.list(&Kind::new("v1", "Event"), Some("ns"), None, None);
+        events
+            .iter()
+            .map(|e| (e["type"].clone(), e["reason"].clone(), e["message"].clone()))
+            .collect::<Vec<_>>()
+    };
+    let (store, executor) = cluster();
+    block_on(executor.apply(&request("n1"))).unwrap();
+    block_on(executor.apply(&request("n1"))).unwrap();
+    assert_eq!(
+        events(&store),
+        [(
+            json!("Normal"),
+            json!("EvacuationRequested"),
+            json!("evac holds an evacuation of the VMI from node n1 (noexecute-taint) until its migration may start")
+        )]
+    );
+    block_on(executor.apply(&clear("n1"))).unwrap();
+    assert!(events(&store).iter().any(|(_, reason, _)| reason == "EvacuationCalledOff"));
+    // A dry-run mark changes nothing and tells nothing.
+    block_on(executor.apply(&mark(true, "vm", "n1"))).unwrap();
+    assert!(!events(&store).iter().any(|(_, reason, _)| reason == "EvacuationMarked"));
+
+    let (store, _) = cluster();
+    let untold = Executor::untold(Arc::clone(&store) as _);
+    block_on(untold.apply(&mark(false, "vm", "n1"))).unwrap();
+    assert_eq!(events(&store), []);
 }

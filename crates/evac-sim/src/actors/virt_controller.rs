@@ -150,7 +150,7 @@ impl VirtController {
         // As its service account: the only requester virt-api lets set a migration's priority.
         let as_controller =
             evac_cluster::AsUser::new(Arc::clone(store.memory()), virt_api::VIRT_CONTROLLER_USER);
-        let executor = Executor::new(Arc::new(as_controller));
+        let executor = Executor::untold(Arc::new(as_controller));
         for name in look_at {
             let Ok(node) = store.get(&nodes(), "", &name) else { continue };
             let text = node.to_string();

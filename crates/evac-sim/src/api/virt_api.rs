@@ -27,7 +27,8 @@ pub async fn review(store: &Store, review: &Value) -> Result<Value, super::evict
         serde_json::from_slice(&bytes).map_err(|e| format!("cannot decode the AdmissionReview: {e}"))?;
     let decision = eviction::decide(&request, &Settings::default(), &CoreReader(&**store.memory()))
         .map_err(|e| e.to_string())?;
-    let executor = Executor::new(std::sync::Arc::clone(store.memory()) as _);
+    // virt-api's mark: KubeVirt's own, told in no evac event.
+    let executor = Executor::untold(std::sync::Arc::clone(store.memory()) as _);
     for effect in &decision.effects {
         if let Err(e) = executor.apply(effect).await {
             return Ok(answer(&request, false, 429, &messages::failed_marking_vmi(&e)));

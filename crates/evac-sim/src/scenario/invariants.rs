@@ -118,6 +118,8 @@ pub fn events(store: &Store) -> Vec<EventLine> {
     let mut lines: Vec<EventLine> = events
         .iter()
         .filter(|e| e.pointer("/source/component").and_then(|c| c.as_str()) == Some("evac"))
+        // What evac did not do (deferred, given up); what it did is in the rest of the report.
+        .filter(|e| e.get("type").and_then(|t| t.as_str()) == Some("Warning"))
         .map(|e| {
             let text =
                 |pointer: &str| e.pointer(pointer).and_then(|v| v.as_str()).unwrap_or_default().to_owned();
