@@ -66,6 +66,23 @@ impl Default for Kubelet {
     }
 }
 
+impl Kubelet {
+    /// What the kubelet's `/configz` answers (`pkg/kubelet/server/server.go`, `configz`: the
+    /// `KubeletConfiguration` under `kubeletconfig`), for the fields the simulation uses: the
+    /// memory eviction thresholds a cluster admin copies into evac's `nodePressure` setting.
+    pub fn configz(&self) -> serde_json::Value {
+        let mib = |bytes: f64| format!("{}Mi", (bytes / (1024.0 * 1024.0)).round() as i64);
+        json!({"kubeletconfig": {
+            "kind": "KubeletConfiguration",
+            "apiVersion": "kubelet.config.k8s.io/v1beta1",
+            "evictionHard": {"memory.available": mib(self.hard_threshold)},
+            "evictionSoft": {"memory.available": mib(self.soft_threshold)},
+            "evictionSoftGracePeriod": {"memory.available": format!("{}s", self.soft_grace.as_secs())},
+            "evictionMaxPodGracePeriod": self.max_pod_grace.as_secs(),
+        }})
+    }
+}
+
 /// What the kubelet knows of a pod, kept from the pods' changes (an informer's cache): reading
 /// every pod's JSON at every step would cost more than everything else the simulation does.
 #[derive(Debug, Clone)]

@@ -122,6 +122,14 @@ async fn handle(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
+    // The kubelet's configuration through the API server's node proxy, as `kubectl get --raw
+    // /api/v1/nodes/<node>/proxy/configz` reads it: the simulated kubelets run with the defaults.
+    if let (&Method::GET, Some(node)) = (&method, configz_node(uri.path())) {
+        return match store.get(&crate::kinds::nodes(), "", node) {
+            Ok(_) => json_response(StatusCode::OK, &crate::actors::Kubelet::default().configz()),
+            Err(error) => status_response(&error),
+        };
+    }
     let target = match parse_target(uri.path()) {
         Ok(target) => target,
         Err(error) => return status_response(&error),
@@ -340,3 +348,9 @@ fn parse_patch(headers: &HeaderMap, body: &[u8]) -> Result<Patch, ApiError> {
 
 #[cfg(test)]
 mod tests;
+
+/// The node of a `/api/v1/nodes/<node>/proxy/configz` path.
+fn configz_node(path: &str) -> Option<&str> {
+    let node = path.strip_prefix("/api/v1/nodes/")?.strip_suffix("/proxy/configz")?;
+    (!node.is_empty() && !node.contains('/')).then_some(node)
+}

@@ -570,3 +570,18 @@ async fn node_metrics_are_read_only_and_unwatched() {
     let refused = nodes.delete("node01", &Default::default()).await.map(drop);
     assert!(matches!(refused, Err(kube::Error::Api(ref s)) if s.code == 405), "{refused:?}");
 }
+
+/// The kubelet's configuration through the node proxy, as an admin reads the eviction thresholds.
+#[tokio::test]
+async fn the_node_proxy_serves_the_kubelets_configz() {
+    let api = serve(100).await;
+    let node = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node01"}});
+    api.store.create(&crate::kinds::nodes(), "", node, false).unwrap();
+    let request = |path: &str| axum::http::Request::get(path).body(Vec::new()).unwrap();
+    let text = api.client.request_text(request("/api/v1/nodes/node01/proxy/configz")).await.unwrap();
+    let configz: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(configz["kubeletconfig"]["evictionSoft"]["memory.available"], "3500Mi");
+    assert_eq!(configz["kubeletconfig"]["evictionHard"]["memory.available"], "10Mi");
+    let missing = api.client.request_text(request("/api/v1/nodes/gone/proxy/configz")).await;
+    assert!(matches!(missing, Err(kube::Error::Api(ref s)) if s.code == 404), "{missing:?}");
+}
