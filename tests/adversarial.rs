@@ -1,9 +1,11 @@
 //! Adversarial scenarios (`tests/adversarial/*.yaml`): cases the simulator and evac were not
 //! designed around, each run with KubeVirt alone and with evac (`evac simulate [--evac] --json`),
 //! evac beside KubeVirt's webhook and evacuation controller as in a real cluster; and with evac
-//! in their place (`--evac --replace-kubevirt`), where an expectation is about what evac's own
-//! evacuation controller decides. Beside KubeVirt, the migrations of API evictions' marks are
-//! KubeVirt's (its controller creates them at once), so there evac's outcome is KubeVirt's.
+//! in their place (`--evac --replace-kubevirt`). Two scenarios' evac expectations were written
+//! for evac in KubeVirt's place (cancel-before-start, pressure-target); once evac ran beside
+//! KubeVirt by default they were moved, unchanged, to the replacing run, and the run beside
+//! KubeVirt was given KubeVirt's own rule (its evacuation controller creates the migration of an
+//! API eviction's mark at once), from the upstream code, not from a run.
 //! The expected outcomes were derived from the upstream rules (KubeVirt v1.9, Kubernetes; see the
 //! comment block at the top of each scenario file) before any of them was run; they are not
 //! adjusted to what the implementation does.

@@ -129,8 +129,13 @@ impl Executor {
                 let migrations = Kind::new(MIGRATION_KIND.0, MIGRATION_KIND.1);
                 let migration = evacuation_migration(&vmi.name, node, *cause, *priority);
                 self.store.create(&migrations, &vmi.namespace, migration, false).await.map_err(fail)?;
-                let why = cause.map_or("", MigrationCause::as_str);
-                let message = format!("evac created the VMI's evacuation migration from node {node} ({why})");
+                let message = match cause {
+                    Some(cause) => format!(
+                        "evac created the VMI's evacuation migration from node {node} ({})",
+                        cause.as_str()
+                    ),
+                    None => format!("evac created the VMI's evacuation migration from node {node}"),
+                };
                 self.tell(vmi, node, EventReason::EvacuationMigrationCreated, &message).await;
             }
             Effect::AnnotatePod { pod, annotations } => {

@@ -42,6 +42,9 @@ pub(super) struct Routing {
     evaluated: HashMap<String, String>,
     /// Marked VMIs (`namespace/name`) and the node they are marked for.
     marked: HashMap<String, String>,
+    /// VMIs evac holds an evacuation request for, and the node: their node is evaluated again
+    /// when a slot frees and at every resync, like a marked VMI's, until they are marked.
+    requested: HashMap<String, String>,
     /// Nodes with KubeVirt's drain taint: their VMIs are evacuated without being marked.
     drain_tainted: HashSet<String>,
     /// Where each VMI (`namespace/name`) runs.
@@ -50,8 +53,8 @@ pub(super) struct Routing {
     migrating: HashMap<String, String>,
     /// The latest state of every node.
     nodes: HashMap<String, Arc<[u8]>>,
-    /// Each node's memory in use, as its NodeMetrics last said.
-    usage: HashMap<String, String>,
+    /// Each node's memory in use (bytes), as its NodeMetrics said when last acted on.
+    usage: HashMap<String, f64>,
     dirty: BTreeSet<String>,
     disruptions: Vec<Box<RawValue>>,
     /// A migration ended since the last pass: a parallel slot is free.
@@ -59,6 +62,10 @@ pub(super) struct Routing {
     /// Evacuation migrations seen to end since the last pass.
     ended: Vec<EndedEvacuation>,
 }
+
+/// How far a node's memory working set must move for node pressure to be decided again: metrics
+/// change with every scrape (every 15 s), a step matters.
+const USAGE_STEP: f64 = 64.0 * 1024.0 * 1024.0;
 
 /// Admission request uids, unique within the process.
 static NEXT_UID: AtomicU64 = AtomicU64::new(1);
@@ -126,8 +133,9 @@ impl Routing {
     fn observe_node_metrics(&mut self, text: &str) {
         let Ok(metrics) = serde_json::from_str::<NodeMetrics<'_>>(text) else { return };
         let name = metrics.metadata.name.to_string();
-        let usage = metrics.usage.get("memory").map(|m| m.to_string()).unwrap_or_default();
-        if self.usage.get(&name) == Some(&usage) {
+        let Some(usage) = metrics.memory_working_set() else { return };
+        // A working set moves a little with every scrape: only a move of a step counts.
+        if self.usage.get(&name).is_some_and(|seen| (seen - usage).abs() < USAGE_STEP) {
             return;
         }
         self.usage.insert(name.clone(), usage);
@@ -146,6 +154,18 @@ impl Routing {
             self.marked.insert(key.clone(), marked_for.to_owned());
         } else if let Some(was) = self.marked.remove(&key) {
             self.dirty.insert(was);
+        }
+        let requested_from = vmi.metadata.annotation(evac_core::effect::EVACUATION_REQUEST_ANNOTATION);
+        match requested_from.filter(|node| !change.deleted && !node.is_empty()) {
+            Some(node) => {
+                self.dirty.insert(node.to_string());
+                self.requested.insert(key.clone(), node.to_string());
+            }
+            None => {
+                if let Some(was) = self.requested.remove(&key) {
+                    self.dirty.insert(was);
+                }
+            }
         }
         if !vmi.status.node_name.is_empty() {
             self.dirty.insert(vmi.status.node_name.to_string());
@@ -182,11 +202,17 @@ impl Routing {
         }
     }
 
-    /// Nodes where evacuations are under way or due: marked VMIs, running migrations, and
-    /// drain-tainted nodes that still run VMIs. When there are none, the controller can rest.
+    /// Nodes where evacuations are under way or due: marked and requested VMIs, running
+    /// migrations, and drain-tainted nodes that still run VMIs. When there are none, the
+    /// controller can rest.
     fn pending(&self) -> BTreeSet<&String> {
         let drained = self.vmi_nodes.values().filter(|node| self.drain_tainted.contains(*node));
-        self.marked.values().chain(self.migrating.values()).chain(drained).collect()
+        self.marked
+            .values()
+            .chain(self.requested.values())
+            .chain(self.migrating.values())
+            .chain(drained)
+            .collect()
     }
 
     pub(super) fn pending_nodes(&self) -> usize {

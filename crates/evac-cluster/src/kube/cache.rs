@@ -91,7 +91,15 @@ impl WatchCache {
                     }
                     loader.apply(Event::InitDone);
                 }
-                Err(error) => self.record_error(&watcher::Error::InitialListFailed(error)),
+                Err(error) => {
+                    self.record_error(&watcher::Error::InitialListFailed(error));
+                    // Not served (an aggregated API that is down): read as empty rather than
+                    // never synced, so that the host starts and its reads find nothing.
+                    if !self.is_synced() {
+                        loader.apply(Event::Init);
+                        loader.apply(Event::InitDone);
+                    }
+                }
             }
             tokio::time::sleep(every).await;
         }

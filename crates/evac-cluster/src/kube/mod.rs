@@ -44,6 +44,9 @@ pub struct KubeCluster {
     tasks: Vec<AbortHandle>,
 }
 
+/// metrics-server's API group: an add-on, so a cluster may not serve it.
+const OPTIONAL_GROUP: &str = "metrics.k8s.io";
+
 /// How often a resource the API serves no watch of is listed (metrics-server's NodeMetrics):
 /// metrics-server's default `--metric-resolution`, how often its figures change.
 pub const POLL_INTERVAL: Duration = Duration::from_secs(15);
@@ -61,10 +64,23 @@ impl KubeCluster {
         let mut resources = resources.to_vec();
         resources.sort();
         resources.dedup();
-        let resolved = futures::future::try_join_all(
+        let found = futures::future::join_all(
             resources.iter().map(|grant| discovery::resolve(&client, &server, grant)),
         )
-        .await?;
+        .await;
+        let mut resolved = Vec::with_capacity(found.len());
+        for (grant, found) in resources.iter().zip(found) {
+            match found {
+                Ok(found) => resolved.push(found),
+                // An add-on's API (metrics-server's) may be missing or down: it is not cached,
+                // and reads of it fail, which decisions take as "no figure".
+                Err(error) if grant.group() == OPTIONAL_GROUP => {
+                    tracing::warn!(resource = %format!("{} {}", grant.api_version, grant.kind), error = %format!("{error:#}"),
+                        "not served: reads of it fail (install metrics-server for node pressure figures)");
+                }
+                Err(error) => return Err(error),
+            }
+        }
         let mut caches = Vec::with_capacity(resolved.len());
         let mut tasks = Vec::with_capacity(resolved.len() + 1);
         let contact = Arc::new(Contact::new());

@@ -413,6 +413,11 @@ async fn resources_the_server_does_not_serve_fail_at_connect() {
 
     let error = format!("{:#}", connect(&dir, &[grant("a/b/c", "Widget")]).await.err().unwrap());
     assert!(error.contains("invalid apiVersion"), "{error}");
+
+    // metrics-server is an add-on: a cluster without it still connects, and reads of its
+    // NodeMetrics fail (decisions take that as no figure).
+    let cluster = connect(&dir, &[grant("metrics.k8s.io/v1beta1", "NodeMetrics")]).await.unwrap();
+    assert!(cluster.get("metrics.k8s.io/v1beta1", "NodeMetrics", None, "node01").is_err());
 }
 
 #[tokio::test]

@@ -233,22 +233,32 @@ fn decide_pod<C: ClusterReader + ?Sized>(
     if !config.feature_gate_enabled(gate) || !strategy_marks(&vmi, config.eviction_strategy.as_ref()) {
         return Ok(decision);
     }
+    let external = is_external(&vmi, config.eviction_strategy.as_ref());
     let vmi = ObjectRef::new(namespace.as_str(), vmi.metadata.name.as_str());
-    Ok(decision.with_effect(evacuate(settings, vmi, node, request.is_dry_run(), source)))
+    Ok(decision.with_effect(evacuate(settings, vmi, node, request.is_dry_run(), source, external)))
+}
+
+/// Whether the VMI's evacuation is an external controller's (`External`): its mark is the
+/// request itself, which KubeVirt's evacuation controller leaves alone.
+pub(crate) fn is_external(vmi: &VirtualMachineInstance<'_>, cluster_wide: Option<&EvictionStrategy>) -> bool {
+    matches!(vmi.eviction_strategy(cluster_wide), Some(EvictionStrategy::External))
 }
 
 /// The effect that evacuates a VMI for one of evac's causes: beside KubeVirt's evacuation
 /// controller a request, which the evacuation decision marks in its order (a marked VMI would be
-/// migrated at once); without it, the mark. A dry run is answered with the dry-run mark, which
-/// changes nothing either way.
+/// migrated at once); without it, the mark. An `External` VMI is marked at once either way: the
+/// mark is what its external controller acts on, and KubeVirt's evacuation controller skips it
+/// (`filterRunningNonMigratingVMIs`, `VMIMigratableOnEviction`). A dry run is answered with the
+/// dry-run mark, which changes nothing either way.
 pub(crate) fn evacuate(
     settings: &Settings,
     vmi: ObjectRef,
     node: &str,
     dry_run: bool,
     source: EvacuationSource,
+    external: bool,
 ) -> Effect {
-    if settings.kubevirt_evacuation_controller && !dry_run {
+    if settings.kubevirt_evacuation_controller && !dry_run && !external {
         Effect::RequestEvacuation { vmi, node: node.to_owned(), source }
     } else {
         Effect::MarkForEvacuation { vmi, node: node.to_owned(), dry_run, source: Some(source) }

@@ -41,8 +41,10 @@ pub(super) fn decide_node<C: ClusterReader + ?Sized>(
     if node.metadata.name.is_empty() {
         node.metadata.name = request.name.as_str().into();
     }
-    // The node's memory.available: its capacity less the working set its NodeMetrics report.
-    crate::node_pressure::read_working_set(&mut node, cluster)?;
+    // The node's memory.available: its capacity less the working set its NodeMetrics report. Without
+    // them (metrics-server not installed or down), the kubelet's MemoryPressure condition is all
+    // there is to go by.
+    crate::placement::read_working_sets(core::slice::from_mut(&mut node), cluster);
     let name = node.metadata.name.as_str();
     let wanted = levels.mark_below();
     let available = node.memory_available();
@@ -119,14 +121,18 @@ pub(super) fn decide_node<C: ClusterReader + ?Sized>(
         });
     }
     let dry_run = request.is_dry_run();
+    let cluster_wide = config.eviction_strategy.as_ref();
+    let external = |candidate: &Candidate| {
+        on_node.iter().any(|v| {
+            v.metadata.name.as_str() == candidate.vmi.name
+                && v.metadata.namespace.as_str() == candidate.vmi.namespace
+                && super::is_external(v, cluster_wide)
+        })
+    };
     Ok(chosen.into_iter().fold(decision, |decision, candidate| {
-        decision.with_effect(super::evacuate(
-            settings,
-            candidate.vmi,
-            name,
-            dry_run,
-            EvacuationSource::NodePressure,
-        ))
+        let external = external(&candidate);
+        let source = EvacuationSource::NodePressure;
+        decision.with_effect(super::evacuate(settings, candidate.vmi, name, dry_run, source, external))
     }))
 }
 

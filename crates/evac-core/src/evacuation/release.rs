@@ -25,7 +25,8 @@ pub(super) fn cause_gone(
         // Memory came back, with a headroom of hysteresis over the marking level.
         EvacuationSource::NodePressure => {
             !node.has_memory_pressure()
-                && node.memory_available().is_none_or(|free| free >= levels.release_from())
+                // An unknown figure (metrics-server restarted, a scrape failed) is not relief.
+                && node.memory_available().is_some_and(|free| free >= levels.release_from())
         }
         // The preempting pod took the pod's place by deleting it; a pod not being deleted means
         // the scheduler found room elsewhere.

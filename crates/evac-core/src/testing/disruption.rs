@@ -284,9 +284,15 @@ fn causes(cases: &mut Vec<Case>) {
                             node(NODE, pressure, None),
                         ];
                         let marks = if migratable { marks_migratable } else { marks_unmigratable };
+                        let external = strategy == Some("External")
+                            || (strategy.is_none() && cluster_wide == Some("External"));
                         let expected = match needs {
                             // An UPDATE that neither deletes nor flags the pod is no disruption.
                             _ if op == Op::UpdateCondition && reason.is_none() => Expected::allow(),
+                            // An External VMI's mark is its external controller's request: at once.
+                            Some((gate, source)) if enabled.contains(&gate) && marks && external => {
+                                caused(cause, [marking(NS, VM, NODE, false, source)])
+                            }
                             Some((gate, source)) if enabled.contains(&gate) && marks => {
                                 caused(cause, [mark(VM, source)])
                             }
@@ -726,7 +732,8 @@ fn pressure_marks_and_levels(cases: &mut Vec<Case>) {
             "node pressure: only eligible VMs, External without LiveMigratable",
             objects,
             update_node(node_at("2Gi")),
-            pressure_marks(&["external"]),
+            // Marked at once: the mark is its external controller's request.
+            caused("node-pressure", [marking(NS, "external", NODE, false, EvacuationSource::NodePressure)]),
         )
         .with_settings(pressure_settings()),
     );
