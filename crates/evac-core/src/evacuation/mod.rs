@@ -316,10 +316,12 @@ impl<'i, 'a> Plan<'i, 'a> {
                 plan.in_progress.insert((namespace, name));
             }
             let wanted = if beside { requested } else { marked || node.is_drain_tainted() };
-            if beside && (marked || node.is_drain_tainted()) && should_migrate(vmi, inputs, history, &pods) {
+            let migrates = (wanted || (beside && (marked || node.is_drain_tainted())))
+                && should_migrate(vmi, inputs, history, &pods);
+            if beside && (marked || node.is_drain_tainted()) && migrates {
                 kubevirt_starting += 1;
             }
-            if wanted && should_migrate(vmi, inputs, history, &pods) {
+            if wanted && migrates {
                 let deadline = pods
                     .first()
                     .and_then(|p| p.metadata.deletion_timestamp.as_deref())
