@@ -47,6 +47,7 @@ const SCENARIOS: &[&str] = &[
     "tolerations",
     "completion-timeout",
     "pressure-target",
+    "pressure-relieved",
     "target-taints",
 ];
 
@@ -918,6 +919,30 @@ fn completion_timeout_and_back_off() {
         2..=3,
         "the requester was told the VM is leaving, so evac keeps retrying, with a back-off no shorter than 20 s doubling",
     );
+    c.finish();
+}
+
+#[test]
+fn pressure_relieved_during_the_back_off() {
+    let mut c = Checks::new("pressure-relieved");
+    let (base, evac) = c.both();
+    common(&mut c, &base, &evac);
+    let alone =
+        "node pressure is no evacuation cause for KubeVirt, and the kubelet's soft eviction needs 900 s";
+    expect_vm(&mut c, BASELINE, &base, "stuck", "untouched", alone);
+    expect_field(&mut c, BASELINE, &base, &["migrations", "created"], 0, alone);
+    let ends = "evac's own mark ends with its cause; a retry that has not started goes with it";
+    let replacing = c.replacing();
+    common_as(&mut c, &base, REPLACING, &replacing);
+    for (mode, r, created, cancelled) in [(EVAC, &evac, 2, 1), (REPLACING, &replacing, 1, 0)] {
+        expect_vm(&mut c, mode, r, "stuck", "untouched", ends);
+        expect_vm_failed(&mut c, mode, r, "stuck", 1..=1, "no progress for 150 s aborts the migration");
+        expect_field(&mut c, mode, r, &["migrations", "created"], created, ends);
+        expect_field(&mut c, mode, r, &["migrations", "failed"], 1, ends);
+        expect_field(&mut c, mode, r, &["migrations", "cancelled"], cancelled, ends);
+        expect_field(&mut c, mode, r, &["migrations", "marksCleared"], 1, ends);
+        expect_field(&mut c, mode, r, &["vms", "shutDown"], 0, "nothing here shuts a VM down");
+    }
     c.finish();
 }
 

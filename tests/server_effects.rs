@@ -74,6 +74,17 @@ impl ClusterStore for RefusingStore {
         }
         Box::pin(async { Err(refusal()) })
     }
+
+    fn delete<'a>(
+        &'a self,
+        kind: &'a Kind,
+        _: &'a str,
+        name: &'a str,
+        _: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<(), ApiError>> {
+        self.asked.lock().unwrap().push((kind.kind.clone(), name.to_owned(), Value::Null));
+        Box::pin(async { Err(refusal()) })
+    }
 }
 
 fn pipeline(mode: &str) -> (Pipeline, Arc<RefusingStore>) {

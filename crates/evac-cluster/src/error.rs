@@ -69,6 +69,19 @@ impl ApiError {
         }
     }
 
+    /// 409 for a deletion whose `preconditions.resourceVersion` is not the stored one, worded as
+    /// the API server's registry words it (`staging/src/k8s.io/apiserver/pkg/storage/etcd3/store.go`,
+    /// `checkPreconditions`).
+    pub fn precondition_failed(expected: &str, stored: &str) -> Self {
+        Self {
+            code: 409,
+            reason: "Conflict",
+            message: format!(
+                "Precondition failed: ResourceVersion in precondition: {expected}, ResourceVersion in object meta: {stored}"
+            ),
+        }
+    }
+
     /// 422: `<resource> "<name>" is invalid: <why>`.
     pub fn invalid(resource: &str, name: &str, why: &str) -> Self {
         Self { code: 422, reason: "Invalid", message: format!("{resource} \"{name}\" is invalid: {why}") }

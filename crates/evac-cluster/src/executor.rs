@@ -3,7 +3,8 @@
 //! Each effect is one write (up to three for [`Effect::ClearEvacuation`]) that is safe to repeat:
 //! marks and annotations are merge patches of fixed values, and a mark is cleared only while it
 //! still names the node it was decided for, through a JSON patch whose `test` the API server
-//! checks atomically (a newer mark for another node stays). An event has a name derived from
+//! checks atomically (a newer mark for another node stays). A migration is deleted only at the
+//! version decided on (a `resourceVersion` precondition), so one that has started since stays. An event has a name derived from
 //! what it is about, so that recording it again is refused (409) instead of repeated, and the
 //! executor remembers the events it recorded, so that a decision repeated every pass does not
 //! write every pass.
@@ -76,11 +77,12 @@ const fn access(verb: &'static str, group: &'static str, resource: &'static str)
 /// The writes each effect type makes (its reads go through the watch caches, which need `list`
 /// and `watch` of what they hold): what `deploy/` must grant, and nothing more. The executor's
 /// tests check every effect against it.
-pub const EFFECT_WRITES: [(&str, &[Access]); 7] = [
+pub const EFFECT_WRITES: [(&str, &[Access]); 8] = [
     ("MarkForEvacuation", &[access("patch", "kubevirt.io", "virtualmachineinstances"), EVENT]),
     ("CreateMigration", &[access("create", "kubevirt.io", "virtualmachineinstancemigrations"), EVENT]),
     ("RequestEvacuation", &[access("patch", "kubevirt.io", "virtualmachineinstances"), EVENT]),
     ("AnnotateMigration", &[access("patch", "kubevirt.io", "virtualmachineinstancemigrations")]),
+    ("CancelMigration", &[access("delete", "kubevirt.io", "virtualmachineinstancemigrations"), EVENT]),
     ("AnnotatePod", &[access("patch", "", "pods")]),
     ("ClearEvacuation", &[access("patch", "kubevirt.io", "virtualmachineinstances"), EVENT]),
     ("RecordEvent", &[EVENT]),
@@ -168,6 +170,27 @@ impl Executor {
                     Err(e) if e.code == 404 => return Ok(Applied::Unneeded("the migration is gone")),
                     Err(e) => return Err(fail(e)),
                 }
+            }
+            Effect::CancelMigration { vmi, migration, node, resource_version } => {
+                let migrations = Kind::new(MIGRATION_KIND.0, MIGRATION_KIND.1);
+                let deleted = self
+                    .store
+                    .delete(&migrations, &migration.namespace, &migration.name, Some(resource_version))
+                    .await;
+                match deleted {
+                    Ok(()) => {}
+                    Err(e) if e.code == 404 => return Ok(Applied::Unneeded("the migration is gone")),
+                    // The precondition failed: it moved on (started, or ended) since the decision,
+                    // which the next one sees.
+                    Err(e) if e.code == 409 => return Ok(Applied::Unneeded("the migration changed")),
+                    Err(e) => return Err(fail(e)),
+                }
+                let message = format!(
+                    "evac deleted the VMI's evacuation migration {} from node {node} before it started: \
+                     the evacuation was called off",
+                    migration.name
+                );
+                self.tell(vmi, node, EventReason::EvacuationMigrationCancelled, &message).await;
             }
             Effect::ClearEvacuation { vmi, node } => {
                 // The mark, then the request, each only while it names this node.

@@ -496,6 +496,19 @@ impl MemoryStore {
         name: &str,
         dry_run: bool,
     ) -> Result<Arc<Value>, ApiError> {
+        self.delete_if(kind, namespace, name, None, dry_run)
+    }
+
+    /// [`MemoryStore::delete`], only while the object is at `resource_version` if one is given
+    /// (DeleteOptions' `preconditions.resourceVersion`); 409 otherwise.
+    pub fn delete_if(
+        &self,
+        kind: &Kind,
+        namespace: &str,
+        name: &str,
+        resource_version: Option<&str>,
+        dry_run: bool,
+    ) -> Result<Arc<Value>, ApiError> {
         let mut inner = self.write();
         let key = (namespace.to_owned(), name.to_owned());
         let objects = inner.objects.get_mut(kind);
@@ -504,6 +517,13 @@ impl MemoryStore {
             .and_then(|objects| objects.get(&key))
             .cloned()
             .ok_or_else(|| ApiError::not_found(&kind.resource(), name))?;
+        if let Some(expected) = resource_version {
+            let stored =
+                object.pointer("/metadata/resourceVersion").and_then(Value::as_str).unwrap_or_default();
+            if stored != expected {
+                return Err(ApiError::precondition_failed(expected, stored));
+            }
+        }
         if dry_run {
             return Ok(object);
         }
@@ -688,11 +708,23 @@ impl ClusterStore for MemoryStore {
             MemoryStore::patch(self, kind, namespace, name, patch, dry_run).map(drop),
         ))
     }
+
+    fn delete<'a>(
+        &'a self,
+        kind: &'a Kind,
+        namespace: &'a str,
+        name: &'a str,
+        resource_version: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<(), ApiError>> {
+        Box::pin(std::future::ready(
+            MemoryStore::delete_if(self, kind, namespace, name, resource_version, false).map(drop),
+        ))
+    }
 }
 
 /// A [`MemoryStore`] whose creates are made on behalf of a user, for the create checks that
 /// tell requesters apart (KubeVirt's migration admitter lets only virt-controller set a
-/// migration's priority). Reads and patches are the store's.
+/// migration's priority). Reads, patches and deletions are the store's.
 #[derive(Clone)]
 pub struct AsUser {
     store: Arc<MemoryStore>,
@@ -747,5 +779,15 @@ impl ClusterStore for AsUser {
         dry_run: bool,
     ) -> BoxFuture<'a, Result<(), ApiError>> {
         ClusterStore::patch(&*self.store, kind, namespace, name, patch, dry_run)
+    }
+
+    fn delete<'a>(
+        &'a self,
+        kind: &'a Kind,
+        namespace: &'a str,
+        name: &'a str,
+        resource_version: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<(), ApiError>> {
+        ClusterStore::delete(&*self.store, kind, namespace, name, resource_version)
     }
 }

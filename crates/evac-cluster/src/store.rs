@@ -45,4 +45,14 @@ pub trait ClusterStore: ObjectSource {
         patch: &'a Patch,
         dry_run: bool,
     ) -> BoxFuture<'a, Result<(), ApiError>>;
+
+    /// Deletes an object, only while it is at `resource_version` when one is given
+    /// (`preconditions.resourceVersion`: 409 Conflict otherwise).
+    fn delete<'a>(
+        &'a self,
+        kind: &'a Kind,
+        namespace: &'a str,
+        name: &'a str,
+        resource_version: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<(), ApiError>>;
 }

@@ -219,6 +219,21 @@ pub enum Effect {
         /// Why its VMI leaves.
         cause: MigrationCause,
     },
+    /// Delete an evacuation migration that has not started (no target pod yet: KubeVirt holds
+    /// it Pending in its back-off, or for a free slot), as `virtctl migrate-cancel` does: its
+    /// evacuation was called off. Only the version decided on is deleted (a `resourceVersion`
+    /// precondition): one that has moved on since is left to finish.
+    #[serde(rename_all = "camelCase")]
+    CancelMigration {
+        /// The VMI the migration was to move.
+        vmi: ObjectRef,
+        /// The migration.
+        migration: ObjectRef,
+        /// The node it was to move its VMI away from.
+        node: String,
+        /// The migration's `resourceVersion` when it was decided on.
+        resource_version: String,
+    },
     /// Set (`Some`) or remove (`None`) annotations of a pod, as one merge patch.
     #[serde(rename_all = "camelCase")]
     AnnotatePod {
@@ -271,6 +286,8 @@ pub enum EventReason {
     EvacuationMigrationCreated,
     /// evac called the VMI's evacuation off ([`Effect::ClearEvacuation`]).
     EvacuationCalledOff,
+    /// evac deleted the VMI's evacuation migration before it started ([`Effect::CancelMigration`]).
+    EvacuationMigrationCancelled,
 }
 
 impl EventReason {
@@ -283,6 +300,7 @@ impl EventReason {
             Self::EvacuationMarked => "EvacuationMarked",
             Self::EvacuationMigrationCreated => "EvacuationMigrationCreated",
             Self::EvacuationCalledOff => "EvacuationCalledOff",
+            Self::EvacuationMigrationCancelled => "EvacuationMigrationCancelled",
         }
     }
 
@@ -303,6 +321,7 @@ impl Effect {
             Effect::CreateMigration { .. } => "CreateMigration",
             Effect::RequestEvacuation { .. } => "RequestEvacuation",
             Effect::AnnotateMigration { .. } => "AnnotateMigration",
+            Effect::CancelMigration { .. } => "CancelMigration",
             Effect::AnnotatePod { .. } => "AnnotatePod",
             Effect::ClearEvacuation { .. } => "ClearEvacuation",
             Effect::RecordEvent { .. } => "RecordEvent",
@@ -326,6 +345,7 @@ struct EffectRecord {
     priority: Option<MigrationPriority>,
     pod: Option<ObjectRef>,
     migration: Option<ObjectRef>,
+    resource_version: Option<String>,
     annotations: Option<BTreeMap<String, Option<String>>>,
     reason: Option<EventReason>,
     message: Option<String>,
@@ -358,6 +378,15 @@ impl<'de> Deserialize<'de> for Effect {
             "AnnotateMigration" => Ok(Effect::AnnotateMigration {
                 migration: record.migration.clone().ok_or_else(|| missing("migration"))?,
                 cause: record.cause.ok_or_else(|| missing("cause"))?,
+            }),
+            "CancelMigration" => Ok(Effect::CancelMigration {
+                vmi: record.vmi.clone().ok_or_else(|| missing("vmi"))?,
+                migration: record.migration.clone().ok_or_else(|| missing("migration"))?,
+                node: record.node.clone().ok_or_else(|| missing("node"))?,
+                resource_version: record
+                    .resource_version
+                    .clone()
+                    .ok_or_else(|| missing("resourceVersion"))?,
             }),
             "AnnotatePod" => Ok(Effect::AnnotatePod {
                 pod: record.pod.clone().ok_or_else(|| missing("pod"))?,
@@ -419,6 +448,12 @@ mod tests {
                 migration: ObjectRef::new("default", "kubevirt-evacuation-x1"),
                 cause: MigrationCause::ApiEviction,
             },
+            Effect::CancelMigration {
+                vmi: ObjectRef::new("default", "vm"),
+                migration: ObjectRef::new("default", "kubevirt-evacuation-x1"),
+                node: "node01".into(),
+                resource_version: "42".into(),
+            },
             Effect::RecordEvent {
                 vmi: ObjectRef::new("default", "vm"),
                 node: "node01".into(),
@@ -442,6 +477,7 @@ mod tests {
             EventReason::EvacuationMarked,
             EventReason::EvacuationMigrationCreated,
             EventReason::EvacuationCalledOff,
+            EventReason::EvacuationMigrationCancelled,
         ];
         for reason in warnings.into_iter().chain(normal) {
             assert_eq!(serde_json::to_value(reason).unwrap(), reason.as_str());
@@ -548,6 +584,15 @@ mod tests {
             (
                 Effect::AnnotateMigration { migration: vmi(), cause: MigrationCause::Drain },
                 "AnnotateMigration",
+            ),
+            (
+                Effect::CancelMigration {
+                    vmi: vmi(),
+                    migration: vmi(),
+                    node: "n".into(),
+                    resource_version: "1".into(),
+                },
+                "CancelMigration",
             ),
             (Effect::AnnotatePod { pod: vmi(), annotations: BTreeMap::new() }, "AnnotatePod"),
             (Effect::ClearEvacuation { vmi: vmi(), node: "n".into() }, "ClearEvacuation"),

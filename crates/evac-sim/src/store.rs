@@ -78,6 +78,20 @@ impl Store {
         grace_seconds: Option<u64>,
         dry_run: bool,
     ) -> Result<Arc<Value>, ApiError> {
+        self.delete_gracefully_if(kind, namespace, name, grace_seconds, None, dry_run)
+    }
+
+    /// [`Store::delete_gracefully`], only while the object is at `resource_version` when one is
+    /// given (DeleteOptions' `preconditions.resourceVersion`): 409 Conflict otherwise.
+    pub fn delete_gracefully_if(
+        &self,
+        kind: &Kind,
+        namespace: &str,
+        name: &str,
+        grace_seconds: Option<u64>,
+        resource_version: Option<&str>,
+        dry_run: bool,
+    ) -> Result<Arc<Value>, ApiError> {
         let current = self.get(kind, namespace, name)?;
         let text = |pointer: &str| current.pointer(pointer).and_then(Value::as_str).unwrap_or_default();
         let runs_on_a_node = kind.is("v1", "Pod")
@@ -87,7 +101,13 @@ impl Store {
             .or_else(|| current.pointer("/spec/terminationGracePeriodSeconds").and_then(Value::as_u64))
             .unwrap_or(30);
         if !runs_on_a_node || grace == 0 {
-            return self.delete(kind, namespace, name, dry_run);
+            return self.delete_if(kind, namespace, name, resource_version, dry_run);
+        }
+        if let Some(expected) = resource_version {
+            let stored = text("/metadata/resourceVersion");
+            if stored != expected {
+                return Err(ApiError::precondition_failed(expected, stored));
+            }
         }
         let deadline = self.clock.elapsed() + Duration::from_secs(grace);
         let earlier = current

@@ -294,6 +294,49 @@ impl ClusterStore for Recording {
         self.record("patch", kind);
         ClusterStore::patch(&*self.inner, kind, namespace, name, patch, dry_run)
     }
+
+    fn delete<'a>(
+        &'a self,
+        kind: &'a Kind,
+        namespace: &'a str,
+        name: &'a str,
+        resource_version: Option<&'a str>,
+    ) -> futures::future::BoxFuture<'a, Result<(), ApiError>> {
+        self.record("delete", kind);
+        ClusterStore::delete(&*self.inner, kind, namespace, name, resource_version)
+    }
+}
+
+/// The [`Effect::CancelMigration`] of the store's migration, at its current version.
+fn cancel(store: &MemoryStore) -> Effect {
+    let migration = store.get(&migration_kind(), "other", "kubevirt-evacuation-x1").unwrap();
+    Effect::CancelMigration {
+        vmi: ObjectRef::new("ns", "vm"),
+        migration: ObjectRef::new("other", "kubevirt-evacuation-x1"),
+        node: "n1".into(),
+        resource_version: migration["metadata"]["resourceVersion"].as_str().unwrap().to_owned(),
+    }
+}
+
+fn migration_kind() -> Kind {
+    Kind::new("kubevirt.io/v1", "VirtualMachineInstanceMigration")
+}
+
+/// A migration is deleted only at the version decided on: one that moved on since (KubeVirt
+/// created its target pod) stays; one already gone needs nothing.
+#[test]
+fn a_migration_is_cancelled_only_at_the_version_decided_on() {
+    let (store, executor) = cluster();
+    let stale = cancel(&store);
+    let started = json!({"status": {"phase": "Scheduling"}});
+    store.patch(&migration_kind(), "other", "kubevirt-evacuation-x1", &Patch::Merge(started), false).unwrap();
+    assert_eq!(block_on(executor.apply(&stale)).unwrap(), Applied::Unneeded("the migration changed"));
+    assert!(store.get(&migration_kind(), "other", "kubevirt-evacuation-x1").is_ok(), "a started one stays");
+
+    let current = cancel(&store);
+    assert_eq!(block_on(executor.apply(&current)).unwrap(), Applied::Written);
+    assert!(store.get(&migration_kind(), "other", "kubevirt-evacuation-x1").is_err(), "deleted");
+    assert_eq!(block_on(executor.apply(&current)).unwrap(), Applied::Unneeded("the migration is gone"));
 }
 
 /// Every effect type writes exactly what [`EFFECT_WRITES`] lists for it, which is what `deploy/`
@@ -325,6 +368,7 @@ fn every_effect_writes_what_the_rbac_table_lists() {
             reason: EventReason::EvacuationGivenUp,
             message: "gave up".into(),
         },
+        cancel(&cluster().0),
     ];
     let mut seen = std::collections::BTreeSet::new();
     for effect in effects {

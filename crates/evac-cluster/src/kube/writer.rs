@@ -3,7 +3,7 @@
 //! (a controller pass never decides twice on state it has already changed).
 
 use futures::future::BoxFuture;
-use kube::api::{Api, DynamicObject, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, DynamicObject, PatchParams, PostParams, Preconditions};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::Value;
 
@@ -55,6 +55,26 @@ impl ClusterStore for KubeCluster {
             if !dry_run {
                 self.observe_write(kind, patched);
             }
+            Ok(())
+        })
+    }
+
+    fn delete<'a>(
+        &'a self,
+        kind: &'a Kind,
+        namespace: &'a str,
+        name: &'a str,
+        resource_version: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<(), ApiError>> {
+        Box::pin(async move {
+            let params = DeleteParams {
+                preconditions: resource_version
+                    .map(|v| Preconditions { resource_version: Some(v.to_owned()), uid: None }),
+                ..DeleteParams::default()
+            };
+            self.api(kind, namespace).delete(name, &params).await.map_err(|e| api_error(&e))?;
+            // The watch brings the deletion (or the finalizers' last word) to the cache.
+            tracing::info!(%kind, namespace, name, "deleted");
             Ok(())
         })
     }

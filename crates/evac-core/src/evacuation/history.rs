@@ -73,6 +73,18 @@ pub(super) fn histories<'m>(migrations: &'m [Migration<'_>]) -> HashMap<VmiKey<'
     result
 }
 
+/// The unfinished migrations of every VMI that has some.
+pub(super) fn unfinished<'m, 'a>(
+    migrations: &'m [Migration<'a>],
+) -> HashMap<VmiKey<'m>, Vec<&'m Migration<'a>>> {
+    let mut result: HashMap<VmiKey<'m>, Vec<&'m Migration<'a>>> = HashMap::new();
+    for migration in migrations.iter().filter(|m| m.is_active()) {
+        let key = (migration.metadata.namespace.as_str(), migration.spec.vmi_name.as_str());
+        result.entry(key).or_default().push(migration);
+    }
+    result
+}
+
 /// When a migration ended: `status.migrationState.endTimestamp`, else its creation.
 fn ended_at(migration: &Migration<'_>) -> Option<f64> {
     let state = &migration.status.migration_state;

@@ -232,6 +232,8 @@ struct Plan<'i, 'a> {
     candidates: Vec<Candidate<'i, 'a>>,
     /// Marks called off: (namespace, name).
     clears: Vec<VmiKey<'i>>,
+    /// Unstarted evacuation migrations of called-off marks, to delete: (VMI, migration).
+    cancels: Vec<(VmiKey<'i>, &'i Migration<'a>)>,
     events: Vec<Effect>,
     /// VMIs marked for this node and not called off.
     in_progress: HashSet<VmiKey<'i>>,
@@ -247,6 +249,7 @@ impl<'i, 'a> Plan<'i, 'a> {
         let node = inputs.node;
         let node_name = node.metadata.name.as_str();
         let histories = history::histories(inputs.migrations);
+        let unfinished = history::unfinished(inputs.migrations);
         let no_history = History::default();
         let levels = inputs.settings.pressure_levels();
         // Finished pods are never evicted again: neither counted nor annotated.
@@ -263,6 +266,7 @@ impl<'i, 'a> Plan<'i, 'a> {
             launchers: Vec::new(),
             candidates: Vec::new(),
             clears: Vec::new(),
+            cancels: Vec::new(),
             events: Vec::new(),
             in_progress: HashSet::new(),
             room: 0,
@@ -288,12 +292,25 @@ impl<'i, 'a> Plan<'i, 'a> {
             let source =
                 vmi.metadata.annotation(EVICTION_SOURCE_ANNOTATION).and_then(|s| EvacuationSource::parse(&s));
             // A migration under way is left to finish: KubeVirt clears the mark when it succeeds.
-            // KubeVirt never calls a mark off itself; evac only its own (see `release`).
+            // KubeVirt never calls a mark off itself; evac only its own (see `release`). An
+            // evacuation migration from this node that has not started (KubeVirt's evacuation
+            // controller retries a failed one at once and holds it Pending in its back-off) is
+            // not under way: calling the evacuation off deletes it.
             let own = source.filter(|s| s.ends_by_itself());
             let evacuating = marked || requested;
-            if let (Flavor::Evac, true, false, Some(own)) = (inputs.flavor, evacuating, history.active, own) {
-                if history.failures >= inputs.settings.max_failed_evacuations {
+            let of_vmi = unfinished.get(&(namespace, name)).map_or(&[][..], Vec::as_slice);
+            let held = !of_vmi.is_empty()
+                && of_vmi
+                    .iter()
+                    .all(|m| m.is_unstarted() && m.evacuation_node().is_some_and(|n| n == node_name));
+            let under_way = history.active && !held;
+            if let (Flavor::Evac, true, false, Some(own)) = (inputs.flavor, evacuating, under_way, own) {
+                let call_off = |plan: &mut Plan<'i, 'a>| {
                     plan.clears.push((namespace, name));
+                    plan.cancels.extend(of_vmi.iter().map(|m| ((namespace, name), *m)));
+                };
+                if history.failures >= inputs.settings.max_failed_evacuations {
+                    call_off(&mut plan);
                     plan.events.push(Effect::RecordEvent {
                         vmi: ObjectRef::new(namespace, name),
                         node: node_name.to_owned(),
@@ -308,7 +325,7 @@ impl<'i, 'a> Plan<'i, 'a> {
                     continue;
                 }
                 if release::cause_gone(own, node, terminating, levels) {
-                    plan.clears.push((namespace, name));
+                    call_off(&mut plan);
                     continue;
                 }
             }
@@ -437,6 +454,17 @@ impl<'i, 'a> Plan<'i, 'a> {
         decision.effects.extend(self.clears.iter().map(|(namespace, name)| Effect::ClearEvacuation {
             vmi: ObjectRef::new(*namespace, *name),
             node: node_name.to_owned(),
+        }));
+        // After the marks: KubeVirt's evacuation controller would create another migration for a
+        // VMI still marked.
+        self.cancels.sort_unstable_by(|a, b| (a.0, &a.1.metadata.name).cmp(&(b.0, &b.1.metadata.name)));
+        decision.effects.extend(self.cancels.iter().map(|((namespace, vmi), migration)| {
+            Effect::CancelMigration {
+                vmi: ObjectRef::new(*namespace, *vmi),
+                migration: ObjectRef::new(*namespace, migration.metadata.name.as_str()),
+                node: node_name.to_owned(),
+                resource_version: migration.metadata.resource_version.to_string(),
+            }
         }));
         decision.effects.append(&mut self.events);
         decision.effects.extend(self.launchers.iter().filter_map(|pod| {

@@ -31,6 +31,10 @@ pub struct ObjectMeta<'a> {
     /// `uid`: tells apart objects that had the same name at different times.
     #[serde(borrow, skip_serializing_if = "str::is_empty")]
     pub uid: Str<'a>,
+    /// `resourceVersion`: the version read, a precondition for a write that must not land on a
+    /// newer one.
+    #[serde(borrow, rename = "resourceVersion", skip_serializing_if = "str::is_empty")]
+    pub resource_version: Str<'a>,
 }
 
 impl<'a> ObjectMeta<'a> {

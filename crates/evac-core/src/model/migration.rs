@@ -58,6 +58,13 @@ impl Migration<'_> {
         !matches!(self.status.phase.as_str(), "Succeeded" | "Failed")
     }
 
+    /// Not started yet: no phase, or `Pending` (KubeVirt has not created its target pod; it holds
+    /// a migration there for a free slot and for its evacuation back-off). Deleting one moves
+    /// nothing.
+    pub fn is_unstarted(&self) -> bool {
+        matches!(self.status.phase.as_str(), "" | "Pending")
+    }
+
     /// Whether the migration ended in phase `Failed`.
     pub fn is_failed(&self) -> bool {
         self.status.phase == "Failed"

@@ -149,6 +149,8 @@ impl TestCluster {
     ///   the evacuation annotation, the cause annotation when there is a cause, and the priority;
     ///   it has no status yet.
     /// - `AnnotatePod` sets and removes the pod's annotations.
+    /// - `CancelMigration` deletes the migration while its `resourceVersion` is the effect's (a
+    ///   migration without one matches an empty version).
     /// - `ClearEvacuation` removes the VMI's mark and its request, each only while it names the
     ///   effect's node, and then the eviction source (a missing VMI, or a mark for another node,
     ///   is left alone).
@@ -237,6 +239,14 @@ impl TestCluster {
                         }
                         if marked || requested {
                             annotations.remove(EVICTION_SOURCE_ANNOTATION);
+                        }
+                    }
+                }
+                Effect::CancelMigration { migration, resource_version, .. } => {
+                    if let Some(i) = self.position(MIGRATION_KIND, migration) {
+                        let stored = self.objects[i]["metadata"]["resourceVersion"].as_str().unwrap_or("");
+                        if stored == resource_version {
+                            self.objects.remove(i);
                         }
                     }
                 }

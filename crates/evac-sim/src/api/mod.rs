@@ -261,8 +261,17 @@ fn respond(
         }
         (&Method::DELETE, Target::Item { resource, namespace, name, sub: None }) => {
             let grace = grace_period(query, body)?;
+            let precondition = delete_precondition(body)?;
             let namespace = namespace.unwrap_or_default();
-            ok(&*store.delete_gracefully(&resource.store_kind(), namespace, name, grace, dry_run)?)
+            let kind = resource.store_kind();
+            ok(&*store.delete_gracefully_if(
+                &kind,
+                namespace,
+                name,
+                grace,
+                precondition.as_deref(),
+                dry_run,
+            )?)
         }
         (method, _) => Err(ApiError {
             code: 405,
@@ -289,6 +298,21 @@ fn grace_period(query: &HashMap<String, String>, body: &[u8]) -> Result<Option<u
         Some(seconds) => seconds.as_u64().map(Some).ok_or_else(|| {
             ApiError::bad_request(format!("DeleteOptions.gracePeriodSeconds: invalid value {seconds}"))
         }),
+    }
+}
+
+/// A deletion's `preconditions.resourceVersion` (DeleteOptions' body), if it names one.
+fn delete_precondition(body: &[u8]) -> Result<Option<String>, ApiError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(None);
+    }
+    let options = parse_body(body)?;
+    match options.pointer("/preconditions/resourceVersion") {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(version)) => Ok(Some(version.clone())),
+        Some(other) => Err(ApiError::bad_request(format!(
+            "DeleteOptions.preconditions.resourceVersion: invalid value {other}"
+        ))),
     }
 }
 

@@ -89,6 +89,28 @@ async fn kube_rs_reads_and_writes() {
     assert!(matches!(&err, kube::Error::Api(e) if e.code == 409 && e.reason == "AlreadyExists"), "{err:?}");
 }
 
+/// A deletion with `preconditions.resourceVersion` deletes only that version (409 otherwise, worded
+/// as the API server words it): how evac deletes an evacuation migration that has not started.
+#[tokio::test]
+async fn deletions_honour_a_resource_version_precondition() {
+    let api = serve(1000).await;
+    let pods: Api<Pod> = Api::namespaced(api.client.clone(), "default");
+    let created = pods.create(&PostParams::default(), &pod("a", "", "web")).await.unwrap();
+    let version = created.metadata.resource_version.unwrap();
+    let at = |version: &str| kube::api::DeleteParams {
+        preconditions: Some(kube::api::Preconditions { resource_version: Some(version.into()), uid: None }),
+        ..Default::default()
+    };
+    let err = pods.delete("a", &at("1")).await.unwrap_err();
+    let expected = format!(
+        "Precondition failed: ResourceVersion in precondition: 1, ResourceVersion in object meta: {version}"
+    );
+    assert!(matches!(&err, kube::Error::Api(e) if e.code == 409 && e.message == expected), "{err:?}");
+    assert!(pods.get("a").await.is_ok(), "kept");
+    pods.delete("a", &at(&version)).await.unwrap();
+    assert!(pods.get("a").await.is_err(), "deleted");
+}
+
 #[tokio::test]
 async fn watches_resume_from_a_resource_version() {
     let api = serve(1000).await;

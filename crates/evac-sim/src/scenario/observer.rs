@@ -41,6 +41,8 @@ pub struct Observed {
     pub migrations_created: usize,
     pub migrations_succeeded: usize,
     pub migrations_failed: usize,
+    /// Deleted before they started.
+    pub migrations_cancelled: usize,
     pub running: usize,
     pub running_by_node: HashMap<String, usize>,
     pub max_running: usize,
@@ -282,13 +284,16 @@ impl Observed {
         let name = migration.meta().name().to_owned();
         let key = vm_key(migration.0, migration.vmi_name());
         let id = format!("migration/{}", migration.meta().key());
-        if event.type_ == EventType::Added {
-            self.migrations_created += 1;
-            // evac records why it migrates; a VM it moved before anything else touched it (node
-            // pressure, ahead of the kubelet) has no other cause.
+        // evac records why it migrates, when it creates the migration or, beside KubeVirt's
+        // evacuation controller, just after: a VM it moved before anything else touched it (node
+        // pressure, ahead of the kubelet) has no other cause.
+        if event.type_ != EventType::Deleted {
             if let Some(cause) = migration.meta().annotation(evac_core::effect::CAUSE_ANNOTATION) {
                 self.note_cause(&key, &migration_cause_name(cause));
             }
+        }
+        if event.type_ == EventType::Added {
+            self.migrations_created += 1;
             let unfinished = self.unfinished.entry(key.clone()).or_default();
             unfinished.insert(name.clone());
             if unfinished.len() == 2 {
@@ -298,10 +303,14 @@ impl Observed {
         }
         if event.type_ == EventType::Deleted {
             // A migration deleted before it finished (its VMI gone) failed: its VM did not move.
+            // One deleted before it started (an evacuation called off) tried nothing.
             let before = self.phases.remove(&id).unwrap_or_default();
             self.stop_running(&id);
             self.finish(&key, &name);
-            if !matches!(before.as_str(), "Succeeded" | "Failed") {
+            if matches!(before.as_str(), "" | "Pending") {
+                self.migrations_cancelled += 1;
+                self.log(at, format!("migration {name}: deleted before it started, VM {key} stays"));
+            } else if !matches!(before.as_str(), "Succeeded" | "Failed") {
                 self.migrations_failed += 1;
                 self.vms.entry(key.clone()).or_default().failed_migrations += 1;
                 self.log(at, format!("migration {name}: deleted unfinished, VM {key} did not migrate"));

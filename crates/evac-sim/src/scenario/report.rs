@@ -130,6 +130,8 @@ pub struct MigrationCounts {
     pub created: usize,
     pub succeeded: usize,
     pub failed: usize,
+    /// Deleted before they started (no target pod yet): an evacuation called off, or a VMI gone.
+    pub cancelled: usize,
     pub max_running_in_cluster: usize,
     pub max_running_from_a_node: usize,
 }
@@ -199,8 +201,9 @@ impl Report {
         if sections.contains(&Section::Migrations) {
             let _ = writeln!(
             out,
-            "\nMigrations: {} created, {} succeeded, {} failed; at most {} running in the cluster, {} from one node",
-                m.created, m.succeeded, m.failed, m.max_running_in_cluster, m.max_running_from_a_node
+            "\nMigrations: {} created, {} succeeded, {} failed, {} cancelled before they started; at most {} running \
+             in the cluster, {} from one node",
+                m.created, m.succeeded, m.failed, m.cancelled, m.max_running_in_cluster, m.max_running_from_a_node
             );
             let _ = writeln!(
                 out,

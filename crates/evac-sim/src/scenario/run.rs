@@ -166,6 +166,7 @@ pub fn run(scenario: &Scenario, mode: &Mode, progress: &mut dyn Progress) -> Res
             created: observed.migrations_created,
             succeeded: observed.migrations_succeeded,
             failed: observed.migrations_failed,
+            cancelled: observed.migrations_cancelled,
             max_running_in_cluster: observed.max_running,
             max_running_from_a_node: observed.max_running_on_a_node,
         },

@@ -155,3 +155,67 @@ fn a_request_whose_cause_is_gone_is_called_off() {
     assert_eq!(vmi["metadata"]["annotations"], json!({}));
     assert_eq!(beside(&cluster, &node()), []);
 }
+
+/// KubeVirt's evacuation controller retries a failed migration at once, and its migration
+/// controller holds the retry Pending in its back-off: that retry is not under way. evac's own
+/// evacuation is still given up after repeated failures, and called off when its cause is gone,
+/// and the retry, which has not started, is deleted with the mark. One that has started is left
+/// to finish.
+#[test]
+fn a_pending_retry_does_not_keep_an_evacuation_going() {
+    let vm = Vm::new("vm").marked().source("noexecute-taint");
+    let failed = |ended: &[i64]| -> Vec<Value> {
+        ended
+            .iter()
+            .enumerate()
+            .map(|(i, e)| evacuation(&format!("kubevirt-evacuation-f{i}"), "vm", "Failed", NODE, Some(*e)))
+            .collect()
+    };
+    let retry = |phase: &str| {
+        let retry = evacuation("kubevirt-evacuation-retry", "vm", phase, NODE, None);
+        let retry = set(retry, "/metadata/annotations/evac.kubevirt.io~1cause", json!("noexecute-taint"));
+        set(retry, "/metadata/resourceVersion", json!("7"))
+    };
+    let cancel = Effect::CancelMigration {
+        vmi: ObjectRef::new(NS, "vm"),
+        migration: ObjectRef::new(NS, "kubevirt-evacuation-retry"),
+        node: NODE.into(),
+        resource_version: "7".into(),
+    };
+    let taint = || tainted(node(), "example.com/broken", "NoExecute");
+    let cancels = |effects: &[Effect]| effects.iter().filter(|e| **e == cancel).count();
+    let with = |migrations: Vec<Value>| cluster_of(vm.objects().into_iter().chain(migrations));
+
+    // Five failures, the taint still there: given up, the retry deleted after the mark goes.
+    let five = with([failed(&[-500, -400, -300, -200, -100]), vec![retry("Pending")]].concat());
+    let effects = beside(&five, &taint());
+    assert_eq!(&effects[..2], [clear("vm"), cancel.clone()], "{effects:?}");
+    let mut cluster = five;
+    cluster.apply(&effects);
+    assert!(cluster.object("VirtualMachineInstanceMigration", NS, "kubevirt-evacuation-retry").is_none());
+    assert_eq!(beside(&cluster, &taint()), [], "nothing more");
+
+    // The taint gone after one failure: called off, the retry deleted.
+    let one = with([failed(&[-10]), vec![retry("Pending")]].concat());
+    let effects = beside(&one, &node());
+    assert_eq!(effects, [clear("vm"), cancel.clone(), not_in_progress("vm")]);
+
+    // One failure, the taint still there: KubeVirt retries after its back-off.
+    let effects = beside(&one, &taint());
+    assert_eq!(cancels(&effects), 0, "{effects:?}");
+    assert!(!effects.contains(&clear("vm")), "{effects:?}");
+
+    // A retry that has its target pod is under way: left to finish, mark and all.
+    for phase in ["Scheduling", "Running"] {
+        let started = with([failed(&[-10]), vec![retry(phase)]].concat());
+        let effects = beside(&started, &node());
+        assert!(!effects.contains(&clear("vm")) && cancels(&effects) == 0, "{phase}: {effects:?}");
+    }
+
+    // An API eviction's mark is never called off: its pending retry stays too.
+    let drained = Vm::new("vm").marked();
+    let cluster =
+        cluster_of(drained.objects().into_iter().chain([failed(&[-10]), vec![retry("Pending")]].concat()));
+    let effects = beside(&cluster, &node());
+    assert!(!effects.contains(&clear("vm")) && cancels(&effects) == 0, "{effects:?}");
+}
