@@ -24,13 +24,18 @@ fn evacuation_policies(mode: &str) -> PoliciesFile {
 /// The controller's policies in `mode`, with `module` as the evacuation policy, creating the
 /// migrations themselves (KubeVirt's evacuation controller is not part of these clusters).
 fn policies_with(mode: &str, module: &std::path::Path) -> PoliciesFile {
+    PoliciesFile::parse(&policies_text(mode, module), "/".into()).unwrap()
+}
+
+/// The text of [`policies_with`]'s file.
+fn policies_text(mode: &str, module: &std::path::Path) -> String {
     let disruption = repo_root().join("dist/policies/disruption-cause.wasm");
     let text = format!(
         "evacuation:\n  module: {}\n  policyMode: {mode}\n  settings: {{kubevirtEvacuationController: false}}\n  hostCapabilities: [kubernetes/*]\n  contextAwareResources:\n    - {{apiVersion: v1, kind: Node}}\n    - {{apiVersion: metrics.k8s.io/v1beta1, kind: NodeMetrics}}\n    - {{apiVersion: v1, kind: Pod}}\n    - {{apiVersion: kubevirt.io/v1, kind: VirtualMachineInstance}}\n    - {{apiVersion: kubevirt.io/v1, kind: VirtualMachineInstanceMigration}}\n    - {{apiVersion: kubevirt.io/v1, kind: KubeVirt}}\ndisruption-cause:\n  module: {}\n  policyMode: {mode}\n  settings: {{kubevirtEvacuationController: false}}\n  hostCapabilities: [kubernetes/*]\n  contextAwareResources:\n    - {{apiVersion: v1, kind: Node}}\n    - {{apiVersion: metrics.k8s.io/v1beta1, kind: NodeMetrics}}\n    - {{apiVersion: kubevirt.io/v1, kind: VirtualMachineInstance}}\n    - {{apiVersion: kubevirt.io/v1, kind: KubeVirt}}\n",
         module.display(),
         disruption.display()
     );
-    PoliciesFile::parse(&text, "/".into()).unwrap()
+    text
 }
 
 /// The simulated API server on a port the system chose, with a cordoned node, a VMI marked for
@@ -244,4 +249,43 @@ async fn a_panicking_policy_fails_its_evaluation_not_the_controller() {
             && l.contains("kind=\"trap\"")),
         "{metrics}"
     );
+}
+
+/// The two policies share settings (`kubevirtEvacuationController`, `nodePressure`): a set whose
+/// policies disagree is refused at start, and a reload to one is refused whole (the served set
+/// stays), as a policy version that cannot load is.
+#[tokio::test(flavor = "multi_thread")]
+async fn policies_whose_shared_settings_differ_are_refused() {
+    let text = policies_text("protect", &repo_root().join("dist/policies/evacuation.wasm"));
+    let disagreeing =
+        text.replacen("kubevirtEvacuationController: false", "kubevirtEvacuationController: true", 1);
+    let disagreeing = PoliciesFile::parse(&disagreeing, "/".into()).unwrap();
+    let registry_of = |file: &PoliciesFile| {
+        let engine = PolicyEngine::new(EngineOptions {
+            cache_dir: Some(server::cache_dir()),
+            ..EngineOptions::default()
+        })
+        .unwrap();
+        let store = Arc::new(cluster([]));
+        let loader = Loader { engine, source: Arc::clone(&store) as _ };
+        let registry = Arc::new(
+            tokio::task::block_in_place(|| Registry::start(file, loader, Arc::new(Metrics::default())))
+                .unwrap(),
+        );
+        Pipeline::new(registry, Executor::new(store as _), Arc::new(Metrics::default()))
+    };
+    let refused = Controller::new(registry_of(&disagreeing)).err().expect("refused at start").to_string();
+    assert!(
+        refused.contains("kubevirtEvacuationController settings") && refused.contains("differ"),
+        "{refused}"
+    );
+
+    let pipeline = registry_of(&PoliciesFile::parse(&text, "/".into()).unwrap());
+    Controller::new(pipeline.clone()).expect("agreeing settings");
+    let served = pipeline.registry().current();
+    let refusals = tokio::task::block_in_place(|| {
+        pipeline.registry().reload_checked(&disagreeing, &evac::control::check_policies)
+    });
+    assert!(matches!(refusals.as_slice(), [r] if r.contains("differ")), "{refusals:?}");
+    assert!(Arc::ptr_eq(&served, &pipeline.registry().current()), "the served set stays");
 }

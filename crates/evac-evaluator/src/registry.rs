@@ -156,9 +156,21 @@ impl Registry {
     /// whose new version cannot be loaded keeps its old one (and the refusal is logged and
     /// counted); a policy that is new and cannot be loaded is not served. Returns the refusals.
     pub fn reload(&self, file: &PoliciesFile) -> Vec<String> {
+        self.reload_checked(file, &|_| Ok(()))
+    }
+
+    /// [`Registry::reload`], refusing the whole new set (the served one stays, the refusal is
+    /// logged, counted under policy `*` and returned) when `check` finds its policies do not go
+    /// together: what holds between policies no single one can check.
+    pub fn reload_checked(
+        &self,
+        file: &PoliciesFile,
+        check: &dyn Fn(&PolicySet) -> Result<(), String>,
+    ) -> Vec<String> {
         let old = self.current();
         let mut set = PolicySet::new();
         let mut refusals = Vec::new();
+        let mut swaps: Vec<(&str, &'static str)> = Vec::new();
         for (id, entry) in &file.policies {
             let previous = old.get(id);
             match self.rebuild(file, id, entry, previous) {
@@ -169,7 +181,7 @@ impl Registry {
                         shadow = served.shadow.as_ref().map(|s| s.name.as_str()),
                         "policy version swapped in"
                     );
-                    self.count_swap(id, "applied");
+                    swaps.push((id, "applied"));
                     set.insert(id.clone(), Arc::new(served));
                 }
                 Ok(None) => {
@@ -184,14 +196,23 @@ impl Registry {
                         }
                         None => tracing::error!(policy = %id, "new policy refused: {e}"),
                     }
-                    self.count_swap(id, "refused");
+                    swaps.push((id, "refused"));
                     refusals.push(format!("policy {id}: {e}"));
                 }
             }
         }
         for id in old.keys().filter(|id| !file.policies.contains_key(*id)) {
             tracing::info!(policy = %id, "policy removed");
-            self.count_swap(id, "applied");
+            swaps.push((id, "applied"));
+        }
+        if let Err(why) = check(&set) {
+            let refusal = format!("policies file refused, keeping the policies being served: {why}");
+            tracing::error!("{refusal}");
+            self.count_swap("*", "refused");
+            return vec![refusal];
+        }
+        for (id, result) in swaps {
+            self.count_swap(id, result);
         }
         self.publish(set);
         refusals

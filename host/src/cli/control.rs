@@ -178,7 +178,9 @@ async fn control(args: ControlArgs) -> Result<()> {
             files = now;
             match PoliciesFile::load(&args.policies) {
                 Ok(file) => {
-                    let refused = tokio::task::block_in_place(|| registry.reload(&file));
+                    let refused = tokio::task::block_in_place(|| {
+                        registry.reload_checked(&file, &crate::control::check_policies)
+                    });
                     for refusal in refused {
                         tracing::warn!("{refusal}");
                     }

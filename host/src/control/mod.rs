@@ -23,7 +23,7 @@ use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Result};
+use anyhow::Result;
 use evac_cluster::ChangeFeed;
 use evac_evaluator::metrics::{CauseLabels, EvacuationLabels};
 use evac_evaluator::{EffectOutcome, Pipeline, PolicySet, Registry, ServedPolicy};
@@ -73,31 +73,7 @@ struct State {
 impl Controller {
     /// A controller over the pipeline's `disruption-cause` and `evacuation` policies.
     pub fn new(pipeline: Pipeline) -> Result<Self> {
-        let set = pipeline.registry().current();
-        for id in [DISRUPTION_CAUSE, EVACUATION] {
-            if !set.contains_key(id) {
-                bail!("policies.yml has no policy `{id}`: evac control needs `{DISRUPTION_CAUSE}` and `{EVACUATION}`");
-            }
-        }
-        let pressure = |id: &str| node_pressure(&set[id].active.settings);
-        let (marking, releasing) = (pressure(DISRUPTION_CAUSE), pressure(EVACUATION));
-        if marking != releasing {
-            bail!(
-                "the nodePressure settings of `{DISRUPTION_CAUSE}` ({}) and `{EVACUATION}` ({}) differ: \
-                 one marks VMs by them and the other releases and places them, so they must be the same",
-                describe(&marking),
-                describe(&releasing)
-            );
-        }
-        let beside = |id: &str| kubevirt_evacuation_controller(&set[id].active.settings);
-        if beside(DISRUPTION_CAUSE) != beside(EVACUATION) {
-            bail!(
-                "the kubevirtEvacuationController settings of `{DISRUPTION_CAUSE}` ({}) and `{EVACUATION}` ({}) \
-                 differ: one holds evacuations for the other to start, so they must be the same",
-                beside(DISRUPTION_CAUSE),
-                beside(EVACUATION)
-            );
-        }
+        check_policies(&pipeline.registry().current()).map_err(anyhow::Error::msg)?;
         let state = State { cursors: [None; WATCHED.len()], routing: Routing::default() };
         Ok(Self { pipeline, state: Mutex::new(state) })
     }
@@ -199,6 +175,39 @@ impl Controller {
             shadow.run().await;
         }
     }
+}
+
+/// Whether a policy set is one the controller can run: both its policies present, with the
+/// settings they share alike. Checked at start and on every reload (a reload that fails it is
+/// refused whole, and the served set stays).
+pub fn check_policies(set: &PolicySet) -> Result<(), String> {
+    for id in [DISRUPTION_CAUSE, EVACUATION] {
+        if !set.contains_key(id) {
+            return Err(format!(
+                "policies.yml has no policy `{id}`: evac control needs `{DISRUPTION_CAUSE}` and `{EVACUATION}`"
+            ));
+        }
+    }
+    let pressure = |id: &str| node_pressure(&set[id].active.settings);
+    let (marking, releasing) = (pressure(DISRUPTION_CAUSE), pressure(EVACUATION));
+    if marking != releasing {
+        return Err(format!(
+            "the nodePressure settings of `{DISRUPTION_CAUSE}` ({}) and `{EVACUATION}` ({}) differ: \
+             one marks VMs by them and the other releases and places them, so they must be the same",
+            describe(&marking),
+            describe(&releasing)
+        ));
+    }
+    let beside = |id: &str| kubevirt_evacuation_controller(&set[id].active.settings);
+    if beside(DISRUPTION_CAUSE) != beside(EVACUATION) {
+        return Err(format!(
+            "the kubevirtEvacuationController settings of `{DISRUPTION_CAUSE}` ({}) and `{EVACUATION}` ({}) \
+             differ: one holds evacuations for the other to start, so they must be the same",
+            beside(DISRUPTION_CAUSE),
+            beside(EVACUATION)
+        ));
+    }
+    Ok(())
 }
 
 /// How often a running controller looks again at nodes with evacuations pending.

@@ -22,7 +22,7 @@ use std::collections::HashSet;
 use crate::cluster::{self, ClusterReader, ListResourcesAll, ReadError};
 use crate::effect::{
     EvacuationSource, EventReason, MigrationCause, MigrationPriority, CAUSE_ANNOTATION,
-    EVICTION_SOURCE_ANNOTATION,
+    EVACUATION_REQUEST_ANNOTATION, EVICTION_SOURCE_ANNOTATION,
 };
 use crate::estimate::{self, Estimate, MigrationInputs};
 use crate::kubevirt::DIRTY_RATE_ANNOTATION;
@@ -234,6 +234,10 @@ struct Plan<'i, 'a> {
     clears: Vec<VmiKey<'i>>,
     /// Unstarted evacuation migrations of called-off marks, to delete: (VMI, migration).
     cancels: Vec<(VmiKey<'i>, &'i Migration<'a>)>,
+    /// Requests naming a node the VMI is no longer on: (VMI, that node).
+    stale: Vec<(VmiKey<'i>, String)>,
+    /// Requests turned into marks, when evac creates the migrations itself.
+    promotions: Vec<Effect>,
     events: Vec<Effect>,
     /// VMIs marked for this node and not called off.
     in_progress: HashSet<VmiKey<'i>>,
@@ -267,6 +271,8 @@ impl<'i, 'a> Plan<'i, 'a> {
             candidates: Vec::new(),
             clears: Vec::new(),
             cancels: Vec::new(),
+            stale: Vec::new(),
+            promotions: Vec::new(),
             events: Vec::new(),
             in_progress: HashSet::new(),
             room: 0,
@@ -291,6 +297,32 @@ impl<'i, 'a> Plan<'i, 'a> {
             let requested = beside && !marked && vmi.is_requested_from(node_name);
             let source =
                 vmi.metadata.annotation(EVICTION_SOURCE_ANNOTATION).and_then(|s| EvacuationSource::parse(&s));
+            if inputs.flavor == Flavor::Evac && !marked {
+                let request = vmi.metadata.annotation(EVACUATION_REQUEST_ANNOTATION);
+                match request.as_deref() {
+                    // The VM left the node its request names some other way (a user's migration,
+                    // the drain taint, an API eviction's mark KubeVirt acted on): the request is
+                    // done with. The eviction source goes with it, unless a mark for this node
+                    // (KubeVirt's, for an API eviction) holds it; see `marked` above.
+                    Some(other) if other != node_name => {
+                        plan.stale.push(((namespace, name), other.to_owned()));
+                    }
+                    // Held for KubeVirt's evacuation controller, which is not running: evac
+                    // migrates marked VMIs itself, so the request becomes the mark the
+                    // disruption decision sets in that mode.
+                    Some(_) if !beside => {
+                        if let Some(source) = source.filter(|s| s.ends_by_itself()) {
+                            plan.promotions.push(Effect::MarkForEvacuation {
+                                vmi: ObjectRef::new(namespace, name),
+                                node: node_name.to_owned(),
+                                dry_run: false,
+                                source: Some(source),
+                            });
+                        }
+                    }
+                    _ => {}
+                }
+            }
             // A migration under way is left to finish: KubeVirt clears the mark when it succeeds.
             // KubeVirt never calls a mark off itself; evac only its own (see `release`). An
             // evacuation migration from this node that has not started (KubeVirt's evacuation
@@ -446,6 +478,7 @@ impl<'i, 'a> Plan<'i, 'a> {
                 },
             );
         }
+        decision.effects.append(&mut self.promotions);
         decision.effects.extend(self.causes.iter().map(|(namespace, name, cause)| {
             Effect::AnnotateMigration { migration: ObjectRef::new(*namespace, *name), cause: *cause }
         }));
@@ -454,6 +487,11 @@ impl<'i, 'a> Plan<'i, 'a> {
         decision.effects.extend(self.clears.iter().map(|(namespace, name)| Effect::ClearEvacuation {
             vmi: ObjectRef::new(*namespace, *name),
             node: node_name.to_owned(),
+        }));
+        self.stale.sort_unstable();
+        decision.effects.extend(self.stale.iter().map(|((namespace, name), node)| Effect::ClearEvacuation {
+            vmi: ObjectRef::new(*namespace, *name),
+            node: node.clone(),
         }));
         // After the marks: KubeVirt's evacuation controller would create another migration for a
         // VMI still marked.

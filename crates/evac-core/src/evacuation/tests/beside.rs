@@ -219,3 +219,48 @@ fn a_pending_retry_does_not_keep_an_evacuation_going() {
     let effects = beside(&cluster, &node());
     assert!(!effects.contains(&clear("vm")) && cancels(&effects) == 0, "{effects:?}");
 }
+
+/// A request outlives nothing: once the VM is on another node (moved by a user's migration, the
+/// drain taint, or an API eviction's mark KubeVirt acted on), the request naming the node it left
+/// is withdrawn by the decision of the node it is on now.
+#[test]
+fn a_request_for_a_node_the_vm_left_is_withdrawn() {
+    let vm = requested("web", "noexecute-taint");
+    let moved = set(
+        set(request_json(&vm), "/status/nodeName", json!(OTHER)),
+        "/metadata/labels/kubevirt.io~1nodeName",
+        json!(OTHER),
+    );
+    let pod = set(vm.pod(), "/spec/nodeName", json!(OTHER));
+    let other = set(node(), "/metadata/name", json!(OTHER));
+    let mut cluster = cluster_of([moved.clone(), pod.clone()]);
+    let withdraw = Effect::ClearEvacuation { vmi: ObjectRef::new(NS, "web"), node: NODE.into() };
+    for settings in [Settings::default(), creating()] {
+        assert_eq!(decide_with(&cluster, &other, &settings, NOW), [withdraw.clone()]);
+    }
+    cluster.apply(&[withdraw]);
+    let vmi = cluster.object("VirtualMachineInstance", NS, "web").unwrap();
+    assert_eq!(vmi["metadata"]["annotations"], json!({}), "the request and its source are gone");
+    assert_eq!(beside(&cluster, &other), []);
+    // Marked for the node it is on now (the descheduler's eviction, marked by KubeVirt): left for
+    // the mark to end, after which the request is withdrawn as above.
+    let marked = set(moved, "/status/evacuationNodeName", json!(OTHER));
+    let marked = set(marked, "/metadata/annotations/kubevirt.io~1eviction-source", json!("descheduler"));
+    let effects = beside(&cluster_of([marked, pod]), &other);
+    assert!(!effects.iter().any(|e| matches!(e, Effect::ClearEvacuation { .. })), "{effects:?}");
+}
+
+/// With `kubevirtEvacuationController` switched off, nothing acts on requests held for KubeVirt's
+/// evacuation controller: evac marks their VMIs, as its disruption decision does in that mode, and
+/// migrates them itself.
+#[test]
+fn requests_become_marks_when_evac_creates_the_migrations() {
+    let vm = requested("web", "noexecute-taint");
+    let taint = tainted(node(), "example.com/broken", "NoExecute");
+    let mut cluster = cluster_of([request_json(&vm), vm.pod()]);
+    let effects = decide_with(&cluster, &taint, &creating(), NOW);
+    assert_eq!(effects, [mark("web", EvacuationSource::NoexecuteTaint)]);
+    cluster.apply(&effects);
+    let effects = decide_with(&cluster, &taint, &creating(), NOW);
+    assert_eq!(creations(&effects), 1, "{effects:?}");
+}
