@@ -236,7 +236,7 @@ fn a_request_for_a_node_the_vm_left_is_withdrawn() {
     let mut cluster = cluster_of([moved.clone(), pod.clone()]);
     let withdraw = Effect::ClearEvacuation { vmi: ObjectRef::new(NS, "web"), node: NODE.into() };
     for settings in [Settings::default(), creating()] {
-        assert_eq!(decide_with(&cluster, &other, &settings, NOW), [withdraw.clone()]);
+        assert_eq!(decide_with(&cluster, &other, &settings, NOW), std::slice::from_ref(&withdraw));
     }
     cluster.apply(&[withdraw]);
     let vmi = cluster.object("VirtualMachineInstance", NS, "web").unwrap();
