@@ -27,7 +27,8 @@ pub(super) struct Work {
 /// An evacuation migration seen running and then ended.
 #[derive(Debug, Clone, PartialEq)]
 pub(super) struct EndedEvacuation {
-    /// Its `evac.kubevirt.io/cause`, `unknown` when it names none.
+    /// Its `evac.kubevirt.io/cause`; when it names none, the cause its VMI's mark had, else
+    /// `unknown`.
     pub cause: String,
     /// `succeeded` or `failed`.
     pub outcome: &'static str,
@@ -61,6 +62,10 @@ pub(super) struct Routing {
     slot_freed: bool,
     /// Evacuation migrations seen to end since the last pass.
     ended: Vec<EndedEvacuation>,
+    /// The eviction source each VMI (`namespace/name`) was last seen with: the cause of a
+    /// migration that ended before its cause was recorded on it (KubeVirt removes the source
+    /// from the VMI when the migration succeeds).
+    sources: HashMap<String, String>,
 }
 
 /// How far a node's memory working set must move for node pressure to be decided again: metrics
@@ -155,6 +160,18 @@ impl Routing {
         } else if let Some(was) = self.marked.remove(&key) {
             self.dirty.insert(was);
         }
+        // The source of the mark, while marked (an API eviction's mark has none); kept once the
+        // mark goes, as the migration may be seen to end after the VMI's update.
+        let source = vmi.metadata.annotation(evac_core::effect::EVICTION_SOURCE_ANNOTATION);
+        match (change.deleted, marked_for.is_empty(), source) {
+            (true, _, _) | (false, false, None) => {
+                self.sources.remove(&key);
+            }
+            (false, false, Some(source)) => {
+                self.sources.insert(key.clone(), source.to_string());
+            }
+            (false, true, _) => {}
+        }
         let requested_from = vmi.metadata.annotation(evac_core::effect::EVACUATION_REQUEST_ANNOTATION);
         match requested_from.filter(|node| !change.deleted && !node.is_empty()) {
             Some(node) => {
@@ -194,12 +211,26 @@ impl Routing {
             // Counted once, when seen to end: one that had ended before the controller (re)started
             // is not counted again.
             if was_running && !change.deleted {
-                self.ended.extend(ended_evacuation(&migration));
+                let unrecorded = self.unrecorded_cause(&migration);
+                self.ended.extend(ended_evacuation(&migration, unrecorded));
             }
         }
         if !source.is_empty() {
             self.dirty.insert(source);
         }
+    }
+
+    /// The cause of an evacuation migration that ended without one recorded: from its VMI's
+    /// last eviction source and its node, as the evacuation decision records it
+    /// ([`evac_core::evacuation::cause`]). The source is used up: a later evacuation of the VMI
+    /// brings its own.
+    fn unrecorded_cause(&mut self, migration: &Migration<'_>) -> Option<String> {
+        let node_name = migration.evacuation_node()?;
+        let vmi = format!("{}/{}", migration.metadata.namespace, migration.spec.vmi_name);
+        let source = self.sources.remove(&vmi).and_then(|s| evac_core::effect::EvacuationSource::parse(&s));
+        let text = std::str::from_utf8(self.nodes.get(&*node_name)?).ok()?;
+        let node = serde_json::from_str::<evac_core::model::Node<'_>>(text).ok()?;
+        Some(evac_core::evacuation::cause(source, &node).as_str().to_owned())
     }
 
     /// Nodes where evacuations are under way or due: marked and requested VMIs, running
@@ -245,21 +276,22 @@ impl Routing {
 
 /// An evacuation migration that ended, for the metrics; `None` for another migration, or one that
 /// has not ended.
-fn ended_evacuation(migration: &Migration<'_>) -> Option<EndedEvacuation> {
+/// `unrecorded`: the cause to count when none is recorded on the migration.
+fn ended_evacuation(migration: &Migration<'_>, unrecorded: Option<String>) -> Option<EndedEvacuation> {
     migration.evacuation_node()?;
     let outcome = match migration.status.phase.as_str() {
         "Succeeded" => "succeeded",
         "Failed" => "failed",
         _ => return None,
     };
-    let cause = migration
-        .metadata
-        .annotation(evac_core::effect::CAUSE_ANNOTATION)
-        .map_or_else(|| "unknown".to_owned(), |cause| cause.to_string());
+    let cause = match migration.metadata.annotation(evac_core::effect::CAUSE_ANNOTATION) {
+        Some(cause) => cause.to_string(),
+        None => unrecorded.unwrap_or_else(|| "unknown".to_owned()),
+    };
     let at = |time: Option<&str>| time.and_then(evac_core::model::time::unix_seconds);
     let created = at(migration.metadata.creation_timestamp.as_deref());
-    let ended = at(migration.status.migration_state.end_timestamp.as_deref());
-    let seconds = created.zip(ended).map(|(created, ended)| (ended - created).max(0.0));
+    // A migration that failed before it started has no endTimestamp: its Failed transition says.
+    let seconds = created.zip(migration.ended_at()).map(|(created, ended)| (ended - created).max(0.0));
     Some(EndedEvacuation { cause, outcome, seconds })
 }
 
@@ -289,3 +321,6 @@ fn request(
     text.push('}');
     RawValue::from_string(text).expect("an object spliced into a JSON object is JSON")
 }
+
+#[cfg(test)]
+mod tests;

@@ -85,14 +85,9 @@ pub(super) fn unfinished<'m, 'a>(
     result
 }
 
-/// When a migration ended: `status.migrationState.endTimestamp`, else its creation.
+/// When a migration ended ([`Migration::ended_at`]), else its creation.
 fn ended_at(migration: &Migration<'_>) -> Option<f64> {
-    let state = &migration.status.migration_state;
-    state
-        .end_timestamp
-        .as_deref()
-        .and_then(unix_seconds)
-        .or_else(|| migration.metadata.creation_timestamp.as_deref().and_then(unix_seconds))
+    migration.ended_at().or_else(|| migration.metadata.creation_timestamp.as_deref().and_then(unix_seconds))
 }
 
 /// Active migrations counted against the parallel limits.

@@ -586,9 +586,10 @@ fn uncaused<'i>(inputs: &Inputs<'i, '_>) -> Vec<(&'i str, &'i str, MigrationCaus
     causes
 }
 
-/// The recorded source; without one, a drain when the node is cordoned or drain-tainted, else
-/// an API eviction.
-fn cause(source: Option<EvacuationSource>, node: &Node<'_>) -> MigrationCause {
+/// Why an evacuation migration from `node` runs: the source recorded on its VMI
+/// (`kubevirt.io/eviction-source`); without one, a drain when the node is cordoned or
+/// drain-tainted, else an API eviction.
+pub fn cause(source: Option<EvacuationSource>, node: &Node<'_>) -> MigrationCause {
     match source {
         Some(source) => source.into(),
         None if node.spec.unschedulable || node.is_drain_tainted() => MigrationCause::Drain,

@@ -215,6 +215,17 @@ fn back_off_after_failed_evacuations() {
             true,
         ),
         ("another VMI's failures", failures("other", &[-1]), true),
+        // Failed before it started (no endTimestamp): KubeVirt counts from its Failed transition.
+        (
+            "failed before it started, 10 s ago",
+            vec![set(
+                evacuation("unstarted", "vm", "Failed", NODE, None),
+                "/status/phaseTransitionTimestamps",
+                json!([{"phase": "Pending", "phaseTransitionTimestamp": at(-3000)},
+                       {"phase": "Failed", "phaseTransitionTimestamp": at(-10)}]),
+            )],
+            false,
+        ),
     ];
     for (row, migrations, migrates) in rows {
         let cluster = cluster_of(Vm::new("vm").marked().objects().into_iter().chain(migrations));

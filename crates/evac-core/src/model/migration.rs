@@ -38,6 +38,23 @@ pub struct MigrationStatus<'a> {
     /// `status.migrationState`: where the migration ran from and when it ended.
     #[serde(borrow, deserialize_with = "null_as_default")]
     pub migration_state: MigrationState<'a>,
+    /// `status.phaseTransitionTimestamps`: when the migration entered each phase. A migration
+    /// that fails before it starts has no `migrationState.endTimestamp`, only this; KubeVirt's
+    /// back-off counts from the `Failed` transition (`handleMigrationBackoff`).
+    #[serde(borrow, deserialize_with = "null_as_default", skip_serializing_if = "Vec::is_empty")]
+    pub phase_transition_timestamps: Vec<PhaseTransition<'a>>,
+}
+
+/// One entry of `status.phaseTransitionTimestamps`.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct PhaseTransition<'a> {
+    /// The phase entered.
+    #[serde(borrow)]
+    pub phase: Str<'a>,
+    /// When (RFC 3339).
+    #[serde(borrow, skip_serializing_if = "Option::is_none")]
+    pub phase_transition_timestamp: Option<Str<'a>>,
 }
 
 /// A migration's `status.migrationState`.
@@ -68,6 +85,24 @@ impl Migration<'_> {
     /// Whether the migration ended in phase `Failed`.
     pub fn is_failed(&self) -> bool {
         self.status.phase == "Failed"
+    }
+
+    /// When the migration ended, in seconds since the Unix epoch: when it entered its final phase
+    /// (`Succeeded` or `Failed`), else `migrationState.endTimestamp`; `None` while it runs, or
+    /// when neither says.
+    pub fn ended_at(&self) -> Option<f64> {
+        if self.is_active() {
+            return None;
+        }
+        self.status
+            .phase_transition_timestamps
+            .iter()
+            .rev()
+            .filter(|t| t.phase == self.status.phase)
+            .find_map(|t| t.phase_transition_timestamp.as_deref().and_then(super::time::unix_seconds))
+            .or_else(|| {
+                self.status.migration_state.end_timestamp.as_deref().and_then(super::time::unix_seconds)
+            })
     }
 
     /// The node an evacuation migration moves away from (`kubevirt.io/evacuationMigration`).

@@ -374,7 +374,7 @@ impl MigrationController {
                 ENDS_AT_ANNOTATION: ends.as_millis().to_string(),
                 OUTCOME_ANNOTATION: outcome,
             }},
-            "status": {"phase": "Running", "migrationState": {
+            "status": {"phase": "Running", "phaseTransitionTimestamps": transitions(store, migration, "Running"), "migrationState": {
                 "migrationUid": migration.meta().uid(),
                 "sourceNode": vmi.node_name(), "targetNode": target.node_name(),
                 "sourcePod": source_pod, "targetPod": target.meta().name(),
@@ -411,7 +411,8 @@ impl MigrationController {
         phase: &str,
         state: Value,
     ) -> Result<(), ApiError> {
-        let mut status = json!({"phase": phase});
+        let mut status =
+            json!({"phase": phase, "phaseTransitionTimestamps": transitions(store, migration, phase)});
         if state.as_object().is_some_and(|s| !s.is_empty()) {
             status["migrationState"] = state;
         }
@@ -437,8 +438,15 @@ impl MigrationController {
             }
         }
         tracing::debug!(migration = %migration.meta().key(), "migration failed: {why}");
-        let end = json!({"endTimestamp": store.clock().timestamp(), "completed": true, "failed": true,
-                         "failureReason": why});
+        // virt-handler ends a migration it ran (migrationState.endTimestamp); one that failed
+        // before its VM started moving has only its Failed transition.
+        let started = matches!(migration.phase(), Some("Running" | "PreparingTarget" | "TargetReady"));
+        let end = if started {
+            json!({"endTimestamp": store.clock().timestamp(), "completed": true, "failed": true,
+                   "failureReason": why})
+        } else {
+            json!({})
+        };
         self.set_phase(store, migration, "Failed", end)
     }
 
@@ -538,6 +546,22 @@ impl MigrationController {
 }
 
 /// Where a migration's target pod is in its wait to be scheduled.
+/// The migration's `phaseTransitionTimestamps` with `phase` entered now, as KubeVirt records them
+/// (a merge patch replaces the list, so it is written whole).
+fn transitions(store: &Store, migration: Migration<'_>, phase: &str) -> Value {
+    // As stored now: the step's snapshot may predate a transition made earlier in the step.
+    let current = store.get(&migrations(), migration.meta().namespace(), migration.meta().name()).ok();
+    let mut transitions = current
+        .as_deref()
+        .and_then(|m| m.pointer("/status/phaseTransitionTimestamps"))
+        .cloned()
+        .unwrap_or(json!([]));
+    if let Some(list) = transitions.as_array_mut() {
+        list.push(json!({"phase": phase, "phaseTransitionTimestamp": store.clock().timestamp()}));
+    }
+    transitions
+}
+
 enum Pending {
     /// Not pending (running, or terminating).
     No,
