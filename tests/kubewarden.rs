@@ -142,13 +142,10 @@ fn kwctl_inspects_every_built_module() {
     let home = tempfile::tempdir().unwrap();
     for policy in ["pod-eviction", "disruption-cause", "evacuation"] {
         let module = repo_root().join(format!("dist/policies/{policy}.wasm"));
-        let output = Command::new(kubewarden.join("kwctl"))
-            .env("HOME", home.path())
-            .env_remove("RUST_BACKTRACE")
-            .args(["inspect", "--output", "yaml"])
-            .arg(format!("file://{}", module.display()))
-            .output()
-            .unwrap();
+        let mut command = Command::new(kubewarden.join("kwctl"));
+        command.env("HOME", home.path()).env_remove("RUST_BACKTRACE").args(["inspect", "--output", "yaml"]);
+        command.arg(format!("file://{}", module.display()));
+        let output = command::output_within(&mut command, command::COMMAND_LIMIT).unwrap();
         assert!(
             output.status.success(),
             "kwctl inspect {policy}: {}",

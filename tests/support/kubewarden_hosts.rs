@@ -91,7 +91,7 @@ pub fn evac_eval(
     if evaluation.refused {
         command.arg("--allowed-host-capabilities");
     }
-    let output = command.output().map_err(|e| format!("cannot run evac eval: {e}"))?;
+    let output = crate::command::output_within(&mut command, crate::command::COMMAND_LIMIT)?;
     if !output.status.success() {
         return Err(format!("evac eval failed: {}", String::from_utf8_lossy(&output.stderr)));
     }
@@ -119,7 +119,7 @@ pub fn kwctl_run(
     command.arg("--settings-json").arg(evaluation.settings.to_string());
     command.arg("--request-path").arg(evaluation.review);
     command.arg(format!("file://{}", evaluation.module.display()));
-    let output = command.stderr(Stdio::piped()).output().map_err(|e| format!("cannot run kwctl: {e}"))?;
+    let output = crate::command::output_within(&mut command, crate::command::COMMAND_LIMIT)?;
     if !output.status.success() {
         return Err(format!("kwctl run failed: {}", first_lines(&String::from_utf8_lossy(&output.stderr))));
     }

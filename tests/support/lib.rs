@@ -7,6 +7,7 @@
 //! Kubewarden's own binaries, which the project does not build, may be absent: the tests that
 //! need them skip, printing why.
 
+pub mod command;
 pub mod kubewarden_hosts;
 pub mod server;
 

@@ -12,6 +12,13 @@
 //! - The holder renews every retry period; when it has not renewed for the renew deadline
 //!   (shorter than the lease duration) it has lost the Lease and must stop acting before anyone
 //!   else may take it.
+//! - A Lease that does not exist is created by the first candidate to try, held by it, as
+//!   client-go's `tryAcquireOrRenew` does on NotFound (a create of an existing name is refused,
+//!   409, so one candidate only). A Lease deleted while a leader holds it is therefore taken by
+//!   whoever tries next, the leader included; if a follower is first, the leader sees another
+//!   holder at its next renewal (one retry period later) and stops. Deleting a held Lease is a
+//!   forced handover with up to one retry period of two leaders, as for every client-go
+//!   controller: not something to do while a drain runs.
 //! - A holder that stops releases the Lease (no holder, one-second duration), so a follower takes
 //!   over at its next try instead of after a lease duration.
 
