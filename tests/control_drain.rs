@@ -186,6 +186,29 @@ async fn a_leader_told_to_stop_hands_over_at_once() {
     assert!(took_over < bound, "the follower took {took_over:?} to lead after a release (at most {bound:?})");
 }
 
+/// A follower told to stop while it waits for the Lease (SIGTERM during acquisition) exits at
+/// once and cleanly, and touches nothing: the leader keeps the Lease.
+#[tokio::test]
+async fn a_follower_told_to_stop_exits_at_once() {
+    let _turn = TURN.lock().await;
+    let (mut cluster, leader, holder) = Cluster::with_two_controllers().await;
+    let follower = 1 - leader;
+    let process = &mut cluster.processes[cluster.controls[follower].0];
+    let stopped = Instant::now();
+    let status = Command::new("kill").args(["-TERM", &process.child.id().to_string()]).status().unwrap();
+    assert!(status.success());
+    // Never holding the Lease, it would wait for ever if the signal were not heard while it waits.
+    let exited = loop {
+        if let Some(exited) = process.child.try_wait().unwrap() {
+            break exited;
+        }
+        assert!(stopped.elapsed() < Duration::from_secs(10), "a follower did not stop on SIGTERM");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert!(exited.success(), "evac control exited with {exited} on SIGTERM while following");
+    assert_eq!(cluster.lease_holder().await, holder, "the leader keeps the Lease");
+}
+
 fn live_migrated() -> impl Iterator<Item = &'static str> {
     VMS.iter().filter(|(_, node, strategy)| *node == DRAINED && *strategy == "LiveMigrate").map(|vm| vm.0)
 }

@@ -70,14 +70,16 @@ impl ApiError {
     }
 
     /// 409 for a deletion whose `preconditions.resourceVersion` is not the stored one, worded as
-    /// the API server's registry words it (`staging/src/k8s.io/apiserver/pkg/storage/etcd3/store.go`,
-    /// `checkPreconditions`).
-    pub fn precondition_failed(expected: &str, stored: &str) -> Self {
+    /// the API server words it (`checkPreconditions` in
+    /// `staging/src/k8s.io/apiserver/pkg/storage/etcd3/store.go`, wrapped by the registry's
+    /// `InterpretDeleteError` as a conflict on the object).
+    pub fn precondition_failed(resource: &str, name: &str, expected: &str, stored: &str) -> Self {
         Self {
             code: 409,
             reason: "Conflict",
             message: format!(
-                "Precondition failed: ResourceVersion in precondition: {expected}, ResourceVersion in object meta: {stored}"
+                "Operation cannot be fulfilled on {resource} \"{name}\": Precondition failed: \
+                 ResourceVersion in precondition: {expected}, ResourceVersion in object meta: {stored}"
             ),
         }
     }

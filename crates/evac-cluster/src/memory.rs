@@ -521,7 +521,7 @@ impl MemoryStore {
             let stored =
                 object.pointer("/metadata/resourceVersion").and_then(Value::as_str).unwrap_or_default();
             if stored != expected {
-                return Err(ApiError::precondition_failed(expected, stored));
+                return Err(ApiError::precondition_failed(&kind.resource(), name, expected, stored));
             }
         }
         if dry_run {

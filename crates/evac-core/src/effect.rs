@@ -219,10 +219,11 @@ pub enum Effect {
         /// Why its VMI leaves.
         cause: MigrationCause,
     },
-    /// Delete an evacuation migration that has not started (no target pod yet: KubeVirt holds
-    /// it Pending in its back-off, or for a free slot), as `virtctl migrate-cancel` does: its
+    /// Delete an evacuation migration that has not started (phase empty or `Pending`: KubeVirt
+    /// holds it there in its back-off, or for a free slot, and deletes a target pod it may have
+    /// created, `handlePreHandoffMigrationCancel`), as `virtctl migrate-cancel` does: its
     /// evacuation was called off. Only the version decided on is deleted (a `resourceVersion`
-    /// precondition): one that has moved on since is left to finish.
+    /// precondition): one whose status moved on since is decided again.
     #[serde(rename_all = "camelCase")]
     CancelMigration {
         /// The VMI the migration was to move.

@@ -106,7 +106,7 @@ impl Store {
         if let Some(expected) = resource_version {
             let stored = text("/metadata/resourceVersion");
             if stored != expected {
-                return Err(ApiError::precondition_failed(expected, stored));
+                return Err(ApiError::precondition_failed(&kind.resource(), name, expected, stored));
             }
         }
         let deadline = self.clock.elapsed() + Duration::from_secs(grace);

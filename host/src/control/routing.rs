@@ -30,7 +30,7 @@ pub(super) struct EndedEvacuation {
     /// Its `evac.kubevirt.io/cause`; when it names none, the cause its VMI's mark had, else
     /// `unknown`.
     pub cause: String,
-    /// `succeeded` or `failed`.
+    /// `succeeded`, `failed`, or `cancelled` (deleted before it ended).
     pub outcome: &'static str,
     /// From its creation to its end, when both are dated.
     pub seconds: Option<f64>,
@@ -62,10 +62,10 @@ pub(super) struct Routing {
     slot_freed: bool,
     /// Evacuation migrations seen to end since the last pass.
     ended: Vec<EndedEvacuation>,
-    /// The eviction source each VMI (`namespace/name`) was last seen with: the cause of a
+    /// The node and eviction source of each VMI's (`namespace/name`) last mark: the cause of a
     /// migration that ended before its cause was recorded on it (KubeVirt removes the source
     /// from the VMI when the migration succeeds).
-    sources: HashMap<String, String>,
+    sources: HashMap<String, (String, Option<String>)>,
 }
 
 /// How far a node's memory working set must move for node pressure to be decided again: metrics
@@ -163,14 +163,25 @@ impl Routing {
         // The source of the mark, while marked (an API eviction's mark has none); kept once the
         // mark goes, as the migration may be seen to end after the VMI's update.
         let source = vmi.metadata.annotation(evac_core::effect::EVICTION_SOURCE_ANNOTATION);
-        match (change.deleted, marked_for.is_empty(), source) {
-            (true, _, _) | (false, false, None) => {
+        match (change.deleted, marked_for.is_empty()) {
+            (true, _) => {
                 self.sources.remove(&key);
             }
-            (false, false, Some(source)) => {
-                self.sources.insert(key.clone(), source.to_string());
+            (false, false) => {
+                let source = source.map(|s| s.to_string());
+                self.sources.insert(key.clone(), (marked_for.to_owned(), source));
             }
-            (false, true, _) => {}
+            // Unmarked on the node it was marked for: the mark was called off or cancelled, and
+            // no migration of it ended.
+            (false, true) => {
+                if self
+                    .sources
+                    .get(&key)
+                    .is_some_and(|(node, _)| node.as_str() == vmi.status.node_name.as_str())
+                {
+                    self.sources.remove(&key);
+                }
+            }
         }
         let requested_from = vmi.metadata.annotation(evac_core::effect::EVACUATION_REQUEST_ANNOTATION);
         match requested_from.filter(|node| !change.deleted && !node.is_empty()) {
@@ -210,9 +221,9 @@ impl Routing {
             }
             // Counted once, when seen to end: one that had ended before the controller (re)started
             // is not counted again.
-            if was_running && !change.deleted {
+            if was_running {
                 let unrecorded = self.unrecorded_cause(&migration);
-                self.ended.extend(ended_evacuation(&migration, unrecorded));
+                self.ended.extend(ended_evacuation(&migration, unrecorded, change.deleted));
             }
         }
         if !source.is_empty() {
@@ -227,7 +238,11 @@ impl Routing {
     fn unrecorded_cause(&mut self, migration: &Migration<'_>) -> Option<String> {
         let node_name = migration.evacuation_node()?;
         let vmi = format!("{}/{}", migration.metadata.namespace, migration.spec.vmi_name);
-        let source = self.sources.remove(&vmi).and_then(|s| evac_core::effect::EvacuationSource::parse(&s));
+        let mark = self.sources.remove(&vmi);
+        migration.metadata.annotation(evac_core::effect::CAUSE_ANNOTATION).is_none().then_some(())?;
+        // Only a mark for the node the migration leaves says why; without one, `unknown`.
+        let (_, source) = mark.filter(|(node, _)| *node == *node_name)?;
+        let source = source.and_then(|s| evac_core::effect::EvacuationSource::parse(&s));
         let text = std::str::from_utf8(self.nodes.get(&*node_name)?).ok()?;
         let node = serde_json::from_str::<evac_core::model::Node<'_>>(text).ok()?;
         Some(evac_core::evacuation::cause(source, &node).as_str().to_owned())
@@ -276,11 +291,18 @@ impl Routing {
 
 /// An evacuation migration that ended, for the metrics; `None` for another migration, or one that
 /// has not ended.
-/// `unrecorded`: the cause to count when none is recorded on the migration.
-fn ended_evacuation(migration: &Migration<'_>, unrecorded: Option<String>) -> Option<EndedEvacuation> {
+/// `unrecorded`: the cause to count when none is recorded on the migration. A migration deleted
+/// before it ended (`deleted`, or being deleted: KubeVirt fails it on its way out) was cancelled.
+fn ended_evacuation(
+    migration: &Migration<'_>,
+    unrecorded: Option<String>,
+    deleted: bool,
+) -> Option<EndedEvacuation> {
     migration.evacuation_node()?;
+    let cancelled = deleted || migration.metadata.deletion_timestamp.is_some();
     let outcome = match migration.status.phase.as_str() {
         "Succeeded" => "succeeded",
+        _ if cancelled => "cancelled",
         "Failed" => "failed",
         _ => return None,
     };

@@ -322,8 +322,8 @@ fn migration_kind() -> Kind {
     Kind::new("kubevirt.io/v1", "VirtualMachineInstanceMigration")
 }
 
-/// A migration is deleted only at the version decided on: one that moved on since (KubeVirt
-/// created its target pod) stays; one already gone needs nothing.
+/// A migration is deleted only at the version decided on: one whose status moved on since
+/// (KubeVirt scheduled it) stays; one already gone needs nothing.
 #[test]
 fn a_migration_is_cancelled_only_at_the_version_decided_on() {
     let (store, executor) = cluster();

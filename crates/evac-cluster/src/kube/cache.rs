@@ -78,7 +78,7 @@ impl WatchCache {
     /// Lists the resource every `every` until the task is aborted, for an API that serves no
     /// watch (metrics-server's `metrics.k8s.io`, whose NodeMetrics change with every scrape):
     /// each list replaces the cache's contents as a relist does, so a change feed reader sees
-    /// every object again after each poll.
+    /// every object again after each poll; a list that fails empties it.
     pub(super) async fn poll(self: Arc<Self>, client: Client, every: Duration) {
         let api = Api::<DynamicObject>::all_with(client, &self.resource);
         let mut loader = Loader::new(Arc::clone(&self));
@@ -93,12 +93,11 @@ impl WatchCache {
                 }
                 Err(error) => {
                     self.record_error(&watcher::Error::InitialListFailed(error));
-                    // Not served (an aggregated API that is down): read as empty rather than
-                    // never synced, so that the host starts and its reads find nothing.
-                    if !self.is_synced() {
-                        loader.apply(Event::Init);
-                        loader.apply(Event::InitDone);
-                    }
+                    // Not served (an aggregated API that is down): read as empty, not as never
+                    // synced (the host starts) nor as the last figures (they age with every
+                    // scrape missed): decisions take a missing figure as unknown.
+                    loader.apply(Event::Init);
+                    loader.apply(Event::InitDone);
                 }
             }
             tokio::time::sleep(every).await;

@@ -677,3 +677,54 @@ fn a_failing_watch_counts_from_its_first_error_until_the_next_event() {
     loader.apply(Event::Apply(pod("a")));
     assert_eq!(cache.failing(), None, "an event ends the run of errors");
 }
+
+/// A resource without watch (metrics-server's NodeMetrics) is listed again and again; while its
+/// API is down it reads as empty (no figure), not as never synced, nor as the figures of before.
+#[tokio::test]
+async fn a_polled_resource_reads_empty_while_its_api_is_down() {
+    let down = Arc::new(AtomicBool::new(false));
+    let serve = {
+        let down = Arc::clone(&down);
+        move || {
+            let down = Arc::clone(&down);
+            async move {
+                if down.load(Ordering::SeqCst) {
+                    return answer(
+                        503,
+                        &status(
+                            503,
+                            "ServiceUnavailable",
+                            "the server is currently unable to handle the request",
+                        ),
+                    );
+                }
+                let node = json!({"apiVersion": "metrics.k8s.io/v1beta1", "kind": "NodeMetrics",
+                                  "metadata": {"name": "node01", "resourceVersion": "1"},
+                                  "usage": {"cpu": "1", "memory": "1Gi"}});
+                answer(200, &list(vec![node]))
+            }
+        }
+    };
+    let router = Router::new().route("/apis/metrics.k8s.io/v1beta1/nodes", axum::routing::get(serve));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    let dir = kubeconfig(port);
+    let config = super::discovery::load_config(Some(&dir.path().join("kubeconfig"))).await.unwrap();
+    let client = kube::Client::try_from(config).unwrap();
+    let resource = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("metrics.k8s.io", "v1beta1", "NodeMetrics"),
+        "nodes",
+    );
+    let cache = WatchCache::new(resource, false);
+    let task = tokio::spawn(Arc::clone(&cache).poll(client, Duration::from_millis(50)));
+    let count = |cache: &WatchCache| cache.list(&ListQuery::default()).map(|l| names(&l).len());
+    eventually("the first list", || count(&cache) == Ok(1)).await;
+    down.store(true, Ordering::SeqCst);
+    // Empty, and synced: an add-on that is down does not make the host unready.
+    eventually("empty while down", || count(&cache) == Ok(0)).await;
+    assert!(cache.is_synced());
+    down.store(false, Ordering::SeqCst);
+    eventually("figures again", || count(&cache) == Ok(1)).await;
+    task.abort();
+}

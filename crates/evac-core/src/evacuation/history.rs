@@ -63,6 +63,8 @@ pub(super) fn histories<'m>(migrations: &'m [Migration<'_>]) -> HashMap<VmiKey<'
             if !migration.is_failed() {
                 history.failures = 0;
                 history.last_failure = None;
+            } else if migration.metadata.deletion_timestamp.is_some() {
+                // Deleted (cancelled): KubeVirt fails it on its way out, and its back-off skips it.
             } else if migration.evacuation_node().is_some() {
                 // A failed migration someone else asked for neither counts nor resets.
                 history.failures += 1;

@@ -232,7 +232,8 @@ struct Plan<'i, 'a> {
     candidates: Vec<Candidate<'i, 'a>>,
     /// Marks called off: (namespace, name).
     clears: Vec<VmiKey<'i>>,
-    /// Unstarted evacuation migrations of called-off marks, to delete: (VMI, migration).
+    /// Unstarted evacuation migrations of evac's own evacuations that were called off, to
+    /// delete: (VMI, migration).
     cancels: Vec<(VmiKey<'i>, &'i Migration<'a>)>,
     /// Requests naming a node the VMI is no longer on: (VMI, that node).
     stale: Vec<(VmiKey<'i>, String)>,
@@ -336,11 +337,14 @@ impl<'i, 'a> Plan<'i, 'a> {
                     .iter()
                     .all(|m| m.is_unstarted() && m.evacuation_node().is_some_and(|n| n == node_name));
             let under_way = history.active && !held;
-            if let (Flavor::Evac, true, false, Some(own)) = (inputs.flavor, evacuating, under_way, own) {
-                let call_off = |plan: &mut Plan<'i, 'a>| {
-                    plan.clears.push((namespace, name));
-                    plan.cancels.extend(of_vmi.iter().map(|m| ((namespace, name), *m)));
-                };
+            // On a drain-tainted node KubeVirt migrates every VMI, marked or not: nothing to call off.
+            let drained = node.is_drain_tainted();
+            if let (Flavor::Evac, true, false, false, Some(own)) =
+                (inputs.flavor, evacuating, under_way, drained, own)
+            {
+                // The waiting migration is deleted by a later pass, once the mark is seen gone
+                // (`orphans`): deleting it before would only have KubeVirt create another.
+                let call_off = |plan: &mut Plan<'i, 'a>| plan.clears.push((namespace, name));
                 if history.failures >= inputs.settings.max_failed_evacuations {
                     call_off(&mut plan);
                     plan.events.push(Effect::RecordEvent {
@@ -391,7 +395,8 @@ impl<'i, 'a> Plan<'i, 'a> {
         }
         plan.launchers = launchers;
         if inputs.flavor == Flavor::Evac {
-            plan.causes = uncaused(inputs);
+            plan.causes = uncaused(inputs, &plan.clears);
+            plan.cancels = orphans(inputs);
         }
         let mut load = history::load(inputs.migrations, node_name);
         load.cluster += kubevirt_starting;
@@ -493,8 +498,6 @@ impl<'i, 'a> Plan<'i, 'a> {
             vmi: ObjectRef::new(*namespace, *name),
             node: node.clone(),
         }));
-        // After the marks: KubeVirt's evacuation controller would create another migration for a
-        // VMI still marked.
         self.cancels.sort_unstable_by(|a, b| (a.0, &a.1.metadata.name).cmp(&(b.0, &b.1.metadata.name)));
         decision.effects.extend(self.cancels.iter().map(|((namespace, vmi), migration)| {
             Effect::CancelMigration {
@@ -561,10 +564,53 @@ fn should_migrate(
     }
 }
 
+/// The VMI a migration moves, if it is one of the node's.
+fn vmi_of<'i, 'a>(
+    inputs: &Inputs<'i, 'a>,
+    migration: &Migration<'_>,
+) -> Option<&'i VirtualMachineInstance<'a>> {
+    inputs.vmis.iter().find(|v| {
+        v.metadata.namespace == migration.metadata.namespace && v.metadata.name == migration.spec.vmi_name
+    })
+}
+
+/// Whether KubeVirt's evacuation controller still wants the VMI to leave the node: marked for
+/// it, or on a drain-tainted node (`vmisToMigrate`).
+fn kubevirt_evacuates(vmi: &VirtualMachineInstance<'_>, node: &Node<'_>) -> bool {
+    vmi.status.evacuation_node_name == node.metadata.name || node.is_drain_tainted()
+}
+
+/// The evacuation migrations from the node that have not started, of evac's own evacuations that
+/// were called off: the VMI is neither marked for the node nor requested from it, the node is not
+/// drain-tainted, and the migration names one of evac's own causes, or none yet (KubeVirt retried
+/// just as the mark went, before evac recorded the cause). Deleted, as `virtctl migrate-cancel`
+/// deletes a migration, they move nothing; KubeVirt deletes a target pod it may have created
+/// already (`handlePreHandoffMigrationCancel`). An API eviction's migration is never one: its mark
+/// is never called off, and a user's `evacuate-cancel` leaves it to run, as KubeVirt does.
+fn orphans<'i, 'a>(inputs: &Inputs<'i, 'a>) -> Vec<(VmiKey<'i>, &'i Migration<'a>)> {
+    let node = inputs.node;
+    let own = [MigrationCause::Preemption, MigrationCause::NoexecuteTaint, MigrationCause::NodePressure];
+    inputs
+        .migrations
+        .iter()
+        .filter(|m| m.is_unstarted() && m.metadata.deletion_timestamp.is_none())
+        .filter(|m| m.evacuation_node().is_some_and(|n| n == node.metadata.name))
+        .filter(|m| {
+            m.metadata.annotation(CAUSE_ANNOTATION).is_none_or(|c| own.iter().any(|o| o.as_str() == &*c))
+        })
+        .filter_map(|m| {
+            let vmi = vmi_of(inputs, m)?;
+            let wanted = kubevirt_evacuates(vmi, node) || vmi.is_requested_from(&node.metadata.name);
+            (!wanted).then_some(((vmi.metadata.namespace.as_str(), vmi.metadata.name.as_str()), m))
+        })
+        .collect()
+}
+
 /// The unfinished evacuation migrations from the node that someone else created without a cause
-/// (KubeVirt's evacuation controller), with the cause their VMI's mark records: whoever created
-/// a migration, it says why it runs.
-fn uncaused<'i>(inputs: &Inputs<'i, '_>) -> Vec<(&'i str, &'i str, MigrationCause)> {
+/// (KubeVirt's evacuation controller) for a VMI it still evacuates, with the cause their VMI's
+/// mark records: whoever created a migration, it says why it runs.
+/// The VMIs whose marks this decision clears are left out: their migration is about to go.
+fn uncaused<'i>(inputs: &Inputs<'i, '_>, clears: &[VmiKey<'_>]) -> Vec<(&'i str, &'i str, MigrationCause)> {
     let node_name = inputs.node.metadata.name.as_str();
     let mut causes: Vec<_> = inputs
         .migrations
@@ -573,10 +619,10 @@ fn uncaused<'i>(inputs: &Inputs<'i, '_>) -> Vec<(&'i str, &'i str, MigrationCaus
         .filter(|m| m.metadata.annotation(CAUSE_ANNOTATION).is_none())
         .filter_map(|m| {
             let namespace = m.metadata.namespace.as_str();
-            let vmi = inputs.vmis.iter().find(|v| {
-                v.metadata.namespace.as_str() == namespace
-                    && v.metadata.name.as_str() == m.spec.vmi_name.as_str()
-            })?;
+            let vmi = vmi_of(inputs, m).filter(|v| kubevirt_evacuates(v, inputs.node))?;
+            if clears.contains(&(namespace, vmi.metadata.name.as_str())) {
+                return None;
+            }
             let source =
                 vmi.metadata.annotation(EVICTION_SOURCE_ANNOTATION).and_then(|s| EvacuationSource::parse(&s));
             Some((namespace, m.metadata.name.as_str(), cause(source, inputs.node)))

@@ -75,9 +75,9 @@ impl Migration<'_> {
         !matches!(self.status.phase.as_str(), "Succeeded" | "Failed")
     }
 
-    /// Not started yet: no phase, or `Pending` (KubeVirt has not created its target pod; it holds
-    /// a migration there for a free slot and for its evacuation back-off). Deleting one moves
-    /// nothing.
+    /// Not started yet: no phase, or `Pending` (KubeVirt holds a migration there for a free slot
+    /// and for its evacuation back-off; a target pod it created meanwhile is deleted with the
+    /// migration, `handlePreHandoffMigrationCancel`). Deleting one moves nothing.
     pub fn is_unstarted(&self) -> bool {
         matches!(self.status.phase.as_str(), "" | "Pending")
     }

@@ -556,8 +556,11 @@ fn transitions(store: &Store, migration: Migration<'_>, phase: &str) -> Value {
         .and_then(|m| m.pointer("/status/phaseTransitionTimestamps"))
         .cloned()
         .unwrap_or(json!([]));
+    // Once per phase (`SetVMIMigrationPhaseTransitionTimestamp`, pkg/controller/controller.go).
     if let Some(list) = transitions.as_array_mut() {
-        list.push(json!({"phase": phase, "phaseTransitionTimestamp": store.clock().timestamp()}));
+        if !list.iter().any(|t| t["phase"] == phase) {
+            list.push(json!({"phase": phase, "phaseTransitionTimestamp": store.clock().timestamp()}));
+        }
     }
     transitions
 }

@@ -103,7 +103,8 @@ async fn deletions_honour_a_resource_version_precondition() {
     };
     let err = pods.delete("a", &at("1")).await.unwrap_err();
     let expected = format!(
-        "Precondition failed: ResourceVersion in precondition: 1, ResourceVersion in object meta: {version}"
+        "Operation cannot be fulfilled on pods \"a\": Precondition failed: ResourceVersion in precondition: 1, \
+         ResourceVersion in object meta: {version}"
     );
     assert!(matches!(&err, kube::Error::Api(e) if e.code == 409 && e.message == expected), "{err:?}");
     assert!(pods.get("a").await.is_ok(), "kept");

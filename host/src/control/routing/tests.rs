@@ -68,34 +68,61 @@ fn node_metrics_count_by_the_step() {
 }
 
 /// An evacuation migration that ended before its cause was recorded on it counts under the cause
-/// its VMI's mark had; one that failed before it started is timed to its Failed transition.
+/// of its VMI's mark for that node; one that failed before it started is timed to its Failed
+/// transition; one deleted before it ended was cancelled.
 #[test]
 fn ended_evacuations_keep_their_cause_and_time() {
-    let mut routing = Routing::default();
-    routing.observe("Node", &change(node("node01")));
-    let source = json!({"kubevirt.io/eviction-source": "node-pressure"});
-    routing.observe("VirtualMachineInstance", &change(vmi("web", "node01", source, "node01")));
-    let migration = |phase: &str, status: Value| {
+    let migration = |name: &str, phase: &str, status: Value| {
         let mut m = json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstanceMigration",
-               "metadata": {"name": "kubevirt-evacuation-a", "namespace": "default",
+               "metadata": {"name": name, "namespace": "default",
                             "creationTimestamp": "2026-11-23T10:00:00Z",
                             "annotations": {"kubevirt.io/evacuationMigration": "node01"}},
                "spec": {"vmiName": "web"}, "status": status});
         m["status"]["phase"] = json!(phase);
         m
     };
-    routing.observe("VirtualMachineInstanceMigration", &change(migration("Pending", json!({}))));
-    routing.take_work(false);
-    // KubeVirt clears the mark and its source; the migration is seen to end afterwards.
-    routing.observe("VirtualMachineInstance", &change(vmi("web", "node01", json!({}), "")));
+    let start = |routing: &mut Routing, name: &str| {
+        routing.observe("Node", &change(node("node01")));
+        let source = json!({"kubevirt.io/eviction-source": "node-pressure"});
+        routing.observe("VirtualMachineInstance", &change(vmi("web", "node01", source, "node01")));
+        routing.observe("VirtualMachineInstanceMigration", &change(migration(name, "Pending", json!({}))));
+        routing.take_work(false);
+    };
+
+    // Failed before it started: the mark stays; timed to the Failed transition.
+    let mut routing = Routing::default();
+    start(&mut routing, "a");
     let failed = json!({"phaseTransitionTimestamps": [
         {"phase": "Pending", "phaseTransitionTimestamp": "2026-11-23T10:00:00Z"},
         {"phase": "Failed", "phaseTransitionTimestamp": "2026-11-23T10:05:00Z"}]});
-    routing.observe("VirtualMachineInstanceMigration", &change(migration("Failed", failed)));
+    routing.observe("VirtualMachineInstanceMigration", &change(migration("a", "Failed", failed)));
     let ended = routing.take_work(false).ended;
     assert_eq!(ended.len(), 1);
     assert_eq!(
         (ended[0].cause.as_str(), ended[0].outcome, ended[0].seconds),
         ("node-pressure", "failed", Some(300.0))
     );
+
+    // Succeeded: KubeVirt moves the VMI and clears its mark and source before the migration's end
+    // is seen.
+    let mut routing = Routing::default();
+    start(&mut routing, "b");
+    routing.observe("VirtualMachineInstance", &change(vmi("web", "node02", json!({}), "")));
+    let done = json!({"migrationState": {"endTimestamp": "2026-11-23T10:01:00Z"}});
+    routing.observe("VirtualMachineInstanceMigration", &change(migration("b", "Succeeded", done)));
+    let ended = routing.take_work(false).ended;
+    assert_eq!(
+        (ended[0].cause.as_str(), ended[0].outcome, ended[0].seconds),
+        ("node-pressure", "succeeded", Some(60.0))
+    );
+
+    // Called off on its node, then the waiting retry deleted: cancelled, and the called-off
+    // mark's source is not taken for its cause.
+    let mut routing = Routing::default();
+    start(&mut routing, "c");
+    routing.observe("VirtualMachineInstance", &change(vmi("web", "node01", json!({}), "")));
+    let deleted = Change { deleted: true, ..change(migration("c", "Pending", json!({}))) };
+    routing.observe("VirtualMachineInstanceMigration", &deleted);
+    let ended = routing.take_work(false).ended;
+    assert_eq!((ended[0].cause.as_str(), ended[0].outcome), ("unknown", "cancelled"));
 }

@@ -158,9 +158,9 @@ fn a_request_whose_cause_is_gone_is_called_off() {
 
 /// KubeVirt's evacuation controller retries a failed migration at once, and its migration
 /// controller holds the retry Pending in its back-off: that retry is not under way. evac's own
-/// evacuation is still given up after repeated failures, and called off when its cause is gone,
-/// and the retry, which has not started, is deleted with the mark. One that has started is left
-/// to finish.
+/// evacuation is still given up after repeated failures, and called off when its cause is gone;
+/// once the mark is seen gone, the retry, which has not started, is deleted (before, KubeVirt
+/// would only create another). One that has started is left to finish.
 #[test]
 fn a_pending_retry_does_not_keep_an_evacuation_going() {
     let vm = Vm::new("vm").marked().source("noexecute-taint");
@@ -171,9 +171,9 @@ fn a_pending_retry_does_not_keep_an_evacuation_going() {
             .map(|(i, e)| evacuation(&format!("kubevirt-evacuation-f{i}"), "vm", "Failed", NODE, Some(*e)))
             .collect()
     };
+    // KubeVirt's retry, created as the failure was seen: no cause recorded yet.
     let retry = |phase: &str| {
         let retry = evacuation("kubevirt-evacuation-retry", "vm", phase, NODE, None);
-        let retry = set(retry, "/metadata/annotations/evac.kubevirt.io~1cause", json!("noexecute-taint"));
         set(retry, "/metadata/resourceVersion", json!("7"))
     };
     let cancel = Effect::CancelMigration {
@@ -183,41 +183,58 @@ fn a_pending_retry_does_not_keep_an_evacuation_going() {
         resource_version: "7".into(),
     };
     let taint = || tainted(node(), "example.com/broken", "NoExecute");
-    let cancels = |effects: &[Effect]| effects.iter().filter(|e| **e == cancel).count();
+    let cancels =
+        |effects: &[Effect]| effects.iter().filter(|e| matches!(e, Effect::CancelMigration { .. })).count();
+    let clears = |effects: &[Effect]| effects.contains(&clear("vm"));
     let with = |migrations: Vec<Value>| cluster_of(vm.objects().into_iter().chain(migrations));
 
-    // Five failures, the taint still there: given up, the retry deleted after the mark goes.
-    let five = with([failed(&[-500, -400, -300, -200, -100]), vec![retry("Pending")]].concat());
-    let effects = beside(&five, &taint());
-    assert_eq!(&effects[..2], [clear("vm"), cancel.clone()], "{effects:?}");
-    let mut cluster = five;
+    // Five failures, the taint still there: given up; the retry is neither annotated nor deleted
+    // while the mark stands, and is deleted by the next decision.
+    let mut cluster = with([failed(&[-500, -400, -300, -200, -100]), vec![retry("Pending")]].concat());
+    let effects = beside(&cluster, &taint());
+    assert!(clears(&effects) && cancels(&effects) == 0, "{effects:?}");
+    assert!(!effects.iter().any(|e| matches!(e, Effect::AnnotateMigration { .. })), "{effects:?}");
     cluster.apply(&effects);
+    assert_eq!(beside(&cluster, &taint()), std::slice::from_ref(&cancel));
+    cluster.apply(std::slice::from_ref(&cancel));
     assert!(cluster.object("VirtualMachineInstanceMigration", NS, "kubevirt-evacuation-retry").is_none());
     assert_eq!(beside(&cluster, &taint()), [], "nothing more");
 
-    // The taint gone after one failure: called off, the retry deleted.
-    let one = with([failed(&[-10]), vec![retry("Pending")]].concat());
-    let effects = beside(&one, &node());
-    assert_eq!(effects, [clear("vm"), cancel.clone(), not_in_progress("vm")]);
+    // The taint gone after one failure: called off, then the retry deleted.
+    let mut cluster = with([failed(&[-10]), vec![retry("Pending")]].concat());
+    let effects = beside(&cluster, &node());
+    assert_eq!(effects, [clear("vm"), not_in_progress("vm")]);
+    cluster.apply(&effects);
+    assert_eq!(beside(&cluster, &node()), std::slice::from_ref(&cancel));
 
     // One failure, the taint still there: KubeVirt retries after its back-off.
-    let effects = beside(&one, &taint());
-    assert_eq!(cancels(&effects), 0, "{effects:?}");
-    assert!(!effects.contains(&clear("vm")), "{effects:?}");
+    let effects = beside(&with([failed(&[-10]), vec![retry("Pending")]].concat()), &taint());
+    assert!(!clears(&effects) && cancels(&effects) == 0, "{effects:?}");
 
-    // A retry that has its target pod is under way: left to finish, mark and all.
+    // A retry under way is left to finish, mark and all.
     for phase in ["Scheduling", "Running"] {
-        let started = with([failed(&[-10]), vec![retry(phase)]].concat());
-        let effects = beside(&started, &node());
-        assert!(!effects.contains(&clear("vm")) && cancels(&effects) == 0, "{phase}: {effects:?}");
+        let effects = beside(&with([failed(&[-10]), vec![retry(phase)]].concat()), &node());
+        assert!(!clears(&effects) && cancels(&effects) == 0, "{phase}: {effects:?}");
     }
 
-    // An API eviction's mark is never called off: its pending retry stays too.
-    let drained = Vm::new("vm").marked();
-    let cluster =
-        cluster_of(drained.objects().into_iter().chain([failed(&[-10]), vec![retry("Pending")]].concat()));
-    let effects = beside(&cluster, &node());
-    assert!(!effects.contains(&clear("vm")) && cancels(&effects) == 0, "{effects:?}");
+    // On a drain-tainted node KubeVirt migrates every VMI, marked or not: nothing is called off,
+    // and an unmarked VMI's migration stays.
+    let drained = || tainted(node(), "kubevirt.io/drain", "NoSchedule");
+    let effects = beside(&with([failed(&[-10]), vec![retry("Pending")]].concat()), &drained());
+    assert!(!clears(&effects) && cancels(&effects) == 0, "{effects:?}");
+    let unmarked =
+        cluster_of([Vm::new("vm").json(), Vm::new("vm").pod()].into_iter().chain([retry("Pending")]));
+    assert_eq!(cancels(&beside(&unmarked, &drained())), 0);
+
+    // An API eviction's mark is never called off, and a migration of one whose mark a user
+    // cancelled runs, as with KubeVirt alone.
+    let drain_mark = cluster_of(Vm::new("vm").marked().objects().into_iter().chain([retry("Pending")]));
+    let effects = beside(&drain_mark, &node());
+    assert!(!clears(&effects) && cancels(&effects) == 0, "{effects:?}");
+    let user_cancelled =
+        set(retry("Pending"), "/metadata/annotations/evac.kubevirt.io~1cause", json!("drain"));
+    let cluster = cluster_of([Vm::new("vm").json(), Vm::new("vm").pod(), user_cancelled]);
+    assert_eq!(cancels(&beside(&cluster, &node())), 0);
 }
 
 /// A request outlives nothing: once the VM is on another node (moved by a user's migration, the
