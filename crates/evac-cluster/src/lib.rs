@@ -37,7 +37,7 @@ pub use evac_core::ReadError;
 pub use executor::{effect_writes, Access, Applied, EffectError, Executor, EFFECT_WRITES};
 pub use kind::Kind;
 pub use kubeconfig::kubeconfig;
-pub use memory::{AsUser, CreateCheck, Event, EventType, MemoryStore, ANONYMOUS_USER};
+pub use memory::{check_precondition, AsUser, CreateCheck, Event, EventType, MemoryStore, ANONYMOUS_USER};
 pub use selector::{FieldSelector, LabelSelector, SelectorError};
 pub use source::{list_json, CoreReader, ListQuery, ObjectSource};
 pub use store::{ClusterStore, Patch};

@@ -517,13 +517,7 @@ impl MemoryStore {
             .and_then(|objects| objects.get(&key))
             .cloned()
             .ok_or_else(|| ApiError::not_found(&kind.resource(), name))?;
-        if let Some(expected) = resource_version {
-            let stored =
-                object.pointer("/metadata/resourceVersion").and_then(Value::as_str).unwrap_or_default();
-            if stored != expected {
-                return Err(ApiError::precondition_failed(&kind.resource(), name, expected, stored));
-            }
-        }
+        check_precondition(kind, name, &object, resource_version)?;
         if dry_run {
             return Ok(object);
         }
@@ -678,6 +672,22 @@ impl ChangeFeed for MemoryStore {
         let changes = objects.iter().map(|o| encode(o, false)).collect::<Result<_, _>>()?;
         Ok((changes, revision))
     }
+}
+
+/// A deletion's `preconditions.resourceVersion` against the stored `object`: 409 Conflict when it
+/// names another version; nothing to check without one.
+pub fn check_precondition(
+    kind: &Kind,
+    name: &str,
+    object: &Value,
+    resource_version: Option<&str>,
+) -> Result<(), ApiError> {
+    let Some(expected) = resource_version else { return Ok(()) };
+    let stored = object.pointer("/metadata/resourceVersion").and_then(Value::as_str).unwrap_or_default();
+    if stored != expected {
+        return Err(ApiError::precondition_failed(&kind.resource(), name, expected, stored));
+    }
+    Ok(())
 }
 
 /// The store answers at once: the futures are ready when polled.

@@ -103,12 +103,7 @@ impl Store {
         if !runs_on_a_node || grace == 0 {
             return self.delete_if(kind, namespace, name, resource_version, dry_run);
         }
-        if let Some(expected) = resource_version {
-            let stored = text("/metadata/resourceVersion");
-            if stored != expected {
-                return Err(ApiError::precondition_failed(&kind.resource(), name, expected, stored));
-            }
-        }
+        evac_cluster::check_precondition(kind, name, &current, resource_version)?;
         let deadline = self.clock.elapsed() + Duration::from_secs(grace);
         let earlier = current
             .pointer(&format!("/metadata/annotations/{}", TERMINATE_AT_ANNOTATION.replace('/', "~1")))
