@@ -485,6 +485,12 @@ async fn bad_requests_get_kubernetes_status_errors() {
     let (code, message) = status(patch("application/json-patch+json", failing).await.unwrap()).await;
     assert_eq!(code, 422);
     assert!(message.starts_with(r#"pods "a" is invalid: the JSON patch does not apply"#), "{message}");
+    // A deletion precondition that is not a version string: 400, and the pod stays.
+    let bad = json!({"preconditions": {"resourceVersion": 5}}).to_string();
+    let (code, message) = status(client.delete(format!("{pods}/a")).body(bad).send().await.unwrap()).await;
+    assert_eq!(code, 400);
+    assert_eq!(message, "DeleteOptions.preconditions.resourceVersion: invalid value 5");
+    assert_eq!(client.get(format!("{pods}/a")).send().await.unwrap().status().as_u16(), 200, "kept");
 }
 
 /// Serves a router over TLS with a self-signed certificate: a webhook as the API server calls it.
