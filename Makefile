@@ -35,13 +35,14 @@ policies: setup host
 ## All tests: the core's table tests, the host's unit tests, the policies' native tests, and the
 ## end-to-end tests that load the built modules. Release mode reuses `make build`'s artifacts.
 test: build
-	$(CARGO) build --release --target wasm32-unknown-unknown -p evac-core
+	$(CARGO) build --release --target wasm32-unknown-unknown -p evac-core -p evac-sim
 	$(CARGO) test --release --workspace
 
 lint: setup
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	$(CARGO) clippy --target $(WASM_TARGET) $(foreach p,$(POLICIES),-p $(p)) -- -D warnings
+	$(CARGO) clippy --target wasm32-unknown-unknown -p evac-core -p evac-sim -- -D warnings
 
 fmt:
 	$(CARGO) fmt --all

@@ -6,7 +6,6 @@
 
 use std::time::Duration;
 
-use base64::Engine as _;
 use serde_json::{json, Value};
 
 use super::virt_api;
@@ -68,7 +67,10 @@ struct Webhook {
     url: Option<String>,
     /// `clientConfig.service`: namespace, name.
     service: Option<(String, String)>,
+    // How a webhook by URL is called: read only where the simulator has an HTTP client.
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
     ca_bundle: Option<String>,
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
     timeout: Duration,
     ignore_failures: bool,
 }
@@ -230,7 +232,10 @@ async fn admit(
     })
 }
 
+/// Calls a webhook by its URL over HTTPS, trusting its `caBundle` only.
+#[cfg(feature = "http")]
 async fn call(webhook: &Webhook, review: &Value) -> Result<Value, String> {
+    use base64::Engine as _;
     let url = webhook
         .url
         .as_deref()
@@ -260,6 +265,14 @@ async fn call(webhook: &Webhook, review: &Value) -> Result<Value, String> {
         return Err(format!("the server responded with {status}: {}", String::from_utf8_lossy(&body).trim()));
     }
     serde_json::from_slice(&body).map_err(|e| format!("the response is not an AdmissionReview: {e}"))
+}
+
+/// Without an HTTP client (the simulator built without `http`, as in a browser), only webhooks
+/// served in process answer; a webhook by URL fails as an unreachable one does.
+#[cfg(not(feature = "http"))]
+async fn call(webhook: &Webhook, _review: &Value) -> Result<Value, String> {
+    let url = webhook.url.as_deref().unwrap_or("(no url)");
+    Err(format!("Post \"{url}\": this simulator was built without HTTP (feature `http`) and calls in-process webhooks only"))
 }
 
 /// The PodDisruptionBudget check: a running pod covered by a budget with no disruption left is
@@ -314,6 +327,8 @@ fn uuid_like() -> String {
 /// Evictions for actors (`kubectl drain`, the descheduler): the API's `pods/eviction` path, called
 /// synchronously from the simulation's thread, with a record of every request and its answer.
 pub struct ApiEvictor {
+    /// Runs the webhook calls (HTTPS with the `http` feature).
+    #[cfg(feature = "http")]
     runtime: tokio::runtime::Runtime,
     record: std::sync::Mutex<Vec<EvictionRecord>>,
 }
@@ -338,10 +353,39 @@ pub struct EvictionRecord {
 }
 
 impl ApiEvictor {
-    /// Must be used outside an async runtime (it runs its own, for the webhook calls).
+    /// Must be used outside an async runtime (with the `http` feature it runs its own, for the
+    /// webhook calls).
     pub fn new() -> std::io::Result<Self> {
-        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-        Ok(Self { runtime, record: Default::default() })
+        Ok(Self {
+            #[cfg(feature = "http")]
+            runtime: tokio::runtime::Builder::new_current_thread().enable_all().build()?,
+            record: Default::default(),
+        })
+    }
+
+    /// Drives one eviction to its answer on the simulation's thread.
+    #[cfg(feature = "http")]
+    fn complete(
+        &self,
+        eviction: impl std::future::Future<Output = Result<Value, ApiError>>,
+    ) -> Result<Value, ApiError> {
+        self.runtime.block_on(eviction)
+    }
+
+    /// Without `http` every webhook is served in process, over the store, and answers at once: an
+    /// eviction is complete at its first poll (no runtime needed, none available in a browser).
+    #[cfg(not(feature = "http"))]
+    fn complete(
+        &self,
+        eviction: impl std::future::Future<Output = Result<Value, ApiError>>,
+    ) -> Result<Value, ApiError> {
+        futures::FutureExt::now_or_never(Box::pin(eviction)).unwrap_or_else(|| {
+            Err(ApiError {
+                code: 500,
+                reason: "InternalError",
+                message: "an in-process webhook did not answer at once".into(),
+            })
+        })
     }
 
     /// Every request so far, in the order made.
@@ -373,7 +417,7 @@ impl Evictor for ApiEvictor {
         if requester == "descheduler" {
             eviction["metadata"]["annotations"] = json!({"requested-by": "sigs.k8s.io/descheduler"});
         }
-        let result = self.runtime.block_on(evict(store, namespace, pod, eviction, false));
+        let result = self.complete(evict(store, namespace, pod, eviction, false));
         let (code, message) = match &result {
             Ok(_) => (201, String::new()),
             Err(e) => (e.code, e.message.clone()),

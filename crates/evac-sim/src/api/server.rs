@@ -1,0 +1,370 @@
+//! The HTTP server of the simulated API (feature `http`).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::{Query, State};
+use axum::http::{header, HeaderMap, Method, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use axum::Router;
+use serde_json::{json, Value};
+
+use super::resources::Resource;
+use super::{eviction, openapi, resources, watch};
+
+use crate::store::{Patch, Store};
+use crate::ApiError;
+use evac_cluster::{FieldSelector, LabelSelector};
+
+/// The API's routes over a store.
+pub fn router(store: Arc<Store>) -> Router {
+    Router::new().fallback(handle).with_state(store)
+}
+
+/// What a request path names.
+#[derive(Debug, PartialEq)]
+enum Target<'a> {
+    Document(Value),
+    Collection { resource: &'static Resource, namespace: Option<&'a str> },
+    Item { resource: &'static Resource, namespace: Option<&'a str>, name: &'a str, sub: Option<&'a str> },
+}
+
+fn not_found() -> ApiError {
+    ApiError {
+        code: 404,
+        reason: "NotFound",
+        message: "the server could not find the requested resource".into(),
+    }
+}
+
+fn parse_target(path: &str) -> Result<Target<'_>, ApiError> {
+    let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let (group, version, rest) = match segments.as_slice() {
+        ["version"] => {
+            return Ok(Target::Document(
+                json!({"major": "1", "minor": "33", "gitVersion": "v1.33.0-evac-sim", "platform": "linux/amd64"}),
+            ))
+        }
+        // The API server's health checks (kube-apiserver's /livez, /readyz, /healthz): always ok.
+        ["livez" | "readyz" | "healthz"] => return Ok(Target::Document(json!("ok"))),
+        ["api"] => return Ok(Target::Document(resources::core_versions())),
+        ["openapi", "v3"] => return Ok(Target::Document(openapi::index())),
+        ["openapi", "v3", rest @ ..] => {
+            return openapi::group_version(&rest.join("/")).map(Target::Document).ok_or_else(not_found)
+        }
+        ["apis"] => return Ok(Target::Document(resources::group_list())),
+        ["apis", group] => return resources::group(group).map(Target::Document).ok_or_else(not_found),
+        ["api", version, rest @ ..] => ("", *version, rest),
+        ["apis", group, version, rest @ ..] => (*group, *version, rest),
+        _ => return Err(not_found()),
+    };
+    let resource = |plural: &str| resources::find(group, version, plural).ok_or_else(not_found);
+    match rest {
+        [] => resources::resource_list(group, version).map(Target::Document).ok_or_else(not_found),
+        // `namespaces/<ns>/<resource>...` is inside a namespace; `namespaces/<name>` is a Namespace.
+        ["namespaces", namespace, plural, tail @ ..] => {
+            let resource = resource(plural)?;
+            if !resource.namespaced {
+                return Err(not_found());
+            }
+            item_or_collection(resource, Some(namespace), tail)
+        }
+        [plural, tail @ ..] => {
+            let resource = resource(plural)?;
+            let namespace = if resource.namespaced { None } else { Some("") };
+            match (resource.namespaced, tail) {
+                // A namespaced resource is listed across namespaces at its top level, never named there.
+                (true, []) => Ok(Target::Collection { resource, namespace: None }),
+                (true, _) => Err(not_found()),
+                (false, tail) => item_or_collection(resource, namespace, tail),
+            }
+        }
+    }
+}
+
+fn item_or_collection<'a>(
+    resource: &'static Resource,
+    namespace: Option<&'a str>,
+    tail: &[&'a str],
+) -> Result<Target<'a>, ApiError> {
+    match tail {
+        [] => Ok(Target::Collection { resource, namespace }),
+        [name] => Ok(Target::Item { resource, namespace, name, sub: None }),
+        [name, sub] if resource.subresources.contains(sub) => {
+            Ok(Target::Item { resource, namespace, name, sub: Some(sub) })
+        }
+        _ => Err(not_found()),
+    }
+}
+
+fn status_response(error: &ApiError) -> Response {
+    let code = StatusCode::from_u16(error.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    (code, [(header::CONTENT_TYPE, "application/json")], error.status().to_string()).into_response()
+}
+
+fn json_response(code: StatusCode, value: &Value) -> Response {
+    (code, [(header::CONTENT_TYPE, "application/json")], value.to_string()).into_response()
+}
+
+async fn handle(
+    State(store): State<Arc<Store>>,
+    method: Method,
+    uri: Uri,
+    Query(query): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    // The kubelet's configuration through the API server's node proxy, as `kubectl get --raw
+    // /api/v1/nodes/<node>/proxy/configz` reads it: the simulated kubelets run with the defaults.
+    if let (&Method::GET, Some(node)) = (&method, configz_node(uri.path())) {
+        return match store.get(&crate::kinds::nodes(), "", node) {
+            Ok(_) => json_response(StatusCode::OK, &crate::actors::Kubelet::default().configz()),
+            Err(error) => status_response(&error),
+        };
+    }
+    let target = match parse_target(uri.path()) {
+        Ok(target) => target,
+        Err(error) => return status_response(&error),
+    };
+    if let (&Method::POST, Target::Item { namespace, name, sub: Some("eviction"), .. }) = (&method, &target) {
+        let dry_run = query.get("dryRun").is_some_and(|v| v == "All");
+        let result = match parse_body(&body) {
+            Ok(eviction) => {
+                eviction::evict(&store, namespace.unwrap_or_default(), name, eviction, dry_run).await
+            }
+            Err(e) => Err(e),
+        };
+        return match result {
+            Ok(status) => json_response(StatusCode::CREATED, &status),
+            Err(error) => status_response(&error),
+        };
+    }
+    match respond(&store, &method, target, &query, &headers, &body) {
+        Ok(Reply::Json(code, value)) => json_response(code, &value),
+        Ok(Reply::Watch { resource, namespace, from, labels, fields, timeout }) => {
+            watch::stream(store, resource, namespace, from, labels, fields, timeout)
+        }
+        Err(error) => status_response(&error),
+    }
+}
+
+enum Reply {
+    Json(StatusCode, Value),
+    Watch {
+        resource: &'static Resource,
+        namespace: Option<String>,
+        from: Option<u64>,
+        labels: Option<LabelSelector>,
+        fields: Option<FieldSelector>,
+        timeout: std::time::Duration,
+    },
+}
+
+fn respond(
+    store: &Store,
+    method: &Method,
+    target: Target<'_>,
+    query: &HashMap<String, String>,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<Reply, ApiError> {
+    let dry_run = query.get("dryRun").is_some_and(|v| v == "All");
+    let ok = |value: &Value| Ok(Reply::Json(StatusCode::OK, value.clone()));
+    if let Target::Collection { resource, .. } | Target::Item { resource, .. } = &target {
+        let watch = query.get("watch").is_some_and(|w| w == "true" || w == "1");
+        let verb = match *method {
+            Method::GET if watch => "watch",
+            Method::GET => "get",
+            Method::POST => "create",
+            Method::PUT => "update",
+            Method::PATCH => "patch",
+            Method::DELETE => "delete",
+            _ => "",
+        };
+        // A read-only resource (metrics-server's) refuses the rest, as the API server does for
+        // a verb a resource does not serve.
+        let served = resource.verbs.contains(&verb) || (verb == "get" && resource.verbs.contains(&"list"));
+        if !served {
+            return Err(ApiError {
+                code: 405,
+                reason: "MethodNotAllowed",
+                message: "the server does not allow this method on the requested resource".into(),
+            });
+        }
+    }
+    match (method, target) {
+        (&Method::GET, Target::Document(document)) => Ok(Reply::Json(StatusCode::OK, document)),
+        (&Method::GET, Target::Collection { resource, namespace }) => {
+            let labels = selector(query, "labelSelector", LabelSelector::parse)?;
+            let fields = selector(query, "fieldSelector", FieldSelector::parse)?;
+            if query.get("watch").is_some_and(|w| w == "true" || w == "1") {
+                let from = match query.get("resourceVersion").map(String::as_str) {
+                    None | Some("") | Some("0") => None,
+                    Some(version) => Some(version.parse().map_err(|_| {
+                        ApiError::bad_request(format!("invalid resourceVersion {version:?}"))
+                    })?),
+                };
+                let timeout = query
+                    .get("timeoutSeconds")
+                    .and_then(|t| t.parse().ok())
+                    .map_or(std::time::Duration::from_secs(1800), std::time::Duration::from_secs);
+                return Ok(Reply::Watch {
+                    resource,
+                    namespace: namespace.map(str::to_owned),
+                    from,
+                    labels,
+                    fields,
+                    timeout,
+                });
+            }
+            let (items, revision) =
+                store.list(&resource.store_kind(), namespace, labels.as_ref(), fields.as_ref());
+            let items: Vec<&Value> = items.iter().map(|i| &**i).collect();
+            ok(&json!({
+                "kind": format!("{}List", resource.kind),
+                "apiVersion": resource.api_version(),
+                "metadata": {"resourceVersion": revision.to_string()},
+                "items": items,
+            }))
+        }
+        (&Method::POST, Target::Collection { resource, namespace }) => {
+            let object = parse_body(body)?;
+            check_kind(resource, &object)?;
+            let created =
+                store.create(&resource.store_kind(), namespace.unwrap_or_default(), object, dry_run)?;
+            Ok(Reply::Json(StatusCode::CREATED, (*created).clone()))
+        }
+        (&Method::GET, Target::Item { resource, namespace, name, .. }) => {
+            ok(&*store.get(&resource.store_kind(), namespace.unwrap_or_default(), name)?)
+        }
+        (&Method::PUT, Target::Item { resource, namespace, name, .. }) => {
+            let object = parse_body(body)?;
+            check_kind(resource, &object)?;
+            if object.pointer("/metadata/name").and_then(Value::as_str).is_some_and(|n| n != name) {
+                return Err(ApiError::bad_request(
+                    "the name of the object does not match the name in the URL",
+                ));
+            }
+            ok(&*store.update(&resource.store_kind(), namespace.unwrap_or_default(), object, dry_run)?)
+        }
+        (&Method::PATCH, Target::Item { resource, namespace, name, .. }) => {
+            let patch = parse_patch(headers, body)?;
+            ok(&*store.patch(&resource.store_kind(), namespace.unwrap_or_default(), name, &patch, dry_run)?)
+        }
+        (&Method::DELETE, Target::Item { resource, namespace, name, sub: None }) => {
+            let grace = grace_period(query, body)?;
+            let precondition = delete_precondition(body)?;
+            let namespace = namespace.unwrap_or_default();
+            let kind = resource.store_kind();
+            ok(&*store.delete_gracefully_if(
+                &kind,
+                namespace,
+                name,
+                grace,
+                precondition.as_deref(),
+                dry_run,
+            )?)
+        }
+        (method, _) => Err(ApiError {
+            code: 405,
+            reason: "MethodNotAllowed",
+            message: format!("the server does not allow this method on the requested resource ({method})"),
+        }),
+    }
+}
+
+/// A deletion's grace period: `?gracePeriodSeconds=` or the DeleteOptions body's field.
+fn grace_period(query: &HashMap<String, String>, body: &[u8]) -> Result<Option<u64>, ApiError> {
+    if let Some(seconds) = query.get("gracePeriodSeconds") {
+        return seconds
+            .parse()
+            .map(Some)
+            .map_err(|_| ApiError::bad_request(format!("invalid gracePeriodSeconds {seconds:?}")));
+    }
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(None);
+    }
+    let options = parse_body(body)?;
+    match options.get("gracePeriodSeconds") {
+        None | Some(Value::Null) => Ok(None),
+        Some(seconds) => seconds.as_u64().map(Some).ok_or_else(|| {
+            ApiError::bad_request(format!("DeleteOptions.gracePeriodSeconds: invalid value {seconds}"))
+        }),
+    }
+}
+
+/// A deletion's `preconditions.resourceVersion` (DeleteOptions' body), if it names one.
+fn delete_precondition(body: &[u8]) -> Result<Option<String>, ApiError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(None);
+    }
+    let options = parse_body(body)?;
+    match options.pointer("/preconditions/resourceVersion") {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(version)) => Ok(Some(version.clone())),
+        Some(other) => Err(ApiError::bad_request(format!(
+            "DeleteOptions.preconditions.resourceVersion: invalid value {other}"
+        ))),
+    }
+}
+
+fn selector<T>(
+    query: &HashMap<String, String>,
+    name: &str,
+    parse: impl Fn(&str) -> Result<T, evac_cluster::SelectorError>,
+) -> Result<Option<T>, ApiError> {
+    query
+        .get(name)
+        .filter(|text| !text.is_empty())
+        .map(|text| parse(text).map_err(|e| ApiError::bad_request(format!("unable to parse {name}: {e}"))))
+        .transpose()
+}
+
+fn parse_body(body: &[u8]) -> Result<Value, ApiError> {
+    let value: Value = serde_json::from_slice(body).map_err(|e| {
+        ApiError::bad_request(format!("the body of the request was in an unknown format: {e}"))
+    })?;
+    if !value.is_object() {
+        return Err(ApiError::bad_request("the body of the request is not an object"));
+    }
+    Ok(value)
+}
+
+fn check_kind(resource: &Resource, object: &Value) -> Result<(), ApiError> {
+    let kind = object.get("kind").and_then(Value::as_str).unwrap_or(resource.kind);
+    let api_version = object.get("apiVersion").and_then(Value::as_str).map(str::to_owned);
+    if kind != resource.kind || api_version.is_some_and(|v| v != resource.api_version()) {
+        return Err(ApiError::bad_request(format!(
+            "the API version in the data ({}) does not match the expected API version ({})",
+            object.get("apiVersion").and_then(Value::as_str).unwrap_or_default(),
+            resource.api_version()
+        )));
+    }
+    Ok(())
+}
+
+fn parse_patch(headers: &HeaderMap, body: &[u8]) -> Result<Patch, ApiError> {
+    let content_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or_default();
+    let media = content_type.split(';').next().unwrap_or_default().trim();
+    let invalid = |e: serde_json::Error| ApiError::bad_request(format!("invalid patch: {e}"));
+    match media {
+        // A strategic merge patch of the objects simulated here merges as a JSON merge patch
+        // does: none of their lists is patched by key.
+        "application/merge-patch+json" | "application/strategic-merge-patch+json" => {
+            Ok(Patch::Merge(serde_json::from_slice(body).map_err(invalid)?))
+        }
+        "application/json-patch+json" => Ok(Patch::Json(serde_json::from_slice(body).map_err(invalid)?)),
+        other => Err(ApiError {
+            code: 415,
+            reason: "UnsupportedMediaType",
+            message: format!("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json (got {other:?})"),
+        }),
+    }
+}
+
+/// The node of a `/api/v1/nodes/<node>/proxy/configz` path.
+fn configz_node(path: &str) -> Option<&str> {
+    let node = path.strip_prefix("/api/v1/nodes/")?.strip_suffix("/proxy/configz")?;
+    (!node.is_empty() && !node.contains('/')).then_some(node)
+}
