@@ -22,6 +22,7 @@ pub mod placement;
 pub mod response;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
+pub mod trace;
 
 pub use cluster::{ClusterReader, GetResource, ListResourcesAll, ReadError, ReadErrorKind};
 pub use effect::{Effect, ObjectRef};

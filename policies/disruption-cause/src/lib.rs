@@ -11,18 +11,23 @@
 use evac_core::disruption;
 use evac_core::model::ValidationRequest;
 use evac_core::{ClusterReader, PolicyResponse};
+#[cfg(target_os = "wasi")]
 use kubewarden_policy_sdk::wapc_guest::{self as guest, CallResult};
 
 mod settings;
 
-#[cfg(target_arch = "wasm32")]
+// Only in the policy module: linked into another program (the browser playground), the policy
+// is its functions and the program keeps its own allocator.
+#[cfg(target_os = "wasi")]
 #[global_allocator]
 static ALLOCATOR: evac_policy_guest::allocator::Arena = evac_policy_guest::allocator::Arena::new();
 
 pub use settings::Settings;
 
-/// The waPC entry point: registers the operations the host calls.
+/// The waPC entry point: registers the operations the host calls. Only in the policy module
+/// (wasm32-wasip1): another program linking the crate calls [`evaluate`]-style functions itself.
 // An exported, unmangled symbol is how every waPC host finds the entry point.
+#[cfg(target_os = "wasi")]
 #[allow(unsafe_code)]
 #[no_mangle]
 pub extern "C" fn wapc_init() {
@@ -31,12 +36,20 @@ pub extern "C" fn wapc_init() {
     guest::register_function("protocol_version", kubewarden_policy_sdk::protocol_version_guest);
 }
 
+#[cfg(target_os = "wasi")]
 fn validate(payload: &[u8]) -> CallResult {
     Ok(evaluate(payload, &evac_policy_guest::HostCapabilities)?)
 }
 
+#[cfg(target_os = "wasi")]
 fn validate_settings(payload: &[u8]) -> CallResult {
-    Ok(serde_json::to_vec(&settings::validate(payload))?)
+    Ok(settings_answer(payload)?)
+}
+
+/// Validates the policy's settings: Kubewarden's SettingsValidationResponse, encoded, as the
+/// module's `validate_settings` answers.
+pub fn settings_answer(payload: &[u8]) -> Result<Vec<u8>, String> {
+    serde_json::to_vec(&settings::validate(payload)).map_err(|e| e.to_string())
 }
 
 /// Decodes a ValidationRequest, decides it and encodes the response.

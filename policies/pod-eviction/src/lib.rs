@@ -6,19 +6,25 @@
 
 use evac_core::eviction;
 use evac_core::model::ValidationRequest;
+use evac_core::trace::Trace;
 use evac_core::ClusterReader;
+#[cfg(target_os = "wasi")]
 use kubewarden_policy_sdk::wapc_guest::{self as guest, CallResult};
 
 mod settings;
 
-#[cfg(target_arch = "wasm32")]
+// Only in the policy module: linked into another program (the browser playground), the policy
+// is its functions and the program keeps its own allocator.
+#[cfg(target_os = "wasi")]
 #[global_allocator]
 static ALLOCATOR: evac_policy_guest::allocator::Arena = evac_policy_guest::allocator::Arena::new();
 
 pub use settings::Settings;
 
-/// The waPC entry point: registers the operations the host calls.
+/// The waPC entry point: registers the operations the host calls. Only in the policy module
+/// (wasm32-wasip1): another program linking the crate calls [`evaluate`]-style functions itself.
 // An exported, unmangled symbol is how every waPC host finds the entry point.
+#[cfg(target_os = "wasi")]
 #[allow(unsafe_code)]
 #[no_mangle]
 pub extern "C" fn wapc_init() {
@@ -27,18 +33,35 @@ pub extern "C" fn wapc_init() {
     guest::register_function("protocol_version", kubewarden_policy_sdk::protocol_version_guest);
 }
 
+#[cfg(target_os = "wasi")]
 fn validate(payload: &[u8]) -> CallResult {
     Ok(evaluate(payload, &evac_policy_guest::HostCapabilities)?)
 }
 
+#[cfg(target_os = "wasi")]
 fn validate_settings(payload: &[u8]) -> CallResult {
-    Ok(serde_json::to_vec(&settings::validate(payload))?)
+    Ok(settings_answer(payload)?)
+}
+
+/// Validates the policy's settings: Kubewarden's SettingsValidationResponse, encoded, as the
+/// module's `validate_settings` answers.
+pub fn settings_answer(payload: &[u8]) -> Result<Vec<u8>, String> {
+    serde_json::to_vec(&settings::validate(payload)).map_err(|e| e.to_string())
 }
 
 /// Decodes a ValidationRequest, decides it and encodes the response.
 pub fn evaluate<C: ClusterReader>(payload: &[u8], cluster: &C) -> Result<Vec<u8>, String> {
+    evaluate_traced(payload, cluster, &mut Trace::off())
+}
+
+/// [`evaluate`], recording the decision's checks in `trace` (the browser playground shows them).
+pub fn evaluate_traced<C: ClusterReader>(
+    payload: &[u8],
+    cluster: &C,
+    trace: &mut Trace,
+) -> Result<Vec<u8>, String> {
     let validation: ValidationRequest<Settings> = evac_policy_guest::decode_request(payload)?;
-    let decision = eviction::decide(&validation.request, validation.settings.inner(), cluster)
+    let decision = eviction::decide_traced(&validation.request, validation.settings.inner(), cluster, trace)
         .map_err(|e| e.to_string())?;
     evac_policy_guest::encode_decision(decision)
 }

@@ -17,6 +17,7 @@ pub use settings::{KubeVirtRef, Settings};
 use crate::cluster::{self, ClusterReader, ReadError};
 use crate::effect::{Effect, EvacuationSource, ObjectRef, EVICTION_SOURCE_ANNOTATION};
 use crate::model::{AdmissionRequest, Eviction, EvictionStrategy, Pod, PodRole, VirtualMachineInstance};
+use crate::trace::Trace;
 use crate::{Decision, INTERNAL_ERROR};
 
 /// The `apiVersion` of pods: the core group's `v1`.
@@ -50,31 +51,71 @@ pub fn decide<C>(
 where
     C: ClusterReader + ?Sized,
 {
-    check_request(request)?;
+    decide_traced(request, settings, cluster, &mut Trace::off())
+}
+
+/// [`decide`], recording its checks in KubeVirt's order in `trace`.
+pub fn decide_traced<C>(
+    request: &AdmissionRequest<'_>,
+    settings: &Settings,
+    cluster: &C,
+    trace: &mut Trace,
+) -> Result<Decision, NotAnEviction>
+where
+    C: ClusterReader + ?Sized,
+{
+    if let Err(e) = check_request(request) {
+        trace.note(|| format!("not an eviction ({}) -> rejected", e.got));
+        return Err(e);
+    }
+    trace.note(|| format!("eviction of pod {}/{}", request.namespace, request.name));
     let watch = cluster::RefusalWatch::new(cluster);
-    let decision = decide_eviction(request, settings, &watch);
+    let decision = decide_eviction(request, settings, &watch, trace);
     Ok(match watch.into_refused() {
-        Some(refused) => Decision::deny(messages::policy_misconfigured(&refused)).with_code(INTERNAL_ERROR),
+        Some(refused) => {
+            trace.note(|| format!("a read was refused ({refused}) -> 500, policy misconfigured"));
+            Decision::deny(messages::policy_misconfigured(&refused)).with_code(INTERNAL_ERROR)
+        }
         None => decision,
     })
 }
 
 /// The decision of a checked request.
-fn decide_eviction<C>(request: &AdmissionRequest<'_>, settings: &Settings, cluster: &C) -> Decision
+fn decide_eviction<C>(
+    request: &AdmissionRequest<'_>,
+    settings: &Settings,
+    cluster: &C,
+    trace: &mut Trace,
+) -> Decision
 where
     C: ClusterReader + ?Sized,
 {
     // KubeVirt lets the API server answer for pods it cannot read (e.g. a pod that is gone).
     let Ok(raw) = cluster::fetch(cluster, POD_API_VERSION, "Pod", &request.namespace, &request.name) else {
+        trace.note(|| "pod not readable -> allow (the API server answers)".into());
         return Decision::allow();
     };
     let Ok(pod) = cluster::decode::<Pod<'_>>(&raw, "Pod") else {
+        trace.note(|| "pod does not decode -> allow".into());
         return Decision::allow();
     };
     match pod.role() {
-        PodRole::HotplugVolume => admit_hotplug_pod(&pod, cluster),
-        PodRole::Launcher if !pod.is_completed() => admit_launcher_pod(request, settings, &pod, cluster),
-        _ => Decision::allow(),
+        PodRole::HotplugVolume => {
+            trace.note(|| "pod is a hotplug volume pod".into());
+            admit_hotplug_pod(&pod, cluster, trace)
+        }
+        PodRole::Launcher if !pod.is_completed() => {
+            trace.note(|| format!("pod is a virt-launcher on node {}", pod.spec.node_name));
+            admit_launcher_pod(request, settings, &pod, cluster, trace)
+        }
+        PodRole::Launcher => {
+            trace.note(|| format!("launcher pod has completed ({}) -> allow", pod.status.phase));
+            Decision::allow()
+        }
+        _ => {
+            trace.note(|| "pod is neither a virt-launcher nor a hotplug volume pod -> allow".into());
+            Decision::allow()
+        }
     }
 }
 
@@ -108,31 +149,49 @@ fn fetch_vmi<C: ClusterReader + ?Sized>(
 
 /// A hotplug volume pod is protected while its launcher pod's VMI exists: evicting it would pull a
 /// disk out from under a running VM.
-fn admit_hotplug_pod<C: ClusterReader + ?Sized>(pod: &Pod<'_>, cluster: &C) -> Decision {
+fn admit_hotplug_pod<C: ClusterReader + ?Sized>(pod: &Pod<'_>, cluster: &C, trace: &mut Trace) -> Decision {
     let namespace = pod.metadata.namespace.as_str();
     let owners = pod.metadata.owner_references.get();
     let owner_name = &owners[0].name;
     let raw = match cluster::fetch(cluster, POD_API_VERSION, "Pod", namespace, owner_name) {
         Ok(raw) => raw,
-        Err(e) if e.is_not_found() => return Decision::allow(),
-        Err(e) => return Decision::deny(messages::failed_getting_hotplug_owner(&e)),
+        Err(e) if e.is_not_found() => {
+            trace.note(|| format!("its owner pod {namespace}/{owner_name} is gone -> allow"));
+            return Decision::allow();
+        }
+        Err(e) => {
+            trace.note(|| format!("its owner pod {namespace}/{owner_name} not read ({e}) -> denied"));
+            return Decision::deny(messages::failed_getting_hotplug_owner(&e));
+        }
     };
     let owner = match cluster::decode::<Pod<'_>>(&raw, "Pod") {
         Ok(owner) => owner,
-        Err(e) => return Decision::deny(messages::failed_getting_hotplug_owner(&e)),
+        Err(e) => {
+            trace.note(|| format!("its owner pod does not decode ({e}) -> denied"));
+            return Decision::deny(messages::failed_getting_hotplug_owner(&e));
+        }
     };
     if !owner.is_virt_launcher() || owner.is_completed() {
+        trace.note(|| "its owner is not a running virt-launcher -> allow".into());
         return Decision::allow();
     }
     let Some(vmi_name) = owner.domain() else {
+        trace.note(|| "its launcher names no VMI -> allow".into());
         return Decision::allow();
     };
     match fetch_vmi(cluster, namespace, &vmi_name) {
         Ok(Some(_)) => {
+            trace.note(|| format!("its VMI {namespace}/{vmi_name} exists -> denied, hotplug pod protected"));
             Decision::deny(messages::hotplug_pod_protected(&pod.metadata.name, &vmi_name, namespace))
         }
-        Ok(None) => Decision::allow(),
-        Err(e) => Decision::deny(messages::failed_getting_vmi(&e)),
+        Ok(None) => {
+            trace.note(|| format!("its VMI {namespace}/{vmi_name} is gone -> allow"));
+            Decision::allow()
+        }
+        Err(e) => {
+            trace.note(|| format!("its VMI {namespace}/{vmi_name} not read ({e}) -> denied"));
+            Decision::deny(messages::failed_getting_vmi(&e))
+        }
     }
 }
 
@@ -141,35 +200,54 @@ fn admit_launcher_pod<C: ClusterReader + ?Sized>(
     settings: &Settings,
     pod: &Pod<'_>,
     cluster: &C,
+    trace: &mut Trace,
 ) -> Decision {
     let Some(vmi_name) = pod.domain() else {
+        trace.note(|| "launcher pod names no VMI (kubevirt.io/domain) -> allow".into());
         return Decision::allow();
     };
     let vmi_read =
         cluster::fetch(cluster, VMI_API_VERSION, "VirtualMachineInstance", &request.namespace, &vmi_name);
     let raw = match vmi_read {
         Ok(raw) => raw,
-        Err(e) => return Decision::deny(messages::failed_getting_vmi(&e)),
+        Err(e) => {
+            trace.note(|| format!("VMI {}/{vmi_name} not read ({e}) -> denied", request.namespace));
+            return Decision::deny(messages::failed_getting_vmi(&e));
+        }
     };
     let vmi = match cluster::decode::<VirtualMachineInstance<'_>>(&raw, "VirtualMachineInstance") {
         Ok(vmi) => vmi,
-        Err(e) => return Decision::deny(messages::failed_getting_vmi(&e)),
+        Err(e) => {
+            trace.note(|| format!("VMI {}/{vmi_name} does not decode ({e}) -> denied", request.namespace));
+            return Decision::deny(messages::failed_getting_vmi(&e));
+        }
     };
+    trace.note(|| format!("VMI {}/{vmi_name} found, on node {}", request.namespace, vmi.status.node_name));
 
     let cluster_wide = if vmi.spec.eviction_strategy.is_some() {
         None
     } else {
         match cluster_eviction_strategy(settings, cluster) {
             Ok(strategy) => strategy,
-            Err(e) => return Decision::deny(messages::failed_getting_cluster_config(&e)),
+            Err(e) => {
+                trace.note(|| format!("KubeVirt configuration not read ({e}) -> denied"));
+                return Decision::deny(messages::failed_getting_cluster_config(&e));
+            }
         }
     };
     let Some(strategy) = vmi.eviction_strategy(cluster_wide.as_ref()) else {
         // KubeVirt does not act on VMIs without an eviction strategy.
+        trace.note(|| "no eviction strategy (the VMI's or the cluster-wide one) -> allow".into());
         return Decision::allow();
     };
+    trace.note(|| {
+        let whose = if vmi.spec.eviction_strategy.is_some() { "the VMI's" } else { "cluster-wide" };
+        format!("strategy {} ({whose})", String::from(strategy.clone()))
+    });
+    trace.note(|| format!("live-migratable: {}", if vmi.is_migratable() { "yes" } else { "no" }));
     let mark = match strategy {
         EvictionStrategy::LiveMigrate if !vmi.is_migratable() => {
+            trace.note(|| "LiveMigrate but not migratable -> denied".into());
             return Decision::deny(messages::not_live_migratable(&vmi.metadata.name));
         }
         EvictionStrategy::LiveMigrate | EvictionStrategy::External => true,
@@ -177,6 +255,7 @@ fn admit_launcher_pod<C: ClusterReader + ?Sized>(
         EvictionStrategy::None | EvictionStrategy::Unknown(_) => false,
     };
     if !mark {
+        trace.note(|| "the strategy does not evacuate this VMI -> allow".into());
         return Decision::allow();
     }
 
@@ -192,12 +271,18 @@ fn admit_launcher_pod<C: ClusterReader + ?Sized>(
             .annotation(EVICTION_SOURCE_ANNOTATION)
             .and_then(|s| EvacuationSource::parse(&s))
             .is_some_and(EvacuationSource::ends_by_itself);
+        trace.note(|| format!("already marked for evacuation from {}", vmi.status.evacuation_node_name));
         if !own || vmi.status.evacuation_node_name != pod.spec.node_name {
+            trace.note(|| "-> 429, evacuation in progress".into());
             return in_progress;
         }
         let Ok(eviction) = serde_json::from_str::<Eviction<'_>>(request.object_json()) else {
+            trace.note(|| "-> 429, evacuation in progress".into());
             return in_progress;
         };
+        trace.note(|| {
+            "the mark is evac's own, which ends with its cause -> 429, the eviction makes it its own".into()
+        });
         return in_progress.with_effect(Effect::MarkForEvacuation {
             vmi: vmi_ref,
             node: pod.spec.node_name.to_string(),
@@ -206,12 +291,17 @@ fn admit_launcher_pod<C: ClusterReader + ?Sized>(
         });
     }
     if vmi.status.node_name != pod.spec.node_name {
+        trace.note(|| "the VMI runs on another node: this is a migration's target pod -> 429".into());
         return Decision::deny(messages::TARGET_POD);
     }
     let eviction: Eviction<'_> = match serde_json::from_str(request.object_json()) {
         Ok(eviction) => eviction,
-        Err(e) => return Decision::deny(messages::failed_parsing_eviction(&crate::json_error_text(&e))),
+        Err(e) => {
+            trace.note(|| "the Eviction does not decode -> denied".into());
+            return Decision::deny(messages::failed_parsing_eviction(&crate::json_error_text(&e)));
+        }
     };
+    trace.note(|| format!("not yet marked -> 429, mark for evacuation from {}", pod.spec.node_name));
     let dry_run = request.is_dry_run() || eviction.is_dry_run();
     let source = eviction.requested_by_descheduler().then_some(EvacuationSource::Descheduler);
     Decision::deny(messages::evacuation_triggered(&vmi_ref)).with_effect(Effect::MarkForEvacuation {

@@ -158,3 +158,53 @@ fn response_wire_format() {
     assert_eq!(allowed["accepted"], json!(true));
     assert_eq!(allowed["effects"], json!([]));
 }
+
+/// The trace decides nothing: on every row the traced decision is the decision, and its last step
+/// names the verdict that was given (allow, or 429 and a mark, or a denial).
+#[test]
+fn the_trace_ends_with_the_verdict_on_every_row() {
+    for case in eviction_cases() {
+        let cluster = TestCluster::for_case(&case);
+        let text = case.request.to_string();
+        let request: AdmissionRequest<'_> = serde_json::from_str(&text).unwrap();
+        let settings: Settings = serde_json::from_value(case.settings.clone()).unwrap_or_default();
+        let plain = decide(&request, &settings, &cluster).map(crate::PolicyResponse::from);
+        let mut trace = Trace::on();
+        let traced =
+            decide_traced(&request, &settings, &cluster, &mut trace).map(crate::PolicyResponse::from);
+        assert_eq!(format!("{plain:?}"), format!("{traced:?}"), "{}", case.name);
+        let last = trace.steps().last().unwrap_or_else(|| panic!("{}: an empty trace", case.name)).clone();
+        assert!(last.contains("->"), "{}: the last step gives no verdict: {last}", case.name);
+        match traced {
+            Ok(response) if response.accepted => assert!(last.contains("allow"), "{}: {last}", case.name),
+            Ok(response) if !response.effects.is_empty() => {
+                assert!(last.contains("429") && last.contains("mark"), "{}: {last}", case.name)
+            }
+            Ok(_) => assert!(!last.contains("allow"), "{}: {last}", case.name),
+            Err(_) => assert!(last.contains("rejected"), "{}: {last}", case.name),
+        }
+    }
+}
+
+#[test]
+fn a_drain_of_a_migratable_vm_is_traced_in_kubevirts_order() {
+    let case = eviction_cases()
+        .into_iter()
+        .find(|case| {
+            let answer = eviction_answer(case, &TestCluster::for_case(case));
+            case.name.starts_with("first eviction: ") && answer.is_ok_and(|a| !a.effects.is_empty())
+        })
+        .expect("a first eviction that marks");
+    let cluster = TestCluster::for_case(&case);
+    let text = case.request.to_string();
+    let request: AdmissionRequest<'_> = serde_json::from_str(&text).unwrap();
+    let settings: Settings = serde_json::from_value(case.settings.clone()).unwrap_or_default();
+    let mut trace = Trace::on();
+    decide_traced(&request, &settings, &cluster, &mut trace).unwrap();
+    let steps = trace.into_steps();
+    let order = ["eviction of pod", "virt-launcher", "VMI", "strategy", "live-migratable", "not yet marked"];
+    assert_eq!(steps.len(), order.len(), "{steps:?}");
+    for (step, expected) in steps.iter().zip(order) {
+        assert!(step.contains(expected), "{step:?} should say {expected:?} ({steps:?})");
+    }
+}

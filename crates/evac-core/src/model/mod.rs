@@ -4,6 +4,7 @@
 //! absent, so objects from any Kubernetes or KubeVirt version deserialize.
 
 mod admission;
+pub mod envelope;
 mod eviction;
 mod kubevirt;
 mod lazy;

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
 use crate::wapc::{EvalError, Policy};
+pub use evac_core::model::envelope::validation_payload;
 
 /// Kubewarden's answer to `validate_settings`.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
@@ -35,18 +36,6 @@ fn decode_answer<T: serde::de::DeserializeOwned>(answer: &[u8], what: &'static s
     let bad = |reason: String| EvalError::BadResponse { what, reason };
     let text = evac_core::json_text(answer).map_err(|e| bad(e.to_string()))?;
     serde_json::from_str(text).map_err(|e| bad(e.to_string()))
-}
-
-/// The `validate` payload: `{"request": ..., "settings": ...}`, assembled without re-encoding.
-pub fn validation_payload(request: &RawValue, settings: &RawValue) -> Vec<u8> {
-    let (request, settings) = (request.get().as_bytes(), settings.get().as_bytes());
-    let mut payload = Vec::with_capacity(request.len() + settings.len() + 26);
-    payload.extend_from_slice(br#"{"request":"#);
-    payload.extend_from_slice(request);
-    payload.extend_from_slice(br#","settings":"#);
-    payload.extend_from_slice(settings);
-    payload.push(b'}');
-    payload
 }
 
 /// Asks the module whether `settings` are valid for it (`validate_settings`).

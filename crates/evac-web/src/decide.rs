@@ -1,0 +1,161 @@
+//! One admission request through one policy, in the page: the policy crate's own `evaluate`
+//! function (the code its wasm module runs), over the pasted cluster objects, with the same
+//! `validate` payload a Kubewarden host builds and the same answer it decodes.
+
+use std::sync::Arc;
+
+use chrono::DateTime;
+use evac_cluster::{CoreReader, MemoryStore};
+use evac_core::model::envelope;
+use evac_core::trace::Trace;
+use evac_core::PolicyResponse;
+use evac_sim::SimClock;
+use serde::Serialize;
+use serde_json::value::RawValue;
+use serde_json::Value;
+
+use crate::reads::Recording;
+use crate::WebError;
+
+/// The policies of evac, by the name of their module.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PolicyName {
+    /// `pods/eviction`: KubeVirt's verdict.
+    PodEviction,
+    /// Pod deletions and status updates: the disruption's cause.
+    DisruptionCause,
+    /// Node updates: the evacuation plan.
+    Evacuation,
+}
+
+impl PolicyName {
+    /// Every policy, in the page's order.
+    pub const ALL: [PolicyName; 3] = [Self::PodEviction, Self::DisruptionCause, Self::Evacuation];
+
+    /// The module's name (`pod-eviction`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::PodEviction => "pod-eviction",
+            Self::DisruptionCause => "disruption-cause",
+            Self::Evacuation => "evacuation",
+        }
+    }
+
+    /// The policy named `name`.
+    pub fn parse(name: &str) -> Result<Self, WebError> {
+        Self::ALL.into_iter().find(|p| p.as_str() == name).ok_or_else(|| {
+            WebError::new(format!(
+                "no policy {name:?}: expected pod-eviction, disruption-cause or evacuation"
+            ))
+        })
+    }
+}
+
+/// A verdict as the page shows it.
+#[derive(Debug, Serialize)]
+pub struct Answer {
+    /// The policy's response, as its module returns it (effects included).
+    pub response: PolicyResponse,
+    /// The decision's checks in order (the eviction verdict records them all; the other policies
+    /// their reads and verdict).
+    pub trace: Vec<String>,
+    /// The cluster reads the decision made, in order.
+    pub reads: Vec<String>,
+}
+
+/// Decides `request` (an AdmissionReview or AdmissionRequest, JSON or YAML) with `policy` over
+/// `objects` (a `v1 List`, JSON or YAML, as `kubectl get -o yaml` prints it; empty for none),
+/// `settings` (JSON or YAML; empty for none) at `now` (seconds since the Unix epoch).
+pub fn decide(
+    policy: PolicyName,
+    request: &str,
+    objects: &str,
+    settings: &str,
+    now: f64,
+) -> Result<Answer, WebError> {
+    let request = envelope::request_from_input(to_json(request, "the request")?.as_bytes())
+        .map_err(|e| WebError::new(e.to_string()))?;
+    let settings = settings_of(settings)?;
+    let start = DateTime::from_timestamp_millis((now * 1000.0) as i64)
+        .ok_or_else(|| WebError::new(format!("the time {now} is out of range")))?;
+    let clock = Arc::new(SimClock::starting_at(start));
+    let store = if objects.trim().is_empty() {
+        MemoryStore::new(clock, 16)
+    } else {
+        MemoryStore::from_list_with_clock(objects, clock)
+            .map_err(|e| WebError::new(format!("the cluster objects: {e}")))?
+    };
+    let answer = check_settings(policy, &settings)?;
+    if let Some(invalid) = answer {
+        return Err(WebError::new(format!("invalid settings: {invalid}")));
+    }
+    let payload = envelope::validation_payload(&request, &settings);
+    let reader = Recording::new(CoreReader(&store));
+    let mut trace = Trace::on();
+    let encoded = match policy {
+        PolicyName::PodEviction => pod_eviction::evaluate_traced(&payload, &reader, &mut trace),
+        PolicyName::DisruptionCause => disruption_cause::evaluate(&payload, &reader),
+        PolicyName::Evacuation => evacuation::evaluate_at(&payload, &reader, now),
+    }
+    .map_err(|e| WebError::new(format!("the policy could not evaluate the request: {e}")))?;
+    let response: PolicyResponse = serde_json::from_slice(&encoded)
+        .map_err(|e| WebError::new(format!("the policy's answer does not decode: {e}")))?;
+    let reads = reader.into_reads();
+    let mut trace = trace.into_steps();
+    if trace.is_empty() {
+        // Policies without a trace of their own: what they read, then what they answered.
+        trace.extend(reads.iter().cloned());
+        trace.push(format!("-> {}", verdict_words(&response)));
+    }
+    Ok(Answer { response, trace, reads })
+}
+
+/// `allowed`, `429: <message>`, with the effects' types.
+fn verdict_words(response: &PolicyResponse) -> String {
+    let mut words = if response.accepted {
+        "allowed".to_owned()
+    } else {
+        format!("{}: {}", response.code.unwrap_or(400), response.message.as_deref().unwrap_or(""))
+    };
+    for effect in &response.effects {
+        words.push_str(&format!(", {}", effect.type_name()));
+    }
+    words
+}
+
+/// The settings' validation as the module answers `validate_settings`: `Some(why)` when invalid.
+fn check_settings(policy: PolicyName, settings: &RawValue) -> Result<Option<String>, WebError> {
+    let payload = settings.get().as_bytes();
+    let answer = match policy {
+        PolicyName::PodEviction => pod_eviction::settings_answer(payload),
+        PolicyName::DisruptionCause => disruption_cause::settings_answer(payload),
+        PolicyName::Evacuation => evacuation::settings_answer(payload),
+    }
+    .map_err(WebError::new)?;
+    let answer: Value = serde_json::from_slice(&answer).map_err(|e| WebError::new(e.to_string()))?;
+    Ok((answer["valid"] != Value::Bool(true))
+        .then(|| answer["message"].as_str().unwrap_or("without a reason").to_owned()))
+}
+
+/// Settings as JSON: an object, or `{}` for none.
+fn settings_of(text: &str) -> Result<Box<RawValue>, WebError> {
+    let json = if text.trim().is_empty() { "{}".to_owned() } else { to_json(text, "the settings")? };
+    let value: Value = serde_json::from_str(&json).map_err(|e| WebError::new(e.to_string()))?;
+    let json = match value {
+        Value::Null => "{}".to_owned(),
+        Value::Object(_) => json,
+        _ => return Err(WebError::new("the settings must be an object")),
+    };
+    RawValue::from_string(json).map_err(|e| WebError::new(e.to_string()))
+}
+
+/// JSON text as it is, or YAML turned into JSON.
+pub(crate) fn to_json(text: &str, what: &str) -> Result<String, WebError> {
+    let trimmed = text.trim_start();
+    if trimmed.starts_with('{') || trimmed.starts_with('[') {
+        return Ok(text.to_owned());
+    }
+    let value: Value = serde_yaml::from_str(text)
+        .map_err(|e| WebError::new(format!("{what} is neither JSON nor YAML: {e}")))?;
+    serde_json::to_string(&value).map_err(|e| WebError::new(e.to_string()))
+}

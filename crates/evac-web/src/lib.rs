@@ -1,0 +1,73 @@
+//! evac in a browser page, through wasm-bindgen, with no server: the policies' decisions made by
+//! the policy crates' own functions (the code their Kubewarden modules run), and the simulator's
+//! scenarios run in the page.
+//!
+//! - [`decide`](decide::decide): one AdmissionRequest through one policy over pasted cluster
+//!   objects, with the response, its effects and a trace of the checks;
+//! - [`scenario`]: a scenario with KubeVirt alone, its report and its pictures;
+//! - [`examples`]: the examples the page opens with.
+//!
+//! The JavaScript functions (`decide`, `run_scenario`, `examples`) take and return text (JSON),
+//! which keeps the boundary to one shape the page and the tests both read.
+
+#![warn(missing_docs)]
+
+pub mod decide;
+pub mod examples;
+mod reads;
+pub mod scenario;
+
+use wasm_bindgen::prelude::wasm_bindgen;
+
+/// An input the page cannot use, in words for the person who typed it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WebError(pub String);
+
+impl WebError {
+    /// An error saying `why`.
+    pub fn new(why: impl Into<String>) -> Self {
+        Self(why.into())
+    }
+}
+
+impl std::fmt::Display for WebError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for WebError {}
+
+fn json<T: serde::Serialize>(value: &T) -> Result<String, wasm_bindgen::JsError> {
+    serde_json::to_string(value).map_err(|e| wasm_bindgen::JsError::new(&e.to_string()))
+}
+
+fn js(error: WebError) -> wasm_bindgen::JsError {
+    wasm_bindgen::JsError::new(&error.0)
+}
+
+/// Decides a request with a policy (`pod-eviction`, `disruption-cause`, `evacuation`); returns
+/// `{response, trace, reads}` as JSON. `now` is seconds since the Unix epoch.
+#[wasm_bindgen(js_name = decide)]
+pub fn decide_js(
+    policy: &str,
+    request: &str,
+    objects: &str,
+    settings: &str,
+    now: f64,
+) -> Result<String, wasm_bindgen::JsError> {
+    let policy = decide::PolicyName::parse(policy).map_err(js)?;
+    json(&decide::decide(policy, request, objects, settings, now).map_err(js)?)
+}
+
+/// Runs a scenario (YAML) with KubeVirt alone; returns `{report, html}` as JSON.
+#[wasm_bindgen(js_name = runScenario)]
+pub fn run_scenario_js(scenario: &str) -> Result<String, wasm_bindgen::JsError> {
+    json(&scenario::run(scenario).map_err(js)?)
+}
+
+/// The examples: `{evictions: [{name, text}], eviction_context, scenarios: [{name, text}]}`.
+#[wasm_bindgen(js_name = examples)]
+pub fn examples_js() -> Result<String, wasm_bindgen::JsError> {
+    json(&examples::catalog())
+}
