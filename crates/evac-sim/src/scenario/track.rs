@@ -1,0 +1,278 @@
+//! A run as data to draw: each disrupted VM's states over time, the migrations running against
+//! KubeVirt's parallel limits, and the eviction requests of each actor. The observer records it
+//! from the events it reads anyway, so it costs O(events) however many VMs the cluster runs.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use crate::api::eviction::EvictionRecord;
+use crate::objects::{Pod, Vmi};
+
+/// What a VM is doing, from one moment until its next change.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "state", rename_all = "camelCase")]
+pub enum VmState {
+    /// Running on a node, nothing happening to it.
+    Running {
+        /// Where it runs.
+        node: String,
+    },
+    /// A migration of it is running.
+    Migrating {
+        /// The node it leaves.
+        from: String,
+        /// The node it goes to; empty until KubeVirt picks it.
+        to: String,
+    },
+    /// Its launcher pod is being deleted: the VM stops at the deadline unless it leaves first.
+    Terminating {
+        /// Where it runs.
+        node: String,
+        /// When the pod's grace period ends, in seconds since the start.
+        deadline: Option<f64>,
+    },
+    /// Stopped: its VMI is gone, failed or succeeded, and not running again.
+    ShutDown,
+    /// Started again (run strategy `Always`), waiting to run.
+    Pending,
+}
+
+impl VmState {
+    /// The state in the report's words, e.g. `migrating`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Running { .. } => "running",
+            Self::Migrating { .. } => "migrating",
+            Self::Terminating { .. } => "terminating",
+            Self::ShutDown => "shut down",
+            Self::Pending => "pending",
+        }
+    }
+}
+
+/// A VM's state from `at` on.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Change {
+    /// Simulated seconds since the start.
+    pub at: f64,
+    /// Its state from then until the next change.
+    pub state: VmState,
+}
+
+/// The parallel migration limits of the KubeVirt CR (KubeVirt's defaults where it sets none).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Limits {
+    /// `parallelMigrationsPerCluster`.
+    pub per_cluster: usize,
+    /// `parallelOutboundMigrationsPerNode`.
+    pub per_node: usize,
+}
+
+/// A run over time, for pictures ([`super::html`]).
+#[derive(Debug, Clone, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Track {
+    /// Per VM (namespace/name) that something happened to: its states in order, the first at 0
+    /// (where it ran when the run started).
+    pub vms: BTreeMap<String, Vec<Change>>,
+    /// Migrations counted against `parallelMigrationsPerCluster`: (seconds, how many) at each change.
+    pub migrations_running: Vec<(f64, usize)>,
+    /// The most counted against one node's `parallelOutboundMigrationsPerNode`, at each change.
+    pub migrations_from_a_node: Vec<(f64, usize)>,
+    /// The limits in force, when the cluster has a KubeVirt CR.
+    pub limits: Option<Limits>,
+    /// Eviction requests (`pods/eviction`) by requester: (seconds, HTTP code: 201 or a refusal).
+    pub evictions: BTreeMap<String, Vec<(f64, u16)>>,
+    /// When the run ended, in simulated seconds.
+    pub end: f64,
+}
+
+impl Track {
+    /// Eviction requests over the run, every actor's.
+    pub fn eviction_requests(&self) -> usize {
+        self.evictions.values().map(Vec::len).sum()
+    }
+
+    /// Completes the track at the end of a run: the VMs the report counts as disrupted without
+    /// a change of state (an eviction refused, a mark called off) get a lane too, on the node
+    /// they started on.
+    pub fn finish<'a>(&mut self, disrupted: impl IntoIterator<Item = (&'a str, &'a str)>, end: f64) {
+        for (vm, node) in disrupted {
+            self.vms.entry(vm.to_owned()).or_insert_with(|| {
+                vec![Change { at: 0.0, state: VmState::Running { node: node.to_owned() } }]
+            });
+        }
+        self.end = end;
+    }
+}
+
+/// What the observer knows of one VM, to tell its state.
+#[derive(Debug, Clone)]
+struct Live {
+    /// `status.phase` of its VMI ("" once the VMI is gone).
+    phase: String,
+    /// Where its VMI runs.
+    node: Option<String>,
+    /// The VMI is deleted.
+    gone: bool,
+    /// The running migration: its id, source and target.
+    migrating: Option<(String, String, String)>,
+    /// The launcher pod being deleted: its key, node and grace deadline.
+    terminating: Option<(String, String, Option<f64>)>,
+    /// The state last recorded (or, before any, the state it started in).
+    state: VmState,
+}
+
+impl Live {
+    fn new(node: Option<&String>) -> Self {
+        Self {
+            phase: "Running".to_owned(),
+            node: node.cloned(),
+            gone: false,
+            migrating: None,
+            terminating: None,
+            state: VmState::Running { node: node.cloned().unwrap_or_default() },
+        }
+    }
+
+    /// Its state now. A running migration shows over a terminating pod: the VM may leave before
+    /// the deadline (which the lane keeps from the terminating state before).
+    fn state(&self) -> VmState {
+        if self.gone || matches!(self.phase.as_str(), "Failed" | "Succeeded") {
+            return VmState::ShutDown;
+        }
+        if self.phase != "Running" {
+            return VmState::Pending;
+        }
+        let node = self.node.clone().unwrap_or_default();
+        if let Some((_, from, to)) = &self.migrating {
+            return VmState::Migrating { from: from.clone(), to: to.clone() };
+        }
+        match &self.terminating {
+            Some((_, on, deadline)) if *on == node => VmState::Terminating { node, deadline: *deadline },
+            _ => VmState::Running { node },
+        }
+    }
+}
+
+/// Records a [`Track`] from the observer's events. Events of one observer pass all happen at the
+/// same simulated moment, so states are settled once per pass ([`Recorder::settle`]): the order
+/// the kinds are read in (pods before VMIs) does not show as changes of no duration.
+#[derive(Debug, Default)]
+pub struct Recorder {
+    track: Track,
+    /// Where each VM ran when the run started.
+    placement: HashMap<String, String>,
+    /// The VMs events were seen for.
+    live: HashMap<String, Live>,
+    /// VMs touched by the events of this pass.
+    touched: HashSet<String>,
+}
+
+impl Recorder {
+    /// A recorder for a cluster whose VMs (namespace/name) started on these nodes.
+    pub fn new(placement: HashMap<String, String>) -> Self {
+        Self { placement, ..Self::default() }
+    }
+
+    fn live(&mut self, vm: &str) -> &mut Live {
+        self.touched.insert(vm.to_owned());
+        let placement = &self.placement;
+        self.live.entry(vm.to_owned()).or_insert_with(|| Live::new(placement.get(vm)))
+    }
+
+    /// A VMI changed or was deleted.
+    pub fn vmi(&mut self, vm: &str, vmi: Vmi<'_>, deleted: bool) {
+        let live = self.live(vm);
+        live.gone = deleted;
+        if !deleted {
+            live.phase = vmi.phase().unwrap_or("Pending").to_owned();
+            live.node = vmi.node_name().map(str::to_owned);
+        }
+    }
+
+    /// A launcher pod changed or was deleted. `at` and `now` are the same moment, as seconds
+    /// since the start and as the clock the pod's `deletionTimestamp` is written in.
+    pub fn pod(&mut self, pod: Pod<'_>, deleted: bool, at: f64, now: DateTime<Utc>) {
+        let Some(vmi) = pod.vmi() else { return };
+        let vm = format!("{}/{}", pod.meta().namespace(), vmi);
+        let key = pod.meta().key();
+        let leaving = !deleted && pod.is_terminating() && !pod.is_finished();
+        let known = self.live.get(&vm).and_then(|l| l.terminating.as_ref()).is_some_and(|t| t.0 == key);
+        if leaving && !known {
+            let node = pod.node_name().unwrap_or_default().to_owned();
+            let deadline = grace_deadline(pod, at, now);
+            self.live(&vm).terminating = Some((key, node, deadline));
+        } else if !leaving && known {
+            self.live(&vm).terminating = None;
+        }
+    }
+
+    /// A migration of `vm` runs (counted against the limits) from `source` to `target`, or
+    /// (`running` false) no longer runs.
+    pub fn migration(&mut self, vm: &str, id: &str, source: &str, target: &str, running: bool) {
+        let mine = self.live.get(vm).and_then(|l| l.migrating.as_ref()).is_some_and(|m| m.0 == id);
+        if running {
+            self.live(vm).migrating = Some((id.to_owned(), source.to_owned(), target.to_owned()));
+        } else if mine {
+            self.live(vm).migrating = None;
+        }
+    }
+
+    /// Migrations running now, in the cluster and from the busiest node.
+    pub fn running(&mut self, at: f64, in_cluster: usize, from_a_node: usize) {
+        push_step(&mut self.track.migrations_running, at, in_cluster);
+        push_step(&mut self.track.migrations_from_a_node, at, from_a_node);
+    }
+
+    /// An eviction request, at the time the API server answered it.
+    pub fn eviction(&mut self, record: &EvictionRecord) {
+        let at = record.at_ms as f64 / 1000.0;
+        self.track.evictions.entry(record.requester.clone()).or_default().push((at, record.code));
+    }
+
+    /// Records the state of each VM the pass's events touched, where it changed.
+    pub fn settle(&mut self, at: f64) {
+        for vm in std::mem::take(&mut self.touched) {
+            let Some(live) = self.live.get_mut(&vm) else { continue };
+            let now = live.state();
+            if now == live.state {
+                continue;
+            }
+            let before = std::mem::replace(&mut live.state, now.clone());
+            let changes = self.track.vms.entry(vm).or_default();
+            if changes.is_empty() {
+                changes.push(Change { at: 0.0, state: before });
+            }
+            changes.push(Change { at, state: now });
+        }
+    }
+
+    /// The track so far, with the limits in force.
+    pub fn track(&self, limits: Option<Limits>) -> Track {
+        Track { limits, ..self.track.clone() }
+    }
+}
+
+/// Appends a value of a step series, unless it is the value already.
+fn push_step(series: &mut Vec<(f64, usize)>, at: f64, value: usize) {
+    if series.last().map(|last| last.1) != Some(value) {
+        series.push((at, value));
+    }
+}
+
+/// When a pod being deleted is stopped: its `deletionTimestamp`, else the deletion's grace
+/// period from now (`deletionGracePeriodSeconds`, else `terminationGracePeriodSeconds`).
+fn grace_deadline(pod: Pod<'_>, at: f64, now: DateTime<Utc>) -> Option<f64> {
+    if let Some(stamp) = pod.meta().deletion_timestamp().and_then(|s| DateTime::parse_from_rfc3339(s).ok()) {
+        return Some(at + (stamp.with_timezone(&Utc) - now).as_seconds_f64());
+    }
+    pod.0
+        .pointer("/metadata/deletionGracePeriodSeconds")
+        .and_then(serde_json::Value::as_u64)
+        .or_else(|| pod.termination_grace_period())
+        .map(|grace| at + grace as f64)
+}
