@@ -222,6 +222,52 @@ mod tests {
         }
     }
 
+    /// The positions of the group separators of a table line.
+    fn separators(line: &str) -> Vec<usize> {
+        line.char_indices().filter(|(_, c)| *c == '|').map(|(i, _)| line[..i].chars().count()).collect()
+    }
+
+    #[test]
+    fn the_summary_table_has_a_row_per_scenario_aligned_and_a_legend() {
+        use crate::scenario::track::testing::kubevirt_alone;
+        let (drain, preemption) = (kubevirt_alone("drain"), kubevirt_alone("preemption"));
+        let mut evac = drain.clone();
+        evac.vms.migrated += 2;
+        evac.vms.shut_down -= 2;
+        let rows = [("drain".to_owned(), &evac, drain), ("preemption".to_owned(), preemption, preemption)];
+        let table = summary_table(&rows);
+        let (grid, legend) = table.split_once("\n\n").expect("a legend after the table");
+        let lines: Vec<&str> = grid.lines().collect();
+        assert_eq!(lines.len(), 2 + rows.len(), "{table}");
+        assert!(lines[0].contains("KubeVirt alone") && lines[0].contains("with evac"), "{table}");
+        assert!(lines[1].starts_with("scenario") && lines[1].contains("alone → evac"), "{table}");
+        for line in &lines {
+            assert_eq!(separators(line), separators(lines[1]), "{table}");
+        }
+        let cells = |line: &str| {
+            line.split(['|', ' ']).filter(|c| !c.is_empty()).map(str::to_owned).collect::<Vec<_>>()
+        };
+        let v = &drain.vms;
+        let requests = drain.track.eviction_requests().to_string();
+        let expected = [
+            "drain".to_owned(),
+            v.total.to_string(),
+            v.migrated.to_string(),
+            v.shut_down.to_string(),
+            v.restarted.to_string(),
+            (v.migrated + 2).to_string(),
+            (v.shut_down - 2).to_string(),
+            v.restarted.to_string(),
+            requests.clone(),
+            "→".to_owned(),
+            requests,
+        ];
+        assert_eq!(cells(lines[2]), expected);
+        assert!(lines[3].starts_with("preemption "), "{table}");
+        assert!(legend.contains("VMs: the VMs in the scenario"), "{legend}");
+        assert!(legend.contains("naive descheduler"), "{legend}");
+    }
+
     #[test]
     fn a_sound_pair_has_no_problems() {
         let baseline = report(&[Outcome::ShutDown, Outcome::Migrated], &[]);

@@ -75,7 +75,8 @@ const STYLE: &str = "
 .evac-report table.summary th,.evac-report table.summary td{border:1px solid #ccc;padding:.2em .6em}
 .evac-report table.summary td.n{text-align:right;font-variant-numeric:tabular-nums}
 .evac-report .bad{color:#b00000;font-weight:bold}
-.evac-report .runs{display:grid;grid-template-columns:repeat(auto-fit,minmax(460px,1fr));gap:1.5em}
+.evac-report .runs{display:grid;grid-template-columns:repeat(2,minmax(0,1fr));gap:1.5em}
+@media (max-width:900px){.evac-report .runs{grid-template-columns:minmax(0,1fr)}}
 .evac-report svg{width:100%;height:auto;display:block;margin:.3em 0}
 .evac-report svg text{font:10px system-ui,sans-serif;fill:#333}
 .evac-report svg text.on-bar{fill:#fff}
@@ -114,8 +115,8 @@ const ACTOR_COLOURS: [&str; 6] = ["#4e79a7", "#f28e2b", "#59a14f", "#b07aa1", "#
 const WIDTH: f64 = 640.0;
 /// Where the plots start: room for VM names to the left.
 const PLOT_X0: f64 = 150.0;
-/// Where the plots end: room for a limit's label to the right.
-const PLOT_X1: f64 = 628.0;
+/// Where the plots end: room for the last time's label to the right.
+const PLOT_X1: f64 = 620.0;
 const LANE_HEIGHT: f64 = 12.0;
 const LANE_GAP: f64 = 4.0;
 /// Room under a plot for its time axis.
@@ -294,14 +295,19 @@ struct Scale {
     end: f64,
 }
 
+/// Until when a run's last states show: nothing changes after its end, so they last as far as
+/// the axis goes.
+fn shown_until(track: &Track, scale: &Scale) -> f64 {
+    track.end.max(scale.horizon)
+}
+
 impl Scale {
-    /// Up to a little after the last thing that happened in any run (runs go on, idle, to their
-    /// scenario's duration, which would squeeze what matters to the left), at most to the end.
+    /// Up to a little after the last thing that happened in any run: runs go on, idle, to their
+    /// scenario's duration, which would squeeze what matters to the left.
     fn of(tracks: &[&Track]) -> Self {
         let end = tracks.iter().map(|t| t.end).fold(0.0, f64::max);
         let last = tracks.iter().map(|t| last_activity(t)).fold(0.0, f64::max);
-        let horizon =
-            if last > 0.0 { round_up((last * 1.1).max(last + 5.0)).min(end.max(last)) } else { end };
+        let horizon = if last > 0.0 { round_up((last * 1.1).max(last + 5.0)) } else { end };
         Self { horizon: horizon.max(1.0), end }
     }
 
@@ -473,16 +479,16 @@ fn lane(vm: &str, track: &Track, top: f64, scale: &Scale, nodes: &NodeColours) -
         escape(&shorten(vm, 24))
     );
     let Some(changes) = track.vms.get(vm) else {
-        let _ = write!(
+        let _ = writeln!(
             out,
-            "<rect class=\"st-untouched\" x=\"{PLOT_X0}\" y=\"{top:.1}\" width=\"{:.1}\" height=\"{LANE_HEIGHT}\"><title>{}: not disrupted in this run</title></rect></g>\n",
-            scale.x(track.end) - PLOT_X0,
+            "<rect class=\"st-untouched\" x=\"{PLOT_X0}\" y=\"{top:.1}\" width=\"{:.1}\" height=\"{LANE_HEIGHT}\"><title>{}: not disrupted in this run</title></rect></g>",
+            scale.x(shown_until(track, scale)) - PLOT_X0,
             escape(vm)
         );
         return out;
     };
     for (i, change) in changes.iter().enumerate() {
-        let until = changes.get(i + 1).map_or(track.end, |next| next.at);
+        let until = changes.get(i + 1).map_or(shown_until(track, scale), |next| next.at);
         out.push_str(&bar(vm, &change.state, change.at, until, top, scale, nodes));
     }
     out.push_str("</g>\n");
@@ -517,6 +523,9 @@ fn bar(
         "<rect {paint} x=\"{x0:.1}\" y=\"{top:.1}\" width=\"{width:.1}\" height=\"{LANE_HEIGHT}\"><title>{}</title></rect>",
         escape(&hover)
     );
+    if let VmState::Terminating { deadline: Some(deadline), .. } = state {
+        out.push_str(&whisker(vm, from, *deadline, top, scale));
+    }
     // About 5.5 units a character at the bars' font size, and a margin.
     if !text.is_empty() && width >= text.chars().count() as f64 * 5.5 + 6.0 {
         let _ = write!(
@@ -526,9 +535,6 @@ fn bar(
             top + LANE_HEIGHT / 2.0,
             escape(&text)
         );
-    }
-    if let VmState::Terminating { deadline: Some(deadline), .. } = state {
-        out.push_str(&whisker(vm, from, *deadline, top, scale));
     }
     out
 }
@@ -650,7 +656,7 @@ fn migrations(scenario: &str, label: &str, report: &Report, scale: &Scale) -> St
         let _ = write!(
             out,
             "<path class=\"line {class}\" d=\"{}\"><title>migrations running {what}</title></path>",
-            step_path(&as_f64(series), track.end, scale, &vertical)
+            step_path(&as_f64(series), shown_until(track, scale), scale, &vertical)
         );
     }
     out.push_str("</svg>\n");
@@ -717,7 +723,7 @@ fn evictions(scenario: &str, label: &str, track: &Track, scale: &Scale) -> Strin
             let _ = write!(
                 out,
                 "<path class=\"line{class}\" style=\"stroke:{colour}\" d=\"{}\"><title>{}</title></path>",
-                step_path(&points, track.end, scale, &vertical),
+                step_path(&points, shown_until(track, scale), scale, &vertical),
                 escape(&format!("{actor}: {} {what}", points.len()))
             );
         }
@@ -747,4 +753,186 @@ fn actor_total(actor: &str, requests: &[(f64, u16)]) -> String {
         let _ = write!(text, " ({})", codes.join(", "));
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenario::track::testing::kubevirt_alone;
+    use crate::scenario::track::{Change, VmState};
+
+    /// The part of a page from `start` to the next `end` after it.
+    fn between<'p>(page: &'p str, start: &str, end: &str) -> &'p str {
+        let from = page.find(start).unwrap_or_else(|| panic!("no {start}"));
+        let to = page[from..].find(end).map_or(page.len(), |i| from + i);
+        &page[from..to]
+    }
+
+    /// The number in `<b data-fate="{fate}">` of a part of a page.
+    fn fate(part: &str, fate: &str) -> usize {
+        let text = between(part, &format!("data-fate=\"{fate}\">"), "</b>");
+        text.split('>').nth(1).unwrap().parse().unwrap()
+    }
+
+    #[test]
+    fn escapes_what_html_gives_meaning_to() {
+        assert_eq!(escape("<a href=\"x\">'&'</a>"), "&lt;a href=&quot;x&quot;&gt;&#39;&amp;&#39;&lt;/a&gt;");
+        assert_eq!(escape("node01 → node02"), "node01 → node02");
+    }
+
+    #[test]
+    fn a_page_has_a_lane_per_disrupted_vm_and_the_fates_of_the_report() {
+        let (drain, preemption) = (kubevirt_alone("drain"), kubevirt_alone("preemption"));
+        let sections = [
+            Section { name: "drain", runs: vec![("KubeVirt alone", drain)] },
+            Section { name: "preemption", runs: vec![("KubeVirt alone", preemption)] },
+        ];
+        let page = page("Disruptions", &sections);
+        assert!(page.starts_with("<!doctype html>") && page.trim_end().ends_with("</html>"));
+        for (name, report) in [("drain", drain), ("preemption", preemption)] {
+            let section =
+                between(&page, &format!("<section class=\"scenario\" id=\"scenario-{name}\">"), "</section>");
+            let run = between(section, "<div class=\"run\" data-run=\"KubeVirt alone\">", "</div>\n</div>");
+            assert!(!report.disrupted_vms.is_empty());
+            assert_eq!(run.matches("<g class=\"lane\"").count(), report.disrupted_vms.len(), "{name}");
+            for vm in &report.disrupted_vms {
+                assert!(run.contains(&format!("data-vm=\"{}\"", vm.vm)), "{name}: no lane for {}", vm.vm);
+            }
+            let v = &report.vms;
+            let fates = [
+                ("total", v.total),
+                ("migrated", v.migrated),
+                ("shut-down", v.shut_down),
+                ("restarted", v.restarted),
+                ("untouched", v.untouched),
+            ];
+            for (name, count) in fates {
+                assert_eq!(fate(run, name), count, "{name}");
+            }
+            // The timeline, the migrations, and the eviction requests when there were any.
+            let charts = if report.track.evictions.is_empty() { 2 } else { 3 };
+            assert_eq!(run.matches("<svg").count(), charts, "{name}");
+            assert_eq!(run.matches("role=\"img\" aria-label=\"").count(), charts);
+        }
+        // The preempted VMs' grace deadlines, the drain's migrations and its refusals.
+        assert!(page.contains("class=\"deadline\""));
+        assert!(page.contains("class=\"st-migrating\""));
+        assert!(page.contains("parallelMigrationsPerCluster 5"));
+        assert!(page.contains("kubectl-drain: "));
+        assert!(between(&page, "id=\"scenario-preemption\"", "</section>").contains("No eviction requests."));
+        assert!(page.contains("× 429"));
+    }
+
+    #[test]
+    fn a_page_loads_nothing_from_elsewhere() {
+        let drain = kubevirt_alone("drain");
+        let sections = [Section { name: "drain", runs: vec![("KubeVirt alone", drain), ("again", drain)] }];
+        for html in [page("t", &sections), fragment(&sections)] {
+            for reference in ["http://", "https://", "src=", "url(", "<script", "@import", "<link"] {
+                assert!(!html.contains(reference), "{reference}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_fragment_is_one_styled_element() {
+        let drain = kubevirt_alone("drain");
+        let fragment = fragment(&[Section { name: "drain", runs: vec![("KubeVirt alone", drain)] }]);
+        assert!(fragment.starts_with("<div class=\"evac-report\">\n<style>"));
+        for tag in ["<html", "<head", "<body", "<!doctype"] {
+            assert!(!fragment.contains(tag), "{tag}");
+        }
+        assert!(fragment.contains("id=\"scenario-drain\""));
+    }
+
+    #[test]
+    fn the_runs_of_a_scenario_share_their_lanes_and_time_scale() {
+        let drain = kubevirt_alone("drain");
+        let mut other = drain.clone();
+        // A VM only the other run disrupted, late: it gets a lane in both, the run that left it
+        // alone showing it untouched, and the time axis reaches its change in both.
+        other.track.vms.insert(
+            "default/late".to_owned(),
+            vec![
+                Change { at: 0.0, state: VmState::Running { node: "node02".into() } },
+                Change { at: 2000.0, state: VmState::ShutDown },
+            ],
+        );
+        let page = page("t", &[Section { name: "drain", runs: vec![("one", drain), ("other", &other)] }]);
+        let one = between(&page, "data-run=\"one\"", "data-run=\"other\"");
+        let two = between(&page, "data-run=\"other\"", "</section>");
+        fn lanes(run: &str) -> Vec<String> {
+            run.match_indices("data-vm=\"").map(|(i, _)| between(&run[i..], "\"", "\">").to_owned()).collect()
+        }
+        assert_eq!(lanes(one), lanes(two));
+        assert_eq!(lanes(one).len(), drain.disrupted_vms.len() + 1);
+        assert!(between(one, "data-vm=\"default/late\"", "</g>").contains("not disrupted in this run"));
+        for run in [one, two] {
+            assert!(run.contains(">2000 s</text>"), "the axis reaches the late change");
+        }
+    }
+
+    #[test]
+    fn many_vms_show_at_most_the_most_lanes_and_say_how_many_are_left_out() {
+        let mut report = kubevirt_alone("drain").clone();
+        for i in 0..100 {
+            let changes = vec![
+                Change { at: 0.0, state: VmState::Running { node: "node02".into() } },
+                Change { at: 5000.0 + f64::from(i), state: VmState::ShutDown },
+            ];
+            report.track.vms.insert(format!("bulk/vm-{i:03}"), changes);
+        }
+        let total = report.track.vms.len();
+        let page = page("t", &[Section { name: "many", runs: vec![("KubeVirt alone", &report)] }]);
+        assert_eq!(page.matches("<g class=\"lane\"").count(), MAX_LANES);
+        assert!(page.contains(&format!("{} more VMs not shown", total - MAX_LANES)));
+        // The first disrupted first: the drain's VMs before the bulk (from 5000 s).
+        for vm in &report.disrupted_vms {
+            assert!(page.contains(&format!("data-vm=\"{}\"", vm.vm)), "{}", vm.vm);
+        }
+        assert!(page.contains("data-vm=\"bulk/vm-000\""));
+        assert!(!page.contains("data-vm=\"bulk/vm-099\""));
+    }
+
+    #[test]
+    fn names_from_the_report_are_escaped() {
+        let mut report = kubevirt_alone("drain").clone();
+        report.invariant_violations = vec!["pod <x> & 'y'".to_owned()];
+        let vm = "ns/<img onerror=\"x\">".to_owned();
+        report
+            .track
+            .vms
+            .insert(vm.clone(), vec![Change { at: 0.0, state: VmState::Running { node: "n<1>".into() } }]);
+        let page = page("a <title>", &[Section { name: "s&<x>", runs: vec![("<run>", &report)] }]);
+        for raw in ["<img", "<x>", "<1>", "<run>", "s&<x>", "a <title>"] {
+            assert!(!page.contains(raw), "{raw} unescaped");
+        }
+        assert!(page.contains("<li>pod &lt;x&gt; &amp; &#39;y&#39;</li>"));
+        assert!(page.contains("id=\"scenario-s--x-\""));
+        assert!(page.contains("class=\"violations\""));
+        assert!(page.contains("<td class=\"n bad\">1</td>"));
+    }
+
+    #[test]
+    fn the_summary_has_a_row_per_scenario() {
+        let (drain, preemption) = (kubevirt_alone("drain"), kubevirt_alone("preemption"));
+        let sections = [
+            Section { name: "drain", runs: vec![("KubeVirt alone", drain), ("with evac", drain)] },
+            Section {
+                name: "preemption",
+                runs: vec![("KubeVirt alone", preemption), ("with evac", preemption)],
+            },
+        ];
+        let page = page("t", &sections);
+        let table = between(&page, "<table class=\"summary\">", "</table>");
+        assert_eq!(between(table, "<tbody>", "</tbody>").matches("<tr>").count(), 2);
+        let row = between(table, "<a href=\"#scenario-drain\">", "</tr>");
+        let requests = drain.track.eviction_requests();
+        assert!(row.contains(&format!("<td class=\"n\">{requests} → {requests}</td>")), "{row}");
+        let numbers = format!(
+            "<td class=\"n\">{}</td><td class=\"n\">{}</td>",
+            drain.vms.migrated, drain.vms.shut_down
+        );
+        assert_eq!(row.matches(&numbers).count(), 2, "{row}");
+    }
 }

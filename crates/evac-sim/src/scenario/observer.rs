@@ -354,8 +354,9 @@ impl Observed {
             *on_node += 1;
             self.max_running_on_a_node = self.max_running_on_a_node.max(*on_node);
             self.max_running = self.max_running.max(self.running);
+            let now_on_node = *on_node;
             self.running_from.insert(id.clone(), source);
-            self.note_running(at);
+            self.recorder.running(at, self.running, now_on_node - 1, now_on_node);
         } else if !counted {
             self.stop_running(at, &id);
         }
@@ -394,15 +395,10 @@ impl Observed {
             self.running -= 1;
             if let Some(n) = self.running_by_node.get_mut(&source) {
                 *n -= 1;
+                let now_on_node = *n;
+                self.recorder.running(at, self.running, now_on_node + 1, now_on_node);
             }
-            self.note_running(at);
         }
-    }
-
-    /// Records how many migrations run now, for the track.
-    fn note_running(&mut self, at: f64) {
-        let from_a_node = self.running_by_node.values().copied().max().unwrap_or(0);
-        self.recorder.running(at, self.running, from_a_node);
     }
 
     /// A migration of `vm` is finished.

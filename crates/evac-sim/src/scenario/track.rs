@@ -170,6 +170,35 @@ pub struct Recorder {
     live: HashMap<String, Live>,
     /// VMs touched by the events of this pass.
     touched: HashSet<String>,
+    busiest: Busiest,
+}
+
+/// The most migrations running from one node, kept as each node's count goes up or down by
+/// one: no pass over the nodes at every change, in clusters of hundreds.
+#[derive(Debug, Default)]
+struct Busiest {
+    /// How many nodes run each number of migrations (index 0 unused).
+    nodes_running: Vec<usize>,
+    most: usize,
+}
+
+impl Busiest {
+    fn change(&mut self, before: usize, now: usize) {
+        if before > 0 {
+            self.nodes_running[before] -= 1;
+        }
+        if now > 0 {
+            if self.nodes_running.len() <= now {
+                self.nodes_running.resize(now + 1, 0);
+            }
+            self.nodes_running[now] += 1;
+        }
+        self.most = self.most.max(now);
+        // A count moves by one, so the most drops by one at a time, to 0 at worst.
+        while self.most > 0 && self.nodes_running[self.most] == 0 {
+            self.most -= 1;
+        }
+    }
 }
 
 impl Recorder {
@@ -222,10 +251,12 @@ impl Recorder {
         }
     }
 
-    /// Migrations running now, in the cluster and from the busiest node.
-    pub fn running(&mut self, at: f64, in_cluster: usize, from_a_node: usize) {
+    /// Migrations running now in the cluster, after one started or stopped on a node that ran
+    /// `node_before` and now runs `node_now`.
+    pub fn running(&mut self, at: f64, in_cluster: usize, node_before: usize, node_now: usize) {
+        self.busiest.change(node_before, node_now);
         push_step(&mut self.track.migrations_running, at, in_cluster);
-        push_step(&mut self.track.migrations_from_a_node, at, from_a_node);
+        push_step(&mut self.track.migrations_from_a_node, at, self.busiest.most);
     }
 
     /// An eviction request, at the time the API server answered it.
@@ -247,7 +278,7 @@ impl Recorder {
             if changes.is_empty() {
                 changes.push(Change { at: 0.0, state: before });
             }
-            changes.push(Change { at, state: now });
+            record(changes, Change { at, state: now });
         }
     }
 
@@ -255,6 +286,18 @@ impl Recorder {
     pub fn track(&self, limits: Option<Limits>) -> Track {
         Track { limits, ..self.track.clone() }
     }
+}
+
+/// Appends a VM's change of state. Passes of the same moment make one change: a state that
+/// lasted no time (a migration before its target is picked) is replaced, not kept.
+fn record(changes: &mut Vec<Change>, change: Change) {
+    if changes.len() > 1 && changes.last().is_some_and(|last| last.at == change.at) {
+        changes.pop();
+        if changes.last().is_some_and(|last| last.state == change.state) {
+            return;
+        }
+    }
+    changes.push(change);
 }
 
 /// Appends a value of a step series, unless it is the value already.
@@ -275,4 +318,180 @@ fn grace_deadline(pod: Pod<'_>, at: f64, now: DateTime<Utc>) -> Option<f64> {
         .and_then(serde_json::Value::as_u64)
         .or_else(|| pod.termination_grace_period())
         .map(|grace| at + grace as f64)
+}
+
+/// Example scenarios run once per test binary, shared by the tests of the track and its pictures.
+#[cfg(test)]
+pub(super) mod testing {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+
+    use crate::scenario::{run, Entry, Mode, Progress, Report, Scenario};
+
+    struct Quiet;
+
+    impl Progress for Quiet {
+        fn entry(&mut self, _: &Entry) {}
+        fn time(&mut self, _: std::time::Duration, _: std::time::Duration) {}
+    }
+
+    /// `examples/scenarios/<name>.yaml`, parsed.
+    pub fn scenario(name: &str) -> Scenario {
+        let file = format!("{}/../../examples/scenarios/{name}.yaml", env!("CARGO_MANIFEST_DIR"));
+        let text = std::fs::read_to_string(&file).expect("an example scenario");
+        Scenario::parse(&text, &file).expect("a valid scenario")
+    }
+
+    /// The report of an example scenario run with KubeVirt alone.
+    pub fn kubevirt_alone(name: &str) -> &'static Report {
+        static RUNS: OnceLock<Mutex<HashMap<String, &'static Report>>> = OnceLock::new();
+        let mut runs = RUNS.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
+        runs.entry(name.to_owned()).or_insert_with(|| {
+            let report = run(&scenario(name), &Mode::KubeVirt, &mut Quiet).expect("the scenario runs");
+            Box::leak(Box::new(report))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testing::{kubevirt_alone, scenario};
+    use super::*;
+    use crate::scenario::report::Outcome;
+
+    #[test]
+    fn each_disrupted_vm_ends_in_the_state_its_outcome_says() {
+        let report = kubevirt_alone("drain");
+        assert!(
+            report.vms.migrated > 0 && report.vms.shut_down > 0,
+            "the drain migrates some VMs and stops others"
+        );
+        assert_eq!(report.track.vms.len(), report.disrupted_vms.len());
+        for vm in &report.disrupted_vms {
+            let changes = &report.track.vms[&vm.vm];
+            let first = &changes[0];
+            assert_eq!(
+                (first.at, &first.state),
+                (0.0, &VmState::Running { node: vm.node_before.clone() }),
+                "{}",
+                vm.vm
+            );
+            assert!(
+                changes.windows(2).all(|w| w[0].at <= w[1].at && w[0].state != w[1].state),
+                "{changes:?}"
+            );
+            let last = &changes.last().unwrap().state;
+            match vm.outcome {
+                Outcome::Migrated => {
+                    assert_eq!(last, &VmState::Running { node: vm.node_after.clone() }, "{}", vm.vm);
+                    assert!(
+                        changes.iter().any(|c| matches!(&c.state,
+                            VmState::Migrating { from, to } if *from == vm.node_before && *to == vm.node_after)),
+                        "{}: {changes:?}",
+                        vm.vm
+                    );
+                    // Its eviction was refused: its pod was never deleted while it ran there.
+                    assert!(
+                        !changes.iter().any(|c| matches!(c.state, VmState::Terminating { .. })),
+                        "{changes:?}"
+                    );
+                }
+                Outcome::ShutDown => assert_eq!(last, &VmState::ShutDown, "{}", vm.vm),
+                other => panic!("{}: {other:?} in a drain with KubeVirt alone", vm.vm),
+            }
+        }
+    }
+
+    #[test]
+    fn a_preempted_vm_terminates_until_its_grace_period_ends() {
+        let report = kubevirt_alone("preemption");
+        let shut_down: Vec<_> =
+            report.disrupted_vms.iter().filter(|vm| vm.outcome == Outcome::ShutDown).collect();
+        assert!(!shut_down.is_empty(), "KubeVirt alone does not migrate on preemption");
+        for vm in shut_down {
+            let changes = &report.track.vms[&vm.vm];
+            let (i, terminating) = changes
+                .iter()
+                .enumerate()
+                .find(|(_, c)| matches!(c.state, VmState::Terminating { .. }))
+                .unwrap_or_else(|| panic!("{}: {changes:?}", vm.vm));
+            let VmState::Terminating { node, deadline: Some(deadline) } = &terminating.state else {
+                panic!("{}: no deadline: {terminating:?}", vm.vm)
+            };
+            assert_eq!(node, &vm.node_before);
+            // terminationGracePeriodSeconds: 195 in the scenario, to the second of its timestamp.
+            assert!((deadline - terminating.at - 195.0).abs() <= 1.0, "{}: {terminating:?}", vm.vm);
+            let stopped = &changes[i + 1];
+            assert_eq!(stopped.state, VmState::ShutDown);
+            assert!((stopped.at - deadline).abs() <= 2.0, "stopped at {}, deadline {deadline}", stopped.at);
+        }
+    }
+
+    #[test]
+    fn migrations_running_and_evictions_agree_with_the_report() {
+        let report = kubevirt_alone("drain");
+        let track = &report.track;
+        let most = track.migrations_running.iter().map(|(_, n)| *n).max();
+        assert_eq!(most, Some(report.migrations.max_running_in_cluster));
+        assert_eq!(track.migrations_running.last().map(|(_, n)| *n), Some(0), "none runs at the end");
+        let most = track.migrations_from_a_node.iter().map(|(_, n)| *n).max();
+        assert_eq!(most, Some(report.migrations.max_running_from_a_node));
+        assert!(track.migrations_running.windows(2).all(|w| w[0].0 <= w[1].0));
+        let kubevirt = scenario("drain").cluster.kubevirt;
+        assert_eq!(
+            track.limits,
+            Some(Limits {
+                per_cluster: kubevirt.parallel_migrations_per_cluster,
+                per_node: kubevirt.parallel_outbound_migrations_per_node
+            })
+        );
+        let drain = &track.evictions["kubectl-drain"];
+        let counts = &report.evictions["kubectl-drain"];
+        assert_eq!(drain.len(), counts.requested);
+        assert_eq!(drain.iter().filter(|(_, code)| *code != 201).count(), counts.refused);
+        assert!(drain.iter().all(|(at, _)| *at >= 30.0), "the drain starts at 30 s");
+        assert_eq!(track.end, report.simulated_seconds);
+    }
+
+    #[test]
+    fn changes_of_one_moment_make_one() {
+        let running = |node: &str| VmState::Running { node: node.to_owned() };
+        let migrating = |to: &str| VmState::Migrating { from: "n1".to_owned(), to: to.to_owned() };
+        let mut changes = vec![Change { at: 0.0, state: running("n1") }];
+        record(&mut changes, Change { at: 30.0, state: migrating("") });
+        record(&mut changes, Change { at: 30.0, state: migrating("n2") });
+        record(&mut changes, Change { at: 90.0, state: running("n2") });
+        assert_eq!(
+            changes,
+            [
+                Change { at: 0.0, state: running("n1") },
+                Change { at: 30.0, state: migrating("n2") },
+                Change { at: 90.0, state: running("n2") },
+            ]
+        );
+        // Back where it was in the same moment: no change at all.
+        record(&mut changes, Change { at: 120.0, state: migrating("n3") });
+        record(&mut changes, Change { at: 120.0, state: running("n2") });
+        assert_eq!(changes.len(), 3);
+        assert_eq!(changes[2], Change { at: 90.0, state: running("n2") });
+    }
+
+    #[test]
+    fn the_busiest_node_is_followed_as_counts_change() {
+        let mut busiest = Busiest::default();
+        let mut most = Vec::new();
+        // Node a: 0→1→2, node b: 0→1, a: 2→1→0, b: 1→0.
+        for (before, now) in [(0, 1), (1, 2), (0, 1), (2, 1), (1, 0), (1, 0)] {
+            busiest.change(before, now);
+            most.push(busiest.most);
+        }
+        assert_eq!(most, [1, 2, 2, 1, 1, 0]);
+    }
+
+    #[test]
+    fn the_track_is_not_in_the_json_report() {
+        let json = serde_json::to_value(kubevirt_alone("drain")).unwrap();
+        assert!(json.get("track").is_none());
+        assert!(json.get("disruptedVms").is_some());
+    }
 }
