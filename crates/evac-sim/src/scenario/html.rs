@@ -510,7 +510,9 @@ fn bar(
         return String::new();
     }
     let (x0, x1) = (scale.x(from), scale.x(until));
-    let width = (x1 - x0).max(1.0);
+    // A stop or a wait shows however short it was (the simulator restarts a VM at once).
+    let least = if matches!(state, VmState::ShutDown | VmState::Pending) { 3.0 } else { 1.0 };
+    let width = (x1 - x0).max(least);
     let (paint, text) = match state {
         VmState::Running { node } => (format!("style=\"fill:{}\"", nodes.of_node(node)), node.clone()),
         VmState::Migrating { from, to } => ("class=\"st-migrating\"".to_owned(), format!("{from} → {to}")),

@@ -118,6 +118,8 @@ struct Live {
     node: Option<String>,
     /// The VMI is deleted.
     gone: bool,
+    /// The VMI stopped (failed, succeeded or deleted) in this pass, whatever it does next.
+    stopped: bool,
     /// The running migration: its id, source and target.
     migrating: Option<(String, String, String)>,
     /// The launcher pod being deleted: its key, node and grace deadline.
@@ -132,6 +134,7 @@ impl Live {
             phase: "Running".to_owned(),
             node: node.cloned(),
             gone: false,
+            stopped: false,
             migrating: None,
             terminating: None,
             state: VmState::Running { node: node.cloned().unwrap_or_default() },
@@ -221,6 +224,7 @@ impl Recorder {
             live.phase = vmi.phase().unwrap_or("Pending").to_owned();
             live.node = vmi.node_name().map(str::to_owned);
         }
+        live.stopped |= deleted || vmi.is_final();
     }
 
     /// A launcher pod changed or was deleted. `at` and `now` are the same moment, as seconds
@@ -265,18 +269,24 @@ impl Recorder {
         self.track.evictions.entry(record.requester.clone()).or_default().push((at, record.code));
     }
 
-    /// Records the state of each VM the pass's events touched, where it changed.
+    /// Records the state of each VM the pass's events touched, where it changed. A VM stopped
+    /// and started again within the pass (a restart the simulator makes at once) is recorded
+    /// shut down first: a stop is what matters most about it.
     pub fn settle(&mut self, at: f64) {
         for vm in std::mem::take(&mut self.touched) {
             let Some(live) = self.live.get_mut(&vm) else { continue };
             let now = live.state();
-            if now == live.state {
+            let stopped = std::mem::take(&mut live.stopped);
+            if now == live.state && !stopped {
                 continue;
             }
             let before = std::mem::replace(&mut live.state, now.clone());
             let changes = self.track.vms.entry(vm).or_default();
             if changes.is_empty() {
-                changes.push(Change { at: 0.0, state: before });
+                changes.push(Change { at: 0.0, state: before.clone() });
+            }
+            if stopped && before != VmState::ShutDown && now != VmState::ShutDown {
+                record(changes, Change { at, state: VmState::ShutDown });
             }
             record(changes, Change { at, state: now });
         }
@@ -289,9 +299,11 @@ impl Recorder {
 }
 
 /// Appends a VM's change of state. Passes of the same moment make one change: a state that
-/// lasted no time (a migration before its target is picked) is replaced, not kept.
+/// lasted no time (a migration before its target is picked) is replaced, not kept, unless it is
+/// a stop.
 fn record(changes: &mut Vec<Change>, change: Change) {
-    if changes.len() > 1 && changes.last().is_some_and(|last| last.at == change.at) {
+    let replaced = |last: &Change| last.at == change.at && last.state != VmState::ShutDown;
+    if changes.len() > 1 && changes.last().is_some_and(replaced) {
         changes.pop();
         if changes.last().is_some_and(|last| last.state == change.state) {
             return;
@@ -454,6 +466,26 @@ mod tests {
     }
 
     #[test]
+    fn a_restarted_vm_is_shut_down_then_running_elsewhere() {
+        let report = kubevirt_alone("noexecute-taint");
+        let restarted: Vec<_> =
+            report.disrupted_vms.iter().filter(|vm| vm.outcome == Outcome::Restarted).collect();
+        assert!(!restarted.is_empty(), "runStrategy Always VMs start again elsewhere");
+        for vm in restarted {
+            let states: Vec<&VmState> = report.track.vms[&vm.vm].iter().map(|c| &c.state).collect();
+            let after = VmState::Running { node: vm.node_after.clone() };
+            assert_ne!(vm.node_after, vm.node_before);
+            assert!(
+                matches!(states[1], VmState::Terminating { deadline: Some(_), .. }),
+                "{}: {states:?}",
+                vm.vm
+            );
+            // The simulator restarts it at once: no time pending.
+            assert_eq!(states[2..], [&VmState::ShutDown, &after], "{}", vm.vm);
+        }
+    }
+
+    #[test]
     fn changes_of_one_moment_make_one() {
         let running = |node: &str| VmState::Running { node: node.to_owned() };
         let migrating = |to: &str| VmState::Migrating { from: "n1".to_owned(), to: to.to_owned() };
@@ -474,6 +506,13 @@ mod tests {
         record(&mut changes, Change { at: 120.0, state: running("n2") });
         assert_eq!(changes.len(), 3);
         assert_eq!(changes[2], Change { at: 90.0, state: running("n2") });
+        // A stop stays, however short.
+        record(&mut changes, Change { at: 150.0, state: VmState::ShutDown });
+        record(&mut changes, Change { at: 150.0, state: running("n3") });
+        assert_eq!(
+            changes[3..],
+            [Change { at: 150.0, state: VmState::ShutDown }, Change { at: 150.0, state: running("n3") }]
+        );
     }
 
     #[test]
