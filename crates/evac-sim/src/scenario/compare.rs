@@ -69,6 +69,105 @@ pub fn line(name: &str, evac: &Report, baseline: &Report) -> String {
     line
 }
 
+/// The terminal summary table's columns: a group's title over the names of its columns.
+const GROUPS: [(&str, &[&str]); 4] = [
+    ("", &["scenario", "VMs"]),
+    ("KubeVirt alone", &["migrated", "shut down", "restarted"]),
+    ("with evac", &["migrated", "shut down", "restarted"]),
+    ("eviction requests", &["alone → evac"]),
+];
+
+/// What the summary table's columns mean.
+pub const SUMMARY_LEGEND: &str = "\
+VMs: the VMs in the scenario; every count is out of them, in both runs (the rest were untouched).
+migrated: live-migrated and never stopped. shut down: stopped, not running at the end.
+restarted: stopped, then started again by its run strategy Always (a new launcher pod).
+eviction requests: pods/eviction calls by every actor (drain, descheduler, ...), each retry counted.
+For the descheduler the baseline is the naive descheduler: there fewer VMs moved and fewer
+eviction requests is the goal, not more migrations.";
+
+/// One row per scenario (name, the run with evac, the run with KubeVirt alone): what became of
+/// its VMs in each run, out of the same number (the VMs in the scenario), and the eviction
+/// requests of each run; aligned columns, then [`SUMMARY_LEGEND`].
+pub fn summary_table(rows: &[(String, &Report, &Report)]) -> String {
+    let mut cells: Vec<Vec<String>> =
+        vec![GROUPS.iter().flat_map(|(_, names)| names.iter().map(|n| n.to_string())).collect()];
+    for (name, evac, baseline) in rows {
+        let vms = if evac.vms.total == baseline.vms.total {
+            evac.vms.total.to_string()
+        } else {
+            format!("{}/{}", baseline.vms.total, evac.vms.total)
+        };
+        let mut row = vec![name.clone(), vms];
+        for report in [baseline, evac] {
+            let v = &report.vms;
+            row.extend([v.migrated, v.shut_down, v.restarted].map(|n| n.to_string()));
+        }
+        row.push(format!("{} → {}", baseline.track.eviction_requests(), evac.track.eviction_requests()));
+        cells.push(row);
+    }
+    let mut widths: Vec<usize> = (0..cells[0].len())
+        .map(|column| cells.iter().map(|row| row[column].chars().count()).max().unwrap_or(0))
+        .collect();
+    widen_for_titles(&mut widths);
+    let mut out = String::new();
+    out.push_str(&group_titles(&widths));
+    for (i, row) in cells.iter().enumerate() {
+        out.push_str(&table_line(row, &widths, i == 0));
+    }
+    out.push('\n');
+    out.push_str(SUMMARY_LEGEND);
+    out.push('\n');
+    out
+}
+
+/// Widens each group's last column until the group's title fits above it.
+fn widen_for_titles(widths: &mut [usize]) {
+    let mut first = 0;
+    for (title, names) in GROUPS {
+        let columns = first..first + names.len();
+        let width: usize = widths[columns.clone()].iter().sum::<usize>() + 2 * (names.len() - 1);
+        let title = title.chars().count();
+        if title > width {
+            widths[columns.end - 1] += title - width;
+        }
+        first = columns.end;
+    }
+}
+
+/// The line of group titles over the header, each over its columns.
+fn group_titles(widths: &[usize]) -> String {
+    let mut parts = Vec::new();
+    let mut first = 0;
+    for (title, names) in GROUPS {
+        let width: usize = widths[first..first + names.len()].iter().sum::<usize>() + 2 * (names.len() - 1);
+        parts.push(format!("{title:<width$}"));
+        first += names.len();
+    }
+    format!("{}\n", parts.join(" | ").trim_end())
+}
+
+/// One line of the table: the scenario's name to the left, numbers to the right, groups apart.
+fn table_line(row: &[String], widths: &[usize], header: bool) -> String {
+    let mut parts = Vec::new();
+    let mut first = 0;
+    for (_, names) in GROUPS {
+        let cells: Vec<String> = (first..first + names.len())
+            .map(|i| {
+                let width = widths[i];
+                if i == 0 || header {
+                    format!("{:<width$}", row[i])
+                } else {
+                    format!("{:>width$}", row[i])
+                }
+            })
+            .collect();
+        parts.push(cells.join("  "));
+        first += names.len();
+    }
+    format!("{}\n", parts.join(" | ").trim_end())
+}
+
 /// What a pair of runs must never show: an invariant broken in either run, or evac ending with
 /// more VMs shut down than KubeVirt alone. Empty when the pair is sound.
 pub fn problems(evac: &Report, baseline: &Report) -> Vec<String> {
@@ -119,7 +218,54 @@ mod tests {
             evac_effects: Default::default(),
             events: Vec::new(),
             invariant_violations: violations.iter().map(|v| v.to_string()).collect(),
+            track: Default::default(),
         }
+    }
+
+    /// The positions of the group separators of a table line.
+    fn separators(line: &str) -> Vec<usize> {
+        line.char_indices().filter(|(_, c)| *c == '|').map(|(i, _)| line[..i].chars().count()).collect()
+    }
+
+    #[test]
+    fn the_summary_table_has_a_row_per_scenario_aligned_and_a_legend() {
+        use crate::scenario::track::testing::kubevirt_alone;
+        let (drain, preemption) = (kubevirt_alone("drain"), kubevirt_alone("preemption"));
+        let mut evac = drain.clone();
+        evac.vms.migrated += 2;
+        evac.vms.shut_down -= 2;
+        let rows = [("drain".to_owned(), &evac, drain), ("preemption".to_owned(), preemption, preemption)];
+        let table = summary_table(&rows);
+        let (grid, legend) = table.split_once("\n\n").expect("a legend after the table");
+        let lines: Vec<&str> = grid.lines().collect();
+        assert_eq!(lines.len(), 2 + rows.len(), "{table}");
+        assert!(lines[0].contains("KubeVirt alone") && lines[0].contains("with evac"), "{table}");
+        assert!(lines[1].starts_with("scenario") && lines[1].contains("alone → evac"), "{table}");
+        for line in &lines {
+            assert_eq!(separators(line), separators(lines[1]), "{table}");
+        }
+        let cells = |line: &str| {
+            line.split(['|', ' ']).filter(|c| !c.is_empty()).map(str::to_owned).collect::<Vec<_>>()
+        };
+        let v = &drain.vms;
+        let requests = drain.track.eviction_requests().to_string();
+        let expected = [
+            "drain".to_owned(),
+            v.total.to_string(),
+            v.migrated.to_string(),
+            v.shut_down.to_string(),
+            v.restarted.to_string(),
+            (v.migrated + 2).to_string(),
+            (v.shut_down - 2).to_string(),
+            v.restarted.to_string(),
+            requests.clone(),
+            "→".to_owned(),
+            requests,
+        ];
+        assert_eq!(cells(lines[2]), expected);
+        assert!(lines[3].starts_with("preemption "), "{table}");
+        assert!(legend.contains("VMs: the VMs in the scenario"), "{legend}");
+        assert!(legend.contains("naive descheduler"), "{legend}");
     }
 
     #[test]

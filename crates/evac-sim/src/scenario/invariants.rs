@@ -7,6 +7,7 @@ use std::collections::HashSet;
 use serde::Serialize;
 
 use super::observer::Observed;
+use super::track::Limits;
 use crate::api::eviction::EvictionRecord;
 use crate::kinds::{nodes, pods, vmis};
 use crate::objects::{Meta, Node, Pod};
@@ -52,23 +53,18 @@ pub fn at_the_end(store: &Store, observed: &Observed, with_evac: bool) -> Vec<St
             }
         }
     }
-    let (kubevirts, _) = store.list(&Kind::new("kubevirt.io/v1", "KubeVirt"), None, None, None);
-    if let Some(kubevirt) = kubevirts.first() {
-        let text = kubevirt.to_string();
-        if let Ok(model) = serde_json::from_str::<evac_core::model::KubeVirt<'_>>(&text) {
-            let (per_cluster, per_node) = model.parallel_limits();
-            if observed.max_running > per_cluster as usize {
-                violations.push(format!(
-                    "{} migrations ran at once in the cluster, over parallelMigrationsPerCluster {per_cluster}",
-                    observed.max_running
-                ));
-            }
-            if observed.max_running_on_a_node > per_node as usize {
-                violations.push(format!(
-                    "{} migrations ran at once from one node, over parallelOutboundMigrationsPerNode {per_node}",
-                    observed.max_running_on_a_node
-                ));
-            }
+    if let Some(Limits { per_cluster, per_node }) = parallel_limits(store) {
+        if observed.max_running > per_cluster {
+            violations.push(format!(
+                "{} migrations ran at once in the cluster, over parallelMigrationsPerCluster {per_cluster}",
+                observed.max_running
+            ));
+        }
+        if observed.max_running_on_a_node > per_node {
+            violations.push(format!(
+                "{} migrations ran at once from one node, over parallelOutboundMigrationsPerNode {per_node}",
+                observed.max_running_on_a_node
+            ));
         }
     }
     let (all_vmis, _) = store.list(&vmis(), None, None, None);
@@ -82,6 +78,16 @@ pub fn at_the_end(store: &Store, observed: &Observed, with_evac: bool) -> Vec<St
         }
     }
     violations
+}
+
+/// The parallel migration limits of the cluster's KubeVirt CR, as KubeVirt reads them (its
+/// defaults where the CR sets none); none without a CR.
+pub fn parallel_limits(store: &Store) -> Option<Limits> {
+    let (kubevirts, _) = store.list(&Kind::new("kubevirt.io/v1", "KubeVirt"), None, None, None);
+    let text = kubevirts.first()?.to_string();
+    let model = serde_json::from_str::<evac_core::model::KubeVirt<'_>>(&text).ok()?;
+    let (per_cluster, per_node) = model.parallel_limits();
+    Some(Limits { per_cluster: per_cluster as usize, per_node: per_node as usize })
 }
 
 /// The pods on `node` a drain still has to evict: not finished, not a DaemonSet's (kubectl

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use super::track::Recorder;
 use crate::actors::migration::RUNNING_PHASES;
 use crate::api::eviction::{ApiEvictor, EvictionRecord};
 use crate::kinds::migrations;
@@ -75,6 +76,8 @@ pub struct Observed {
     unfinished: HashMap<String, std::collections::BTreeSet<String>>,
     /// Broken invariants, each once.
     pub violations: Vec<String>,
+    /// The run over time, for pictures.
+    pub recorder: Recorder,
 }
 
 /// A cause in the report's words, from a `DisruptionTarget` reason or an eviction's requester.
@@ -108,9 +111,14 @@ pub struct Observer {
 }
 
 impl Observer {
-    /// An observer of the changes after `revision`, and of the evictions `evictions` makes.
-    pub fn new(revision: u64, evictions: std::sync::Arc<ApiEvictor>) -> Self {
-        let mut state = Observed::default();
+    /// An observer of the changes after `revision`, and of the evictions `evictions` makes, in a
+    /// cluster whose VMs (namespace/name) run on these nodes at `revision`.
+    pub fn new(
+        revision: u64,
+        evictions: std::sync::Arc<ApiEvictor>,
+        placement: HashMap<String, String>,
+    ) -> Self {
+        let mut state = Observed { recorder: Recorder::new(placement), ..Observed::default() };
         for key in ["pods", "vmis", "migrations"] {
             state.seen.insert(key, revision);
         }
@@ -135,11 +143,13 @@ impl Actor for Observer {
     fn reconcile(&self, store: &Store) -> Result<Option<Duration>, ApiError> {
         let mut state = self.lock();
         let at = store.clock().elapsed().as_secs_f64();
+        let now = store.clock().now();
         let seen = state.evictions_seen;
         let new = self.evictions.record_from(seen);
         state.evictions_seen += new.len();
         for record in &new {
             state.eviction(at, record);
+            state.recorder.eviction(record);
         }
         for (key, kind) in [
             ("pods", Kind::new("v1", "Pod")),
@@ -151,12 +161,20 @@ impl Actor for Observer {
             state.seen.insert(key, revision);
             for event in &events {
                 match key {
-                    "pods" => state.pod(at, event),
-                    "vmis" => state.vmi(at, event),
+                    "pods" => {
+                        state.recorder.pod(Pod(&event.object), event.type_ == EventType::Deleted, at, now);
+                        state.pod(at, event);
+                    }
+                    "vmis" => {
+                        let vmi = Vmi(&event.object);
+                        state.recorder.vmi(&vmi.meta().key(), vmi, event.type_ == EventType::Deleted);
+                        state.vmi(at, event);
+                    }
                     _ => state.migration(at, event, store),
                 }
             }
         }
+        state.recorder.settle(at);
         Ok(None)
     }
 }
@@ -305,7 +323,8 @@ impl Observed {
             // A migration deleted before it finished (its VMI gone) failed: its VM did not move.
             // One deleted before it started (an evacuation called off) tried nothing.
             let before = self.phases.remove(&id).unwrap_or_default();
-            self.stop_running(&id);
+            self.stop_running(at, &id);
+            self.recorder.migration(&key, &id, "", "", false);
             self.finish(&key, &name);
             if matches!(before.as_str(), "" | "Pending") {
                 self.migrations_cancelled += 1;
@@ -335,12 +354,16 @@ impl Observed {
             *on_node += 1;
             self.max_running_on_a_node = self.max_running_on_a_node.max(*on_node);
             self.max_running = self.max_running.max(self.running);
+            let now_on_node = *on_node;
             self.running_from.insert(id.clone(), source);
+            self.recorder.running(at, self.running, now_on_node - 1, now_on_node);
         } else if !counted {
-            self.stop_running(&id);
+            self.stop_running(at, &id);
         }
         let source = migration.source_node().unwrap_or_default().to_owned();
         let target = migration.target_node().unwrap_or_default().to_owned();
+        let from = self.running_from.get(&id).map_or(source.as_str(), String::as_str);
+        self.recorder.migration(&key, &id, from, &target, counted);
         match phase.as_str() {
             "Running" => self.log(at, format!("migration {name}: VM {key} {source} -> {target} started")),
             "Succeeded" => {
@@ -367,11 +390,13 @@ impl Observed {
     }
 
     /// A migration no longer counts against the parallel limits.
-    fn stop_running(&mut self, id: &str) {
+    fn stop_running(&mut self, at: f64, id: &str) {
         if let Some(source) = self.running_from.remove(id) {
             self.running -= 1;
             if let Some(n) = self.running_by_node.get_mut(&source) {
                 *n -= 1;
+                let now_on_node = *n;
+                self.recorder.running(at, self.running, now_on_node + 1, now_on_node);
             }
         }
     }

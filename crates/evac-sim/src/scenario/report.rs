@@ -8,6 +8,7 @@ use serde::Serialize;
 
 pub use super::invariants::{Blocker, EventLine};
 use super::spec::Section;
+use super::track::Track;
 use crate::actors::descheduler::DeschedulerStats;
 use crate::actors::drain::DrainState;
 
@@ -45,6 +46,9 @@ pub struct Report {
     /// succeeded whose VM is not on its target, parallel limits exceeded, pods outliving their
     /// VMI. Empty in every correct run.
     pub invariant_violations: Vec<String>,
+    /// The run over time, for pictures ([`super::html`]); not in the JSON report.
+    #[serde(skip)]
+    pub track: Track,
 }
 
 /// `evac control`'s work over a run.

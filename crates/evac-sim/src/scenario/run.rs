@@ -57,7 +57,7 @@ pub fn run(scenario: &Scenario, mode: &Mode, progress: &mut dyn Progress) -> Res
         ApiEvictor::new()
             .map_err(|e| ScenarioError::Evac(format!("cannot start the eviction client: {e}")))?,
     );
-    let observer = Arc::new(Observer::new(store.revision(), Arc::clone(&evictor)));
+    let observer = Arc::new(Observer::new(store.revision(), Arc::clone(&evictor), placement.clone()));
     let (actors, drains, descheduler) = actors(scenario, &evictor, !replacing)?;
     let mut all: Vec<Box<dyn Actor>> = actors;
     let evac = match mode {
@@ -139,6 +139,9 @@ pub fn run(scenario: &Scenario, mode: &Mode, progress: &mut dyn Progress) -> Res
     for violation in invariants::at_the_end(&store, &observed, with_evac) {
         observed.violation(violation);
     }
+    let simulated_seconds = store.clock().elapsed().as_secs_f64();
+    let mut track = observed.recorder.track(invariants::parallel_limits(&store));
+    track.finish(disrupted_vms.iter().map(|vm| (vm.vm.as_str(), vm.node_before.as_str())), simulated_seconds);
     let mut evictions: BTreeMap<String, EvictionCounts> = BTreeMap::new();
     for record in evictor.record() {
         let counts = evictions.entry(record.requester).or_default();
@@ -156,7 +159,7 @@ pub fn run(scenario: &Scenario, mode: &Mode, progress: &mut dyn Progress) -> Res
     }
     Ok(Report {
         scenario: scenario.name.clone(),
-        simulated_seconds: store.clock().elapsed().as_secs_f64(),
+        simulated_seconds,
         vms,
         disrupted_vms,
         migrations: MigrationCounts {
@@ -192,6 +195,7 @@ pub fn run(scenario: &Scenario, mode: &Mode, progress: &mut dyn Progress) -> Res
         descheduler: descheduler.map(|d| d.stats()),
         controller: evac.as_ref().map(|evac| evac.controller_stats()),
         evac_effects: evac.as_ref().map(|evac| evac.effects()).unwrap_or_default(),
+        track,
     })
 }
 
