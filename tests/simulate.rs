@@ -141,3 +141,39 @@ fn bad_scenario_files_get_errors_that_say_where() {
     let err = simulate(&dir.path().join("missing.yaml")).unwrap_err();
     assert!(err.contains("cannot read the scenario"), "{err}");
 }
+
+/// The number in the page's element `data-fate="<fate>"` of the run labelled `run`.
+fn fate_in_page(page: &str, run: &str, fate: &str) -> u64 {
+    let start =
+        page.find(&format!("data-run=\"{run}\"")).unwrap_or_else(|| panic!("no run {run:?} in the page"));
+    let marker = format!("data-fate=\"{fate}\"");
+    let at = start + page[start..].find(&marker).unwrap_or_else(|| panic!("no fate {fate} for {run}"));
+    let text = &page[at + marker.len()..];
+    let text = &text[text.find('>').unwrap() + 1..];
+    text[..text.find('<').unwrap()].trim().parse().unwrap()
+}
+
+/// `--html` writes a self-contained page whose fates are the JSON report's.
+#[test]
+fn the_html_report_shows_the_fates_of_the_json_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let page_file = dir.path().join("drain.html");
+    let file = repo_root().join("examples/scenarios/drain.yaml");
+    let out = Command::new(evac_bin())
+        .args(["simulate", "--json", "--html"])
+        .arg(&page_file)
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let page = std::fs::read_to_string(&page_file).unwrap();
+    assert!(page.starts_with("<!doctype html>") || page.starts_with("<!DOCTYPE html>"), "{}", &page[..40]);
+    for (fate, field) in [("migrated", "migrated"), ("shut-down", "shutDown"), ("restarted", "restarted")] {
+        assert_eq!(fate_in_page(&page, "KubeVirt alone", fate), count(&report, field), "{fate}");
+    }
+    for vm in report["disruptedVms"].as_array().unwrap() {
+        assert!(page.contains(&format!("data-vm=\"{}\"", vm["vm"].as_str().unwrap())), "no lane for {vm}");
+    }
+    assert!(!page.contains("http://") && !page.contains("https://"), "the page refers to the network");
+}

@@ -4,7 +4,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 
 use evac_sim::scenario::{
-    self, comparison_line, comparison_problems, Entry, Mode, Progress, Report, Scenario,
+    self, comparison_line, comparison_problems, html, summary_table, Entry, Mode, Progress, Report, Scenario,
 };
 
 #[derive(Debug, Args)]
@@ -18,11 +18,15 @@ pub struct DemoArgs {
     /// Run only the scenarios whose file name contains one of these.
     #[arg(long)]
     only: Vec<String>,
+    /// Where the HTML report of every scenario goes (one self-contained page).
+    #[arg(long, default_value = "dist/demo/index.html")]
+    html: PathBuf,
 }
 
 /// Runs every scenario twice, with KubeVirt alone and with evac (simulator, policy server and
-/// controller in this process), and prints one comparison line for each, followed by what either
-/// run must never show (an invariant broken, more VMs shut down with evac): a failure.
+/// controller in this process), and prints one comparison line for each as it ends, followed by
+/// what either run must never show (an invariant broken, more VMs shut down with evac): a
+/// failure. Then the summary table of all, and one HTML page with every scenario's pictures.
 pub fn run(args: DemoArgs) -> Result<()> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(&args.scenarios)
         .with_context(|| format!("cannot read the scenarios in {}", args.scenarios.display()))?
@@ -39,15 +43,22 @@ pub fn run(args: DemoArgs) -> Result<()> {
         .filter_map(|(file, s)| s.baseline.as_ref().map(|b| file.with_file_name(b)))
         .collect();
     let (mut failures, mut unsound) = (0, 0);
+    let mut runs: Vec<(String, Report, Report)> = Vec::new();
     for (file, scenario) in scenarios.iter().filter(|(file, _)| !baselines.contains(file)) {
         let started = std::time::Instant::now();
         match compare(file, scenario, &args.policies) {
-            Ok((line, problems)) => {
-                println!("{line}  [{:.1} s]", started.elapsed().as_secs_f64());
-                for problem in &problems {
+            Ok(run) => {
+                let name = file_name(file).replace(".yaml", "");
+                println!(
+                    "{}  [{:.1} s]",
+                    comparison_line(&name, &run.evac, &run.baseline),
+                    started.elapsed().as_secs_f64()
+                );
+                for problem in &run.problems {
                     println!("  FAILED: {problem}");
                 }
-                unsound += usize::from(!problems.is_empty());
+                unsound += usize::from(!run.problems.is_empty());
+                runs.push((name, run.evac, run.baseline));
             }
             Err(e) => {
                 failures += 1;
@@ -55,13 +66,25 @@ pub fn run(args: DemoArgs) -> Result<()> {
             }
         }
     }
+    let rows: Vec<(String, &Report, &Report)> =
+        runs.iter().map(|(name, evac, baseline)| (name.clone(), evac, baseline)).collect();
+    println!("\n{}", summary_table(&rows));
+    write_page(&args.html, &runs)?;
+    println!("The pictures of every run: {}", args.html.display());
     anyhow::ensure!(failures == 0, "{failures} scenario(s) could not run");
     anyhow::ensure!(unsound == 0, "{unsound} scenario(s) broke an invariant");
     Ok(())
 }
 
-/// The comparison line of one scenario, and its problems (see [`comparison_problems`]).
-fn compare(file: &Path, scenario: &Scenario, policies: &Path) -> Result<(String, Vec<String>)> {
+/// One scenario's two runs and what they must never show (see [`comparison_problems`]).
+struct Compared {
+    evac: Report,
+    baseline: Report,
+    problems: Vec<String>,
+}
+
+/// Both runs of one scenario.
+fn compare(file: &Path, scenario: &Scenario, policies: &Path) -> Result<Compared> {
     let baseline_scenario = match &scenario.baseline {
         Some(other) => load(&file.with_file_name(other))?,
         None => scenario.clone(),
@@ -74,8 +97,24 @@ fn compare(file: &Path, scenario: &Scenario, policies: &Path) -> Result<(String,
             replace_kubevirt: false,
         })),
     )?;
-    let line = comparison_line(&file_name(file).replace(".yaml", ""), &evac, &baseline);
-    Ok((line, comparison_problems(&evac, &baseline)))
+    let problems = comparison_problems(&evac, &baseline);
+    Ok(Compared { evac, baseline, problems })
+}
+
+/// One page with every scenario, KubeVirt alone beside evac.
+fn write_page(path: &Path, runs: &[(String, Report, Report)]) -> Result<()> {
+    let sections: Vec<html::Section<'_>> = runs
+        .iter()
+        .map(|(name, evac, baseline)| html::Section {
+            name,
+            runs: vec![("KubeVirt alone", baseline), ("with evac", evac)],
+        })
+        .collect();
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    std::fs::write(path, html::page("evac: every scenario, KubeVirt alone and with evac", &sections))
+        .with_context(|| format!("cannot write the HTML report {}", path.display()))
 }
 
 fn run_quietly(scenario: &Scenario, mode: &Mode) -> Result<Report> {

@@ -5,7 +5,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 
-use evac_sim::scenario::{self, Entry, Mode, Progress, Scenario, Section};
+use evac_sim::scenario::{self, html, Entry, Mode, Progress, Scenario, Section};
 
 #[derive(Debug, Args)]
 pub struct SimulateArgs {
@@ -27,6 +27,10 @@ pub struct SimulateArgs {
     /// The policies evac runs with (`--evac`).
     #[arg(long, default_value = "examples/control/policies.yml")]
     policies: PathBuf,
+    /// Also write the report as a self-contained HTML page (timelines per VM, migrations over
+    /// time, eviction requests) to this file.
+    #[arg(long)]
+    html: Option<PathBuf>,
 }
 
 pub fn run(args: SimulateArgs) -> Result<()> {
@@ -54,6 +58,14 @@ pub fn run(args: SimulateArgs) -> Result<()> {
     let report = scenario::run(&scenario, &mode, &mut progress)?;
     progress.bar.finish_and_clear();
     tracing::info!(wall_ms = started.elapsed().as_millis() as u64, "scenario run");
+    if let Some(path) = &args.html {
+        let label = if args.evac { "with evac" } else { "KubeVirt alone" };
+        let section = html::Section { name: &scenario.name, runs: vec![(label, &report)] };
+        let page = html::page(&format!("evac: {}", scenario.name), &[section]);
+        std::fs::write(path, page)
+            .with_context(|| format!("cannot write the HTML report {}", path.display()))?;
+        eprintln!("wrote {}", path.display());
+    }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
