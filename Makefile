@@ -9,7 +9,11 @@ EVAC         := target/release/evac
 DIST         := dist/policies
 POLICY_WASM  := $(foreach p,$(POLICIES),$(DIST)/$(p).wasm)
 
-.PHONY: all build host policies test test-core test-e2e lint fmt demo demo-evictions bench bench-control bench-load bench-sim mutants fuzz image clean setup
+PLAYGROUND   := dist/playground
+# The wasm-bindgen the page is built with: the CLI must match the crate's version exactly.
+WASM_BINDGEN := 0.2.130
+
+.PHONY: all build host policies playground test test-core test-e2e lint fmt demo demo-evictions bench bench-control bench-load bench-sim mutants fuzz image clean setup
 
 all: build
 
@@ -32,9 +36,19 @@ policies: setup host
 		echo "built $(DIST)/$$p.wasm"; \
 	done
 
+## The browser playground: evac-web for wasm32-unknown-unknown, its JavaScript bindings, and the
+## page (crates/evac-web/www), into dist/playground/. Serve it with `evac playground`.
+playground: setup
+	@wasm-bindgen --version 2>/dev/null | grep -q " $(WASM_BINDGEN)$$" || $(CARGO) install wasm-bindgen-cli --version $(WASM_BINDGEN)
+	$(CARGO) build --profile $(WASM_PROFILE) --target wasm32-unknown-unknown -p evac-web
+	@mkdir -p $(PLAYGROUND)
+	wasm-bindgen --target web --no-typescript --out-dir $(PLAYGROUND) target/wasm32-unknown-unknown/$(WASM_PROFILE)/evac_web.wasm
+	cp crates/evac-web/www/* $(PLAYGROUND)/
+	@echo "built $(PLAYGROUND)/ ($$(gzip -9c $(PLAYGROUND)/evac_web_bg.wasm | wc -c) bytes of wasm gzipped); serve it with: $(EVAC) playground"
+
 ## All tests: the core's table tests, the host's unit tests, the policies' native tests, and the
 ## end-to-end tests that load the built modules. Release mode reuses `make build`'s artifacts.
-test: build
+test: build playground
 	$(CARGO) build --release --target wasm32-unknown-unknown -p evac-core -p evac-sim
 	$(CARGO) test --release --workspace
 

@@ -1,6 +1,6 @@
 //! A scenario in the page: the simulator's own runner, with KubeVirt alone.
 
-use evac_sim::scenario::{self, Entry, Mode, Progress, Report, Scenario};
+use evac_sim::scenario::{self, html, Entry, Mode, Progress, Report, Scenario};
 use serde::Serialize;
 
 use crate::WebError;
@@ -12,6 +12,8 @@ pub struct Run {
     pub report: Report,
     /// The timeline, one line per event.
     pub timeline: Vec<Entry>,
+    /// The pictures, as `evac simulate --html` draws them (a fragment for the page).
+    pub html: String,
 }
 
 /// Runs `text` (a scenario's YAML) with KubeVirt alone.
@@ -20,7 +22,9 @@ pub fn run(text: &str) -> Result<Run, WebError> {
     let mut timeline = Timeline::default();
     let report =
         scenario::run(&scenario, &Mode::KubeVirt, &mut timeline).map_err(|e| WebError::new(e.to_string()))?;
-    Ok(Run { report, timeline: timeline.0 })
+    let section = html::Section { name: &scenario.name, runs: vec![("KubeVirt alone", &report)] };
+    let html = html::fragment(&[section]);
+    Ok(Run { report, timeline: timeline.0, html })
 }
 
 /// Collects the timeline.

@@ -5,6 +5,7 @@ mod control;
 mod demo;
 mod eval;
 mod inspect;
+mod playground;
 mod serve;
 mod sim;
 mod simulate;
@@ -36,6 +37,8 @@ pub enum Command {
     Control(control::ControlArgs),
     /// Run a scenario on the simulator: a timeline, then a report of what became of each VM.
     Simulate(simulate::SimulateArgs),
+    /// Serve the browser playground (`make playground`) on loopback.
+    Playground(playground::PlaygroundArgs),
 }
 
 impl Cli {
@@ -49,6 +52,7 @@ impl Cli {
             Command::Simulate(args) => simulate::run(args),
             Command::Control(args) => control::run(args),
             Command::Demo(args) => demo::run(args),
+            Command::Playground(args) => playground::run(args),
         }
     }
 }

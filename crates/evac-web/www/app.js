@@ -1,0 +1,171 @@
+// The playground's page: every decision and every scenario runs in this page's WebAssembly
+// (evac-web). State lives in the URL, so that a case can be shared as a link.
+import init, { decide, runScenario, examples } from "./evac_web.js";
+
+const $ = (id) => document.getElementById(id);
+const params = new URLSearchParams(location.search);
+let catalog = { evictions: [], eviction_context: "", scenarios: [] };
+
+function setParams(values) {
+  const next = new URLSearchParams();
+  for (const [key, value] of Object.entries(values)) {
+    if (value !== undefined && value !== null && value !== "") next.set(key, value);
+  }
+  history.replaceState(null, "", `${location.pathname}?${next}`);
+}
+
+function showTab(name) {
+  for (const tab of ["decide", "scenario"]) {
+    $(tab).hidden = tab !== name;
+    $(`tab-${tab}`).setAttribute("aria-selected", String(tab === name));
+  }
+}
+
+// --- Decide ---------------------------------------------------------------------------------
+
+function decideState() {
+  const example = $("example").value;
+  const original = catalog.evictions.find((e) => e.name === example);
+  const state = { tab: "decide", policy: $("policy").value, example };
+  // An edited case carries its text; an example untouched is named only.
+  if (!original || $("request").value !== original.text) state.request = $("request").value;
+  if (!original || $("objects").value !== catalog.eviction_context) state.objects = $("objects").value;
+  state.settings = $("settings").value;
+  return state;
+}
+
+function runDecision() {
+  setParams(decideState());
+  for (const id of ["verdict", "message", "effects", "trace", "reads", "response", "error"]) $(id).textContent = "";
+  $("verdict").className = "verdict";
+  if (!$("request").value.trim()) return;
+  const started = performance.now();
+  let answer;
+  try {
+    answer = JSON.parse(decide($("policy").value, $("request").value, $("objects").value, $("settings").value, Date.now() / 1000));
+  } catch (error) {
+    $("error").textContent = String(error.message || error);
+    return;
+  }
+  const elapsed = performance.now() - started;
+  const response = answer.response;
+  $("verdict").textContent = response.accepted ? "allowed" : `denied: ${response.code ?? 400}`;
+  $("verdict").classList.add(response.accepted ? "allowed" : "denied");
+  $("verdict").dataset.code = response.accepted ? "200" : String(response.code ?? 400);
+  $("verdict").dataset.ms = elapsed.toFixed(3);
+  $("message").textContent = response.message || (response.accepted ? "the request is allowed" : "");
+  for (const effect of response.effects) {
+    const item = document.createElement("li");
+    const vmi = effect.vmi ? ` ${effect.vmi.namespace}/${effect.vmi.name}` : "";
+    const node = effect.node ? ` from ${effect.node}` : "";
+    item.textContent = `${effect.type}${vmi}${node}${effect.dryRun ? " (dry run)" : ""}`;
+    item.dataset.type = effect.type;
+    $("effects").append(item);
+  }
+  if (!response.effects.length) $("effects").innerHTML = "<li>none</li>";
+  answer.trace.forEach((step, i) => {
+    const item = document.createElement("li");
+    item.textContent = step;
+    if (i === answer.trace.length - 1) item.className = "decisive";
+    $("trace").append(item);
+  });
+  for (const read of answer.reads) {
+    const item = document.createElement("li");
+    item.textContent = read;
+    $("reads").append(item);
+  }
+  $("response").textContent = JSON.stringify(response, null, 2);
+}
+
+function openExample(name) {
+  const example = catalog.evictions.find((e) => e.name === name);
+  if (!example) return false;
+  $("policy").value = "pod-eviction";
+  $("example").value = name;
+  $("request").value = example.text;
+  $("objects").value = catalog.eviction_context;
+  return true;
+}
+
+// --- Scenarios --------------------------------------------------------------------------------
+
+function runTheScenario() {
+  const name = $("scenario-example").value;
+  const original = catalog.scenarios.find((s) => s.name === name);
+  const text = $("scenario-text").value;
+  setParams({ tab: "scenario", scenario: name, "scenario-text": original && original.text === text ? "" : text });
+  $("scenario-error").textContent = "";
+  $("scenario-report").textContent = "Running…";
+  // Let the page paint "Running…" before the simulation takes the thread.
+  setTimeout(() => {
+    const started = performance.now();
+    try {
+      const run = JSON.parse(runScenario(text));
+      const elapsed = performance.now() - started;
+      $("scenario-report").innerHTML = run.html;
+      $("scenario-report").dataset.ms = elapsed.toFixed(1);
+      $("scenario-report").dataset.fates = JSON.stringify(run.report.vms);
+      $("run-time").textContent = `ran in ${elapsed.toFixed(0)} ms in this page`;
+      $("scenario-timeline").textContent = run.timeline.map((e) => `${e.at.toFixed(1).padStart(8)} s  ${e.what}`).join("\n");
+    } catch (error) {
+      $("scenario-report").textContent = "";
+      $("scenario-error").textContent = String(error.message || error);
+    }
+  }, 0);
+}
+
+// --- Start ------------------------------------------------------------------------------------
+
+async function main() {
+  const started = performance.now();
+  await init();
+  catalog = JSON.parse(examples());
+  for (const example of catalog.evictions) $("example").append(new Option(example.name, example.name));
+  for (const scenario of catalog.scenarios) $("scenario-example").append(new Option(scenario.name, scenario.name));
+
+  $("policy").value = params.get("policy") || "pod-eviction";
+  if (!openExample(params.get("example") || (params.has("request") ? "" : "01-drain-live-migratable"))) {
+    $("example").value = "";
+  }
+  if (params.has("policy")) $("policy").value = params.get("policy");
+  if (params.has("request")) $("request").value = params.get("request");
+  if (params.has("objects")) $("objects").value = params.get("objects");
+  if (params.has("settings")) $("settings").value = params.get("settings");
+
+  $("example").addEventListener("change", () => { if (openExample($("example").value)) runDecision(); });
+  for (const id of ["policy", "request", "objects", "settings"]) $(id).addEventListener("input", runDecision);
+  $("share").addEventListener("click", () => navigator.clipboard && navigator.clipboard.writeText(location.href));
+  for (const button of document.querySelectorAll("nav button")) {
+    button.addEventListener("click", () => showTab(button.dataset.tab));
+  }
+  $("scenario-example").addEventListener("change", () => {
+    const scenario = catalog.scenarios.find((s) => s.name === $("scenario-example").value);
+    if (scenario) $("scenario-text").value = scenario.text;
+  });
+  $("run").addEventListener("click", runTheScenario);
+
+  const scenario = catalog.scenarios.find((s) => s.name === (params.get("scenario") || "drain"));
+  if (scenario) {
+    $("scenario-example").value = scenario.name;
+    $("scenario-text").value = scenario.text;
+  }
+  if (params.has("scenario-text")) {
+    $("scenario-example").value = "";
+    $("scenario-text").value = params.get("scenario-text");
+  }
+
+  const ready = performance.now() - started;
+  $("status").textContent = `Ready (${ready.toFixed(0)} ms).`;
+  $("status").dataset.readyMs = ready.toFixed(1);
+  if (params.get("tab") === "scenario" || params.has("scenario")) {
+    showTab("scenario");
+    runTheScenario();
+  } else {
+    runDecision();
+  }
+}
+
+main().catch((error) => {
+  $("status").textContent = `The page could not start: ${error.message || error}`;
+  $("status").className = "error";
+});
