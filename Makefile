@@ -13,7 +13,7 @@ PLAYGROUND   := dist/playground
 # The wasm-bindgen the page is built with: the CLI must match the crate's version exactly.
 WASM_BINDGEN := 0.2.130
 
-.PHONY: all build host policies playground test test-core test-e2e lint fmt demo demo-evictions bench bench-control bench-load bench-sim mutants fuzz image clean setup
+.PHONY: all build host policies playground bench-playground test test-core test-e2e lint fmt demo demo-evictions bench bench-control bench-load bench-sim mutants fuzz image clean setup
 
 all: build
 
@@ -56,7 +56,7 @@ lint: setup
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	$(CARGO) clippy --target $(WASM_TARGET) $(foreach p,$(POLICIES),-p $(p)) -- -D warnings
-	$(CARGO) clippy --target wasm32-unknown-unknown -p evac-core -p evac-sim -- -D warnings
+	$(CARGO) clippy --target wasm32-unknown-unknown -p evac-core -p evac-sim -p evac-web -- -D warnings
 
 fmt:
 	$(CARGO) fmt --all

@@ -61,6 +61,9 @@ pub struct Answer {
     pub trace: Vec<String>,
     /// The cluster reads the decision made, in order.
     pub reads: Vec<String>,
+    /// Why the policy's `validate_settings` refuses the settings, when it does (a Kubewarden
+    /// host would not serve the policy with them).
+    pub settings_refused: Option<String>,
 }
 
 /// Decides `request` (an AdmissionReview or AdmissionRequest, JSON or YAML) with `policy` over
@@ -85,10 +88,9 @@ pub fn decide(
         MemoryStore::from_list_with_clock(objects, clock)
             .map_err(|e| WebError::new(format!("the cluster objects: {e}")))?
     };
-    let answer = check_settings(policy, &settings)?;
-    if let Some(invalid) = answer {
-        return Err(WebError::new(format!("invalid settings: {invalid}")));
-    }
+    // A host refuses to serve a policy whose settings it rejects; the page says so and still
+    // shows what `validate` answers with them, as the module would.
+    let settings_refused = check_settings(policy, &settings)?;
     let payload = envelope::validation_payload(&request, &settings);
     let reader = Recording::new(CoreReader(&store));
     let mut trace = Trace::on();
@@ -107,7 +109,7 @@ pub fn decide(
         trace.extend(reads.iter().cloned());
         trace.push(format!("-> {}", verdict_words(&response)));
     }
-    Ok(Answer { response, trace, reads })
+    Ok(Answer { response, trace, reads, settings_refused })
 }
 
 /// `allowed`, `429: <message>`, with the effects' types.
@@ -137,13 +139,13 @@ fn check_settings(policy: PolicyName, settings: &RawValue) -> Result<Option<Stri
         .then(|| answer["message"].as_str().unwrap_or("without a reason").to_owned()))
 }
 
-/// Settings as JSON: an object, or `{}` for none.
+/// Settings as JSON: an object or `null`, or `{}` when nothing is given.
 fn settings_of(text: &str) -> Result<Box<RawValue>, WebError> {
     let json = if text.trim().is_empty() { "{}".to_owned() } else { to_json(text, "the settings")? };
     let value: Value = serde_json::from_str(&json).map_err(|e| WebError::new(e.to_string()))?;
+    // `null` stays `null`, as Kubewarden passes a policy without settings.
     let json = match value {
-        Value::Null => "{}".to_owned(),
-        Value::Object(_) => json,
+        Value::Null | Value::Object(_) => json,
         _ => return Err(WebError::new("the settings must be an object")),
     };
     RawValue::from_string(json).map_err(|e| WebError::new(e.to_string()))

@@ -75,6 +75,9 @@ function runDecision() {
     $("reads").append(item);
   }
   $("response").textContent = JSON.stringify(response, null, 2);
+  if (answer.settings_refused) {
+    $("error").textContent = `A Kubewarden host would not serve the policy with these settings: ${answer.settings_refused}`;
+  }
 }
 
 function openExample(name) {
