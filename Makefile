@@ -78,6 +78,11 @@ bench: build
 bench-load: build
 	bench/load.sh
 
+## The browser playground in headless Chromium: time to ready, per verdict, a 100-VM scenario
+## (needs chromium and Node 20+).
+bench-playground: build playground
+	bench/playground.sh
+
 ## The simulator's benchmark: 10 of 500 nodes drained with 10,000 VMs (docs/benchmarks.md).
 bench-sim: build
 	/usr/bin/time -f "%e s wall, %M KB max RSS" $(EVAC) simulate --quiet examples/scenarios/drain-500-nodes.yaml

@@ -8,7 +8,7 @@ use chrono::DateTime;
 use evac_cluster::{CoreReader, MemoryStore};
 use evac_core::model::envelope;
 use evac_core::trace::Trace;
-use evac_core::PolicyResponse;
+use evac_core::{ClusterReader, PolicyResponse};
 use evac_sim::SimClock;
 use serde::Serialize;
 use serde_json::value::RawValue;
@@ -88,11 +88,23 @@ pub fn decide(
         MemoryStore::from_list_with_clock(objects, clock)
             .map_err(|e| WebError::new(format!("the cluster objects: {e}")))?
     };
+    decide_with(policy, &request, &settings, &CoreReader(&store), now)
+}
+
+/// [`decide`] on a request and settings already in JSON, over any reader of the cluster: what
+/// the page runs once it has read its inputs (and what a harness runs with reads made to fail).
+pub fn decide_with(
+    policy: PolicyName,
+    request: &RawValue,
+    settings: &RawValue,
+    cluster: &dyn ClusterReader,
+    now: f64,
+) -> Result<Answer, WebError> {
     // A host refuses to serve a policy whose settings it rejects; the page says so and still
     // shows what `validate` answers with them, as the module would.
-    let settings_refused = check_settings(policy, &settings)?;
-    let payload = envelope::validation_payload(&request, &settings);
-    let reader = Recording::new(CoreReader(&store));
+    let settings_refused = check_settings(policy, settings)?;
+    let payload = envelope::validation_payload(request, settings);
+    let reader = Recording::new(cluster);
     let mut trace = Trace::on();
     let encoded = match policy {
         PolicyName::PodEviction => pod_eviction::evaluate_traced(&payload, &reader, &mut trace),

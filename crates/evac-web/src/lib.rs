@@ -16,6 +16,8 @@ pub mod decide;
 pub mod examples;
 mod reads;
 pub mod scenario;
+#[cfg(test)]
+mod tests;
 
 use wasm_bindgen::prelude::wasm_bindgen;
 

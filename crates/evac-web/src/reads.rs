@@ -1,21 +1,20 @@
-//! The playground's cluster: the objects pasted beside the request, read by the policies' own
-//! functions through [`evac_cluster::CoreReader`], each read recorded for the trace.
+//! The playground's reads: the objects pasted beside the request, read by the policies' own
+//! functions (through [`evac_cluster::CoreReader`]), each read recorded for the trace.
 
 use std::cell::RefCell;
 
-use evac_cluster::CoreReader;
 use evac_core::cluster::{GetResource, ListResourcesAll};
 use evac_core::{ClusterReader, ReadError};
 
 /// A reader that records what was read and whether it was found.
 pub struct Recording<'a> {
-    inner: CoreReader<'a>,
+    inner: &'a dyn ClusterReader,
     reads: RefCell<Vec<String>>,
 }
 
 impl<'a> Recording<'a> {
     /// Records the reads made through `inner`.
-    pub fn new(inner: CoreReader<'a>) -> Self {
+    pub fn new(inner: &'a dyn ClusterReader) -> Self {
         Self { inner, reads: RefCell::default() }
     }
 

@@ -120,7 +120,6 @@ function runTheScenario() {
 // --- Start ------------------------------------------------------------------------------------
 
 async function main() {
-  const started = performance.now();
   await init();
   catalog = JSON.parse(examples());
   for (const example of catalog.evictions) $("example").append(new Option(example.name, example.name));
@@ -157,15 +156,42 @@ async function main() {
     $("scenario-text").value = params.get("scenario-text");
   }
 
-  const ready = performance.now() - started;
+  // Since the navigation started (the page's time origin): loading, compiling the wasm, examples.
+  const ready = performance.now();
   $("status").textContent = `Ready (${ready.toFixed(0)} ms).`;
   $("status").dataset.readyMs = ready.toFixed(1);
+  if (params.has("bench")) {
+    bench(ready, Number(params.get("bench")) || 100);
+    return;
+  }
   if (params.get("tab") === "scenario" || params.has("scenario")) {
     showTab("scenario");
     runTheScenario();
   } else {
     runDecision();
   }
+}
+
+// `?bench=N` (make bench-playground): N verdicts of the current request, then the scenario in
+// `scenario-text` once, timed with the page's clock; the numbers go in #bench as JSON.
+function bench(readyMs, verdicts) {
+  const args = [$("policy").value, $("request").value, $("objects").value, $("settings").value, Date.now() / 1000];
+  decide(...args); // warm-up
+  let started = performance.now();
+  for (let i = 0; i < verdicts; i++) decide(...args);
+  const verdictMs = (performance.now() - started) / verdicts;
+  let scenarioMs = null;
+  let fates = null;
+  if ($("scenario-text").value && params.has("scenario-text")) {
+    started = performance.now();
+    fates = JSON.parse(runScenario($("scenario-text").value)).report.vms;
+    scenarioMs = performance.now() - started;
+  }
+  const result = { readyMs, verdicts, verdictMs, scenarioMs, fates };
+  const out = document.createElement("pre");
+  out.id = "bench";
+  out.textContent = JSON.stringify(result);
+  document.body.append(out);
 }
 
 main().catch((error) => {
