@@ -14,13 +14,18 @@ use evac_e2e::server::spawn_listening;
 use evac_e2e::{evac_bin, repo_root};
 use serde_json::Value;
 
-/// Chromium, or `None` (the test then skips, saying why).
+/// Chromium, or `None` (the test then skips, saying why). With `EVAC_REQUIRE_CHROMIUM` set (as
+/// `.ci/run` sets it), a missing Chromium fails the test instead.
 fn chromium() -> Option<PathBuf> {
     let candidates = std::env::var_os("CHROMIUM").map(PathBuf::from).into_iter().chain(
         ["/usr/bin/chromium", "/usr/bin/chromium-browser", "/usr/bin/google-chrome"].map(PathBuf::from),
     );
     let found = candidates.into_iter().find(|path| path.is_file());
     if found.is_none() {
+        assert!(
+            std::env::var_os("EVAC_REQUIRE_CHROMIUM").is_none(),
+            "no Chromium, and EVAC_REQUIRE_CHROMIUM is set"
+        );
         eprintln!("skipped: no Chromium (apt-get install -y chromium, or set CHROMIUM)");
     }
     found
@@ -53,8 +58,9 @@ impl Drop for Playground {
     }
 }
 
-/// Chromium on `url`: the DOM once the page's work is done, and a screenshot named `shot`.
-fn load(browser: &Path, url: &str, shot: &str) -> String {
+/// Chromium on `url`: the DOM once the page's work is done (`done` says so; a DOM dumped before,
+/// on a loaded machine, is read again, three times at most), and a screenshot named `shot`.
+fn load(browser: &Path, url: &str, shot: &str, done: impl Fn(&str) -> bool) -> String {
     let profile = tempfile::tempdir().unwrap();
     let screenshots = repo_root().join("target/screenshots");
     std::fs::create_dir_all(&screenshots).unwrap();
@@ -71,8 +77,26 @@ fn load(browser: &Path, url: &str, shot: &str) -> String {
         assert!(out.status.success(), "chromium failed on {url}: {}", String::from_utf8_lossy(&out.stderr));
         out
     };
+    let mut dom = String::new();
+    for attempt in 1..=3 {
+        dom = String::from_utf8(run(&["--dump-dom".into()]).stdout).unwrap();
+        if done(&dom) {
+            break;
+        }
+        eprintln!("{url}: the page was not done at attempt {attempt}");
+    }
     run(&[format!("--screenshot={}", screenshots.join(shot).display()), "--window-size=1400,2000".into()]);
-    String::from_utf8(run(&["--dump-dom".into()]).stdout).unwrap()
+    dom
+}
+
+/// The page is ready and has decided (or said why not).
+fn decided(dom: &str) -> bool {
+    dom.contains("data-ready-ms=") && (dom.contains("data-code=") || !text_of(dom, "error").is_empty())
+}
+
+/// The page has run its scenario (or said why not).
+fn ran(dom: &str) -> bool {
+    dom.contains("data-fates=") || !text_of(dom, "scenario-error").is_empty()
 }
 
 /// The text inside the element with `id` (tags removed, entities of the page's text decoded).
@@ -125,6 +149,7 @@ fn an_example_eviction_shows_kubevirts_verdict_message_effect_and_trace() {
         &browser,
         &format!("{}index.html?example=01-drain-live-migratable", playground.url),
         "eviction.png",
+        decided,
     );
     assert!(text_of(&dom, "status").starts_with("Ready"), "{}", text_of(&dom, "status"));
     assert_eq!(text_of(&dom, "verdict"), "denied: 429");
@@ -159,7 +184,7 @@ fn an_edited_request_changes_the_verdict() {
         playground.url,
         query(&[("policy", "pod-eviction"), ("request", &edited), ("objects", &objects)])
     );
-    let dom = load(&browser, &url, "edited-eviction.png");
+    let dom = load(&browser, &url, "edited-eviction.png", decided);
     assert_eq!(text_of(&dom, "verdict"), "allowed");
     assert_eq!(items_of(&dom, "effects"), ["none"]);
     assert_eq!(items_of(&dom, "reads"), ["get Pod default/no-such-pod: pods \"no-such-pod\" not found"]);
@@ -191,6 +216,7 @@ fn a_scenario_in_the_page_has_the_fates_of_evac_simulate() {
             &browser,
             &format!("{}index.html?scenario={name}", playground.url),
             &format!("scenario-{name}.png"),
+            ran,
         );
         assert!(text_of(&dom, "scenario-error").is_empty(), "{name}: {}", text_of(&dom, "scenario-error"));
         for (fate, field) in [
@@ -217,7 +243,7 @@ fn the_demo_report_renders_every_scenario() {
     assert!(out.status.success(), "evac demo failed: {}", String::from_utf8_lossy(&out.stdout));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains(&format!("The pictures of every run: {}", page.display())), "{stdout}");
-    let dom = load(&browser, &format!("file://{}", page.display()), "demo.png");
+    let dom = load(&browser, &format!("file://{}", page.display()), "demo.png", |_| true);
     let mut scenarios: Vec<String> = std::fs::read_dir(repo_root().join("examples/scenarios"))
         .unwrap()
         .map(|e| e.unwrap().path().file_stem().unwrap().to_string_lossy().into_owned())

@@ -1,5 +1,5 @@
 //! The checks a decision made, in the order it made them, in words: what the playground shows
-//! under a verdict ("pod is a virt-launcher of VMI default/web-1; ... -> 429, mark"). Recording
+//! under a verdict ("pod is a virt-launcher on node node01; ... not yet marked -> 429, mark"). Recording
 //! is off for policy modules and servers; a step's text is only built when it is on.
 
 /// The steps of one decision, or nothing when off.

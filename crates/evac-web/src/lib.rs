@@ -7,7 +7,7 @@
 //! - [`scenario`]: a scenario with KubeVirt alone, its report and its pictures;
 //! - [`examples`]: the examples the page opens with.
 //!
-//! The JavaScript functions (`decide`, `run_scenario`, `examples`) take and return text (JSON),
+//! The JavaScript functions (`decide`, `runScenario`, `examples`) take and return text (JSON),
 //! which keeps the boundary to one shape the page and the tests both read.
 
 #![warn(missing_docs)]

@@ -73,7 +73,7 @@ where
     let decision = decide_eviction(request, settings, &watch, trace);
     Ok(match watch.into_refused() {
         Some(refused) => {
-            trace.note(|| format!("a read was refused ({refused}) -> 500, policy misconfigured"));
+            trace.note(|| format!("a read was refused ({refused}): the steps above do not decide -> 500, policy misconfigured"));
             Decision::deny(messages::policy_misconfigured(&refused)).with_code(INTERNAL_ERROR)
         }
         None => decision,
