@@ -56,8 +56,8 @@ impl PolicyName {
 pub struct Answer {
     /// The policy's response, as its module returns it (effects included).
     pub response: PolicyResponse,
-    /// The decision's checks in order (the eviction verdict records them all; the other policies
-    /// their reads and verdict).
+    /// The decision's checks in order (the evacuation plan, without a trace of its own, shows its
+    /// reads and its verdict).
     pub trace: Vec<String>,
     /// The cluster reads the decision made, in order.
     pub reads: Vec<String>,
@@ -108,7 +108,7 @@ pub fn decide_with(
     let mut trace = Trace::on();
     let encoded = match policy {
         PolicyName::PodEviction => pod_eviction::evaluate_traced(&payload, &reader, &mut trace),
-        PolicyName::DisruptionCause => disruption_cause::evaluate(&payload, &reader),
+        PolicyName::DisruptionCause => disruption_cause::evaluate_traced(&payload, &reader, &mut trace),
         PolicyName::Evacuation => evacuation::evaluate_at(&payload, &reader, now),
     }
     .map_err(|e| WebError::new(format!("the policy could not evaluate the request: {e}")))?;

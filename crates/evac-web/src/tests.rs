@@ -40,11 +40,13 @@ fn a_request_in_yaml_decides_as_in_json() {
 
 #[test]
 fn the_policys_own_trace_or_its_reads_and_verdict() {
-    // disruption-cause has no trace of its own: its reads, then its verdict.
-    let answer =
-        decide(PolicyName::DisruptionCause, example("01-drain-live-migratable"), EVICTION_CONTEXT, "", NOW)
-            .unwrap();
-    assert!(answer.trace.last().unwrap().starts_with("-> "), "{:?}", answer.trace);
+    let request = example("01-drain-live-migratable");
+    // disruption-cause traces its own checks: an eviction is not a request it evaluates.
+    let answer = decide(PolicyName::DisruptionCause, request, EVICTION_CONTEXT, "", NOW).unwrap();
+    assert!(answer.trace.last().unwrap().ends_with("-> rejected (400)"), "{:?}", answer.trace);
+    // evacuation has no trace of its own: its reads, then its verdict.
+    let answer = decide(PolicyName::Evacuation, request, EVICTION_CONTEXT, "", NOW).unwrap();
+    assert!(answer.trace.last().unwrap().starts_with("-> 400: "), "{:?}", answer.trace);
 }
 
 #[test]

@@ -10,6 +10,7 @@
 
 use evac_core::disruption;
 use evac_core::model::ValidationRequest;
+use evac_core::trace::Trace;
 use evac_core::{ClusterReader, PolicyResponse};
 #[cfg(target_os = "wasi")]
 use kubewarden_policy_sdk::wapc_guest::{self as guest, CallResult};
@@ -59,8 +60,17 @@ pub fn settings_answer(payload: &[u8]) -> Result<Vec<u8>, String> {
 /// request is allowed, with the failure as a warning and no effect. Only a payload that does not
 /// decode is a waPC error.
 pub fn evaluate<C: ClusterReader>(payload: &[u8], cluster: &C) -> Result<Vec<u8>, String> {
+    evaluate_traced(payload, cluster, &mut Trace::off())
+}
+
+/// [`evaluate`], recording the decision's checks in `trace` (the browser playground shows them).
+pub fn evaluate_traced<C: ClusterReader>(
+    payload: &[u8],
+    cluster: &C,
+    trace: &mut Trace,
+) -> Result<Vec<u8>, String> {
     let validation: ValidationRequest<Settings> = evac_policy_guest::decode_request(payload)?;
-    match disruption::decide(&validation.request, validation.settings.inner(), cluster) {
+    match disruption::decide_traced(&validation.request, validation.settings.inner(), cluster, trace) {
         Ok(decision) => evac_policy_guest::encode_decision(decision),
         Err(e @ disruption::DecideError::Read(_)) => {
             serde_json::to_vec(&allowed_with_warning(&e)).map_err(|e| e.to_string())

@@ -25,6 +25,7 @@ use crate::effect::{Effect, EvacuationSource, ObjectRef};
 use crate::eviction::VMI_API_VERSION;
 use crate::kubevirt_config::KubeVirtConfig;
 use crate::model::{AdmissionRequest, EvictionStrategy, Node, Pod, VirtualMachineInstance};
+use crate::trace::Trace;
 use crate::Decision;
 
 /// The audit annotation that records the classified [`Cause`] of a launcher pod's disruption.
@@ -163,15 +164,50 @@ pub fn decide<C>(
 where
     C: ClusterReader + ?Sized,
 {
-    let kind = &request.kind;
-    match (kind.group.as_str(), kind.kind.as_str(), request.operation.as_str()) {
-        ("", "Pod", "UPDATE" | "DELETE") => decide_pod(request, settings, cluster),
-        ("", "Node", "UPDATE" | "CREATE") => pressure::decide_node(request, settings, cluster),
-        _ => Err(DecideError::UnsupportedRequest(describe(request))),
-    }
+    decide_traced(request, settings, cluster, &mut Trace::off())
 }
 
-/// `apps/v1 Deployment CREATE`, for the error of an unsupported request.
+/// [`decide`], recording its checks in order in `trace`.
+pub fn decide_traced<C>(
+    request: &AdmissionRequest<'_>,
+    settings: &Settings,
+    cluster: &C,
+    trace: &mut Trace,
+) -> Result<Decision, DecideError>
+where
+    C: ClusterReader + ?Sized,
+{
+    let kind = &request.kind;
+    let result = match (kind.group.as_str(), kind.kind.as_str(), request.operation.as_str()) {
+        ("", "Pod", "UPDATE" | "DELETE") => {
+            trace.note(|| format!("pod {} of {}/{}", request.operation, request.namespace, request.name));
+            decide_pod(request, settings, cluster, trace)
+        }
+        ("", "Node", "UPDATE" | "CREATE") => {
+            trace.note(|| format!("node {} of {}: its memory pressure", request.operation, request.name));
+            let decision = pressure::decide_node(request, settings, cluster);
+            if let Ok(decision) = &decision {
+                trace.note(|| {
+                    let effects: Vec<&str> = decision.effects.iter().map(Effect::type_name).collect();
+                    match effects.as_slice() {
+                        [] => "-> allow, nothing to move".to_owned(),
+                        _ => format!("-> allow, {} to move VMs away first", effects.join(", ")),
+                    }
+                });
+            }
+            decision
+        }
+        _ => Err(DecideError::UnsupportedRequest(describe(request))),
+    };
+    if let Err(e) = &result {
+        trace.note(|| match e {
+            DecideError::Read(_) => format!("a read failed ({e}) -> allow, with a warning"),
+            _ => format!("{e} -> rejected ({})", e.code()),
+        });
+    }
+    result
+}
+
 fn describe(request: &AdmissionRequest<'_>) -> String {
     let kind = &request.kind;
     let version = match (kind.group.is_empty(), kind.version.is_empty()) {
@@ -188,21 +224,31 @@ fn decide_pod<C: ClusterReader + ?Sized>(
     request: &AdmissionRequest<'_>,
     settings: &Settings,
     cluster: &C,
+    trace: &mut Trace,
 ) -> Result<Decision, DecideError> {
     // A DELETE carries the pod as it was; an UPDATE as it will be.
     let deleting = request.operation == "DELETE";
     let object = if deleting { request.old_object } else { request.object };
     // Nothing to decide from: allowing is the only answer that cannot block a deletion.
     let Some(pod) = object.and_then(|raw| serde_json::from_str::<Pod<'_>>(raw.get()).ok()) else {
+        trace.note(|| "no pod in the request -> allow".into());
         return Ok(Decision::allow());
     };
     if !pod.is_virt_launcher() {
+        trace.note(|| "not a virt-launcher pod -> allow".into());
         return Ok(Decision::allow());
     }
     let reason = pod.disruption_reason();
     if !deleting && !pod.is_terminating() && reason.is_none() {
+        trace.note(|| {
+            "an update that neither terminates the pod nor marks it a disruption target -> allow".into()
+        });
         return Ok(Decision::allow());
     }
+    trace.note(|| {
+        let reason = reason.map_or("none".to_owned(), |r| format!("DisruptionTarget {r}"));
+        format!("virt-launcher on node {}, disruption reason: {reason}", pod.spec.node_name)
+    });
 
     let namespace =
         if pod.metadata.namespace.is_empty() { &request.namespace } else { &pod.metadata.namespace };
@@ -219,23 +265,42 @@ fn decide_pod<C: ClusterReader + ?Sized>(
     // The node is read only when nothing else names the cause.
     let node_pressure = reason.is_none() && !vmi_being_deleted && node_has_memory_pressure(cluster, node)?;
     let cause = classify(reason, vmi_being_deleted, node_pressure);
+    trace.note(|| format!("cause: {}", cause.as_str()));
 
     let decision = Decision::allow().with_audit_annotation(CAUSE_AUDIT_ANNOTATION, cause.as_str());
-    let (Some(vmi), Some((gate, source))) = (vmi, cause.evacuation()) else {
+    let Some(vmi) = vmi else {
+        trace.note(|| "no VMI -> allow, the cause recorded".into());
+        return Ok(decision);
+    };
+    let Some((gate, source)) = cause.evacuation() else {
+        trace.note(|| "this cause calls for no evacuation -> allow, the cause recorded".into());
         return Ok(decision);
     };
     // Not from the pod the VM runs in (a migration target's), not a VM that has stopped or is
     // not running yet, and not twice.
     if vmi.status.node_name != node || vmi.status.phase != "Running" || vmi.is_evacuating_from(node) {
+        trace.note(|| {
+            format!(
+                "the VMI (phase {}, on {}) is not running here or is already evacuating -> allow",
+                vmi.status.phase, vmi.status.node_name
+            )
+        });
         return Ok(decision);
     }
     let config = KubeVirtConfig::read(settings.kubevirt.as_ref(), cluster)?;
-    if !config.feature_gate_enabled(gate) || !strategy_marks(&vmi, config.eviction_strategy.as_ref()) {
+    if !config.feature_gate_enabled(gate) {
+        trace.note(|| format!("feature gate {gate} is off -> allow, the cause recorded"));
+        return Ok(decision);
+    }
+    if !strategy_marks(&vmi, config.eviction_strategy.as_ref()) {
+        trace.note(|| "the VMI's eviction strategy and migratability call for no evacuation -> allow".into());
         return Ok(decision);
     }
     let external = is_external(&vmi, config.eviction_strategy.as_ref());
     let vmi = ObjectRef::new(namespace.as_str(), vmi.metadata.name.as_str());
-    Ok(decision.with_effect(evacuate(settings, vmi, node, request.is_dry_run(), source, external)))
+    let effect = evacuate(settings, vmi, node, request.is_dry_run(), source, external);
+    trace.note(|| format!("feature gate {gate} on -> allow, {} from {node}", effect.type_name()));
+    Ok(decision.with_effect(effect))
 }
 
 /// Whether the VMI's evacuation is an external controller's (`External`): its mark is the

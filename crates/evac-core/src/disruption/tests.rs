@@ -182,3 +182,34 @@ fn settings_validate_quantities() {
     // Unvalidated settings reach a node decision as an error: the table's "node pressure: invalid
     // settings".
 }
+
+/// The trace decides nothing: on every row the traced decision is the decision, and its last step
+/// names what was answered (allow, with the effect when there is one; a warning; a rejection).
+#[test]
+fn the_trace_ends_with_the_answer_on_every_row() {
+    for case in disruption_cases() {
+        let cluster = TestCluster::for_case(&case);
+        let text = case.request.to_string();
+        let request: AdmissionRequest<'_> = serde_json::from_str(&text).unwrap();
+        let Ok(settings) = serde_json::from_value::<Option<Settings>>(case.settings.clone()) else {
+            continue;
+        };
+        let settings = settings.unwrap_or_default();
+        let plain = decide(&request, &settings, &cluster);
+        let mut trace = crate::trace::Trace::on();
+        let traced = decide_traced(&request, &settings, &cluster, &mut trace);
+        assert_eq!(plain, traced, "{}", case.name);
+        let last = trace.steps().last().unwrap_or_else(|| panic!("{}: an empty trace", case.name)).clone();
+        assert!(last.contains("->"), "{}: the last step gives no answer: {last}", case.name);
+        match &traced {
+            Ok(decision) => {
+                assert!(last.contains("allow"), "{}: {last}", case.name);
+                if let [effect] = decision.effects.as_slice() {
+                    assert!(last.contains(effect.type_name()), "{}: {last}", case.name);
+                }
+            }
+            Err(DecideError::Read(_)) => assert!(last.contains("warning"), "{}: {last}", case.name),
+            Err(_) => assert!(last.contains("rejected"), "{}: {last}", case.name),
+        }
+    }
+}
