@@ -48,8 +48,8 @@ playground: setup
 
 ## All tests: the core's table tests, the host's unit tests, the policies' native tests, and the
 ## end-to-end tests that load the built modules. Release mode reuses `make build`'s artifacts.
+# The playground builds evac-core and evac-sim (no http) for wasm32-unknown-unknown too.
 test: build playground
-	$(CARGO) build --release --target wasm32-unknown-unknown -p evac-core -p evac-sim
 	$(CARGO) test --release --workspace
 
 lint: setup
