@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use evac_e2e::command::output_within;
 use evac_e2e::server::spawn_listening;
-use evac_e2e::{evac_bin, repo_root};
+use evac_e2e::{evac_bin, fate_in_page, repo_root};
 use serde_json::Value;
 
 /// Chromium, or `None` (the test then skips, saying why). With `EVAC_REQUIRE_CHROMIUM` set (as
@@ -197,15 +197,6 @@ fn simulated_fates(scenario: &Path) -> Value {
     serde_json::from_slice::<Value>(&out.stdout).unwrap()["vms"].clone()
 }
 
-/// The number in the page's `data-fate="<fate>"` element.
-fn fate_in(dom: &str, fate: &str) -> u64 {
-    let marker = format!("data-fate=\"{fate}\"");
-    let at = dom.find(&marker).unwrap_or_else(|| panic!("no fate {fate} in the page")) + marker.len();
-    let text = &dom[at..];
-    let text = &text[text.find('>').unwrap() + 1..];
-    text[..text.find('<').unwrap()].trim().parse().unwrap()
-}
-
 #[test]
 fn a_scenario_in_the_page_has_the_fates_of_evac_simulate() {
     let Some(browser) = chromium() else { return };
@@ -226,7 +217,11 @@ fn a_scenario_in_the_page_has_the_fates_of_evac_simulate() {
             ("restarted", "restarted"),
             ("untouched", "untouched"),
         ] {
-            assert_eq!(Some(fate_in(&dom, fate)), expected[field].as_u64(), "{name}: {fate}");
+            assert_eq!(
+                Some(fate_in_page(&dom, "KubeVirt alone", fate)),
+                expected[field].as_u64(),
+                "{name}: {fate}"
+            );
         }
         assert!(dom.contains("class=\"lane\""), "{name}: no VM lanes drawn");
     }
@@ -260,4 +255,21 @@ fn the_demo_report_renders_every_scenario() {
         }
         assert!(section.matches("<svg").count() >= 2, "{name}: its pictures are missing");
     }
+}
+
+/// `evac playground` on a directory without the built page says how to build it.
+#[test]
+fn the_playground_server_refuses_a_directory_without_the_page() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(evac_bin())
+        .args(["playground", "--addr", "127.0.0.1:0", "--dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("index.html is missing: build the playground first (make playground)"),
+        "{stderr}"
+    );
 }

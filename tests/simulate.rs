@@ -4,7 +4,7 @@
 
 use std::process::Command;
 
-use evac_e2e::{evac_bin, repo_root};
+use evac_e2e::{evac_bin, fate_in_page, repo_root};
 use serde_json::Value;
 
 fn simulate(file: &std::path::Path) -> Result<Value, String> {
@@ -142,17 +142,6 @@ fn bad_scenario_files_get_errors_that_say_where() {
     assert!(err.contains("cannot read the scenario"), "{err}");
 }
 
-/// The number in the page's element `data-fate="<fate>"` of the run labelled `run`.
-fn fate_in_page(page: &str, run: &str, fate: &str) -> u64 {
-    let start =
-        page.find(&format!("data-run=\"{run}\"")).unwrap_or_else(|| panic!("no run {run:?} in the page"));
-    let marker = format!("data-fate=\"{fate}\"");
-    let at = start + page[start..].find(&marker).unwrap_or_else(|| panic!("no fate {fate} for {run}"));
-    let text = &page[at + marker.len()..];
-    let text = &text[text.find('>').unwrap() + 1..];
-    text[..text.find('<').unwrap()].trim().parse().unwrap()
-}
-
 /// `--html` writes a self-contained page whose fates are the JSON report's.
 #[test]
 fn the_html_report_shows_the_fates_of_the_json_report() {
@@ -176,4 +165,21 @@ fn the_html_report_shows_the_fates_of_the_json_report() {
         assert!(page.contains(&format!("data-vm=\"{}\"", vm["vm"].as_str().unwrap())), "no lane for {vm}");
     }
     assert!(!page.contains("http://") && !page.contains("https://"), "the page refers to the network");
+}
+
+/// A page that cannot be written is a clear error, before any report is printed.
+#[test]
+fn an_html_report_that_cannot_be_written_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let page_file = dir.path().join("no-such-dir/drain.html");
+    let out = Command::new(evac_bin())
+        .args(["simulate", "--quiet", "--html"])
+        .arg(&page_file)
+        .arg(repo_root().join("examples/scenarios/preemption.yaml"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("cannot write the HTML report"), "{stderr}");
+    assert!(out.stdout.is_empty(), "{}", String::from_utf8_lossy(&out.stdout));
 }

@@ -485,3 +485,17 @@ pub fn declared_effects(policy: &str) -> Vec<String> {
     let declared = metadata["annotations"]["io.evac.effects"].as_str().expect("io.evac.effects");
     declared.split(',').map(|effect| effect.trim().to_owned()).collect()
 }
+
+// --- Report pages ------------------------------------------------------------------------------
+
+/// The number in a report page's `data-fate="<fate>"` element of the run labelled `run` (its
+/// `data-run`): what `evac simulate --html`, `evac demo` and the playground draw.
+pub fn fate_in_page(page: &str, run: &str, fate: &str) -> u64 {
+    let start =
+        page.find(&format!("data-run=\"{run}\"")).unwrap_or_else(|| panic!("no run {run:?} in the page"));
+    let marker = format!("data-fate=\"{fate}\"");
+    let at = start + page[start..].find(&marker).unwrap_or_else(|| panic!("no fate {fate} for {run}"));
+    let text = &page[at + marker.len()..];
+    let text = &text[text.find('>').unwrap() + 1..];
+    text[..text.find('<').unwrap()].trim().parse().unwrap()
+}
