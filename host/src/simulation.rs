@@ -1,126 +1,32 @@
-//! evac in the embedded simulator, plugged in through the interfaces a real install gives it:
-//! its policy server answers the cluster's `pods/eviction` webhook (in process, through the same
-//! pipeline as `evac serve`), and `evac control` runs as one of the cluster's components, on
-//! simulated time (policies read the simulated clock through WASI). Nothing here decides: it
-//! only connects evac's server and controller to a simulated cluster.
+//! evac in the embedded simulator (`evac simulate --evac`, `evac demo`): the simulator's
+//! [`evac_sim::evac`] wiring, with the policies of a `policies.yml` compiled by wasmtime, as
+//! `evac serve` and `evac control` run them. Policies read the simulated clock through WASI, so
+//! their back-offs are in simulated time.
 
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
-use evac_cluster::Executor;
-use evac_evaluator::admission;
-use evac_evaluator::{Loader, Metrics, Pipeline, PoliciesFile, Registry};
+use evac_evaluator::{Loader, ModuleLoader, PoliciesFile};
 use evac_runtime::wapc::{EngineOptions, PolicyEngine, WallClock};
-use evac_sim::api::eviction::{WebhookError, WebhookService};
-use evac_sim::scenario::{ControllerStats, Evac, EvacRun, Scenario, ScenarioError, EVAC_SERVICE};
-use evac_sim::{Actor, ApiError, Kind, Store};
-use futures::future::BoxFuture;
-use serde_json::Value;
+use evac_sim::evac::EvacPolicies;
+use evac_sim::Store;
 
-use crate::control::{Controller, Pass, DISRUPTION_CAUSE, EVACUATION, RESYNC, WATCHED};
-
-/// The policy id the eviction webhook is served by.
-pub const POD_EVICTION: &str = "pod-eviction";
-
-/// evac with the policies of a `policies.yml` (see `examples/control/policies.yml`), as
-/// `evac simulate --evac` and `evac demo` start it.
-pub struct EvacPolicies {
-    /// The policies file.
-    pub policies: PathBuf,
-    /// evac replaces KubeVirt's eviction webhook and evacuation controller instead of running
-    /// beside them.
-    pub replace_kubevirt: bool,
-}
-
-impl Evac for EvacPolicies {
-    fn start(
-        &self,
-        store: &Arc<Store>,
-        scenario: &Scenario,
-        restarts: Vec<Duration>,
-    ) -> Result<Box<dyn EvacRun>, ScenarioError> {
-        let cluster = SimulatedCluster {
-            eviction_soft: &scenario.cluster.kubelet.eviction_soft.0,
-            kubevirt_evacuation_controller: !self.replace_kubevirt,
-        };
-        let running = start(store, &self.policies, &cluster, restarts).map_err(ScenarioError::Evac)?;
-        Ok(Box::new(running))
-    }
-
-    fn replaces_kubevirt(&self) -> bool {
-        self.replace_kubevirt
+/// evac with the policies of the `policies.yml` at `policies` (see
+/// `examples/control/policies.yml`); with `replace_kubevirt`, evac replaces KubeVirt's eviction
+/// webhook and evacuation controller instead of running beside them.
+pub fn evac_policies(policies: &Path, replace_kubevirt: bool) -> EvacPolicies {
+    let path = policies.to_owned();
+    EvacPolicies {
+        name: policies.display().to_string(),
+        load: Box::new(move || PoliciesFile::load(&path).map_err(|e| format!("{e:#}"))),
+        loader: Box::new(wasmtime_loader),
+        replace_kubevirt,
     }
 }
 
-/// What the policies' settings say about the cluster, as the simulated one is.
-pub struct SimulatedCluster<'a> {
-    /// The kubelets' soft eviction threshold (`evictionSoft`).
-    pub eviction_soft: &'a str,
-    /// KubeVirt's evacuation controller runs.
-    pub kubevirt_evacuation_controller: bool,
-}
-
-/// evac running in a simulated cluster.
-pub struct Running {
-    /// The controller, as the actor the simulation runs.
-    pub controller: Arc<ControllerActor>,
-    pipeline: Pipeline,
-}
-
-impl EvacRun for Running {
-    fn actors(&self) -> Vec<Box<dyn Actor>> {
-        vec![Box::new(Arc::clone(&self.controller))]
-    }
-
-    fn controller_stats(&self) -> ControllerStats {
-        let passes = self.controller.passes();
-        let mut ms: Vec<f64> = passes.iter().map(|p| p.elapsed.as_secs_f64() * 1000.0).collect();
-        ms.sort_by(f64::total_cmp);
-        let at = |q: f64| ms.get(((ms.len() as f64 - 1.0) * q).round() as usize).copied().unwrap_or(0.0);
-        ControllerStats {
-            reconcile_ms_p50: at(0.5),
-            reconcile_ms_p99: at(0.99),
-            reconcile_ms_max: ms.last().copied().unwrap_or(0.0),
-            passes: passes.len(),
-            evaluations: passes.iter().map(|p| p.evaluations).sum(),
-            effects_applied: passes.iter().map(|p| p.effects_applied).sum(),
-            effects_failed: passes.iter().map(|p| p.effects_failed).sum(),
-            effects_monitored: passes.iter().map(|p| p.effects_monitored).sum(),
-        }
-    }
-
-    fn effects(&self) -> BTreeMap<String, usize> {
-        self.pipeline.effect_counts()
-    }
-}
-
-/// Starts evac in the simulated cluster: registers its policy server as the webhook's service
-/// and returns the controller, to run as an actor. `cluster`: what the settings of the
-/// disruption-cause and evacuation policies say about the cluster, which are the simulated
-/// cluster's (the kubelets' soft threshold, which the disruption-cause policy relieves nodes
-/// before; whether KubeVirt's evacuation controller runs). `restarts`: when the controller
-/// restarts (forgets all it knew), in simulated time.
-pub fn start(
-    store: &Arc<Store>,
-    policies: &Path,
-    cluster: &SimulatedCluster<'_>,
-    restarts: Vec<Duration>,
-) -> Result<Running, String> {
-    let mut file = PoliciesFile::load(policies).map_err(|e| format!("{e:#}"))?;
-    for id in [DISRUPTION_CAUSE, EVACUATION] {
-        let Some(entry) = file.policies.get_mut(id) else { continue };
-        // The settings describe the cluster's kubelets and KubeVirt, and these are the
-        // scenario's. Both policies read the same settings.
-        let settings = entry.settings.get_or_insert_with(|| serde_json::json!({}));
-        if !settings.get("nodePressure").is_some_and(Value::is_object) {
-            settings["nodePressure"] = serde_json::json!({});
-        }
-        settings["nodePressure"]["threshold"] = serde_json::json!(cluster.eviction_soft);
-        settings["kubevirtEvacuationController"] = serde_json::json!(cluster.kubevirt_evacuation_controller);
-    }
-    // Policies read the simulated clock (back-offs are in simulated time).
+/// A wasmtime loader whose modules read `store`'s objects and its clock.
+fn wasmtime_loader(store: &Arc<Store>) -> Result<Box<dyn ModuleLoader>, String> {
     let clock = Arc::clone(store.clock());
     let wall_clock = WallClock(Arc::new(move || {
         (clock.now() - chrono::DateTime::UNIX_EPOCH).to_std().unwrap_or(Duration::ZERO)
@@ -134,137 +40,5 @@ pub fn start(
         ..EngineOptions::default()
     })
     .map_err(|e| format!("cannot start the policy engine: {e:#}"))?;
-    let metrics = Arc::new(Metrics::default());
-    let memory = Arc::clone(store.memory());
-    let loader = Loader { engine, source: Arc::clone(&memory) as _ };
-    let registry = Arc::new(
-        Registry::start(&file, loader, Arc::clone(&metrics))
-            .map_err(|e| format!("cannot load {}: {e:#}", policies.display()))?,
-    );
-    if !registry.current().contains_key(POD_EVICTION) {
-        return Err(format!("{} has no policy `{POD_EVICTION}` to answer evictions", policies.display()));
-    }
-    let pipeline = Pipeline::new(registry, Executor::new(memory), metrics);
-    let webhook = PolicyWebhook { pipeline: pipeline.clone(), policy: POD_EVICTION.into() };
-    store.register_service(EVAC_SERVICE.0, EVAC_SERVICE.1, Arc::new(webhook));
-    let controller = Controller::new(pipeline.clone()).map_err(|e| format!("{e:#}"))?;
-    let controller = Arc::new(ControllerActor::new(Arc::new(controller)).restarting_at(restarts));
-    Ok(Running { controller, pipeline })
-}
-
-/// Answers a webhook with one policy, as `evac serve` answers `/validate/<id>`: the same
-/// envelope checks and pipeline, without the HTTPS in between.
-pub struct PolicyWebhook {
-    pipeline: Pipeline,
-    policy: String,
-}
-
-impl WebhookService for PolicyWebhook {
-    fn review<'a>(
-        &'a self,
-        _store: &'a Store,
-        review: &'a Value,
-    ) -> BoxFuture<'a, Result<Value, WebhookError>> {
-        Box::pin(async move {
-            let body = serde_json::to_vec(review).map_err(|e| e.to_string())?;
-            let parsed = admission::parse_review(&body).map_err(|e| e.0)?;
-            let served = self
-                .pipeline
-                .registry()
-                .current()
-                .get(&self.policy)
-                .cloned()
-                .ok_or_else(|| format!("no policy {} is served", self.policy))?;
-            let (answer, shadow) = admission::answer(&self.pipeline, &served, parsed).await;
-            if let Some(shadow) = shadow {
-                shadow.run().await;
-            }
-            Ok(serde_json::to_value(&answer).map_err(|e| e.to_string())?)
-        })
-    }
-}
-
-/// The controller as an actor of the simulator: it runs at every round of a simulation, on the
-/// simulated clock, against the store as its cluster.
-pub struct ControllerActor {
-    /// The controller.
-    pub controller: Arc<Controller>,
-    /// When the last resync ran, in simulated time.
-    last_resync: Mutex<Option<Duration>>,
-    /// Every pass, for reports and tests.
-    passes: Mutex<Vec<Pass>>,
-    /// When to restart, in simulated time, soonest last.
-    restarts: Mutex<Vec<Duration>>,
-}
-
-impl ControllerActor {
-    /// The controller as an actor.
-    pub fn new(controller: Arc<Controller>) -> Self {
-        Self {
-            controller,
-            last_resync: Mutex::default(),
-            passes: Mutex::default(),
-            restarts: Mutex::default(),
-        }
-    }
-
-    /// Restarts the controller at these times (as a crash and a new pod would).
-    pub fn restarting_at(self, mut at: Vec<Duration>) -> Self {
-        at.sort_by(|a, b| b.cmp(a));
-        *self.restarts.lock().unwrap_or_else(PoisonError::into_inner) = at;
-        self
-    }
-
-    /// The next restart still to come.
-    fn next_restart(&self) -> Option<Duration> {
-        self.restarts.lock().unwrap_or_else(PoisonError::into_inner).last().copied()
-    }
-
-    /// Every pass so far.
-    pub fn passes(&self) -> Vec<Pass> {
-        self.passes.lock().unwrap_or_else(PoisonError::into_inner).clone()
-    }
-}
-
-impl Actor for ControllerActor {
-    fn name(&self) -> &'static str {
-        "evac-control"
-    }
-
-    fn watches(&self) -> Option<Vec<Kind>> {
-        Some(WATCHED.iter().map(|(api_version, kind)| Kind::new(api_version, kind)).collect())
-    }
-
-    fn reconcile(&self, store: &Store) -> Result<Option<Duration>, ApiError> {
-        let now = store.clock().elapsed();
-        if self.next_restart().is_some_and(|at| at <= now) {
-            self.restarts.lock().unwrap_or_else(PoisonError::into_inner).pop();
-            self.controller.restart();
-            *self.last_resync.lock().unwrap_or_else(PoisonError::into_inner) = None;
-            tracing::info!(at = ?now, "evac control restarted");
-        }
-        let resync = {
-            let mut last = self.last_resync.lock().unwrap_or_else(PoisonError::into_inner);
-            let due = last.is_none_or(|at| now >= at + RESYNC);
-            if due {
-                *last = Some(now);
-            }
-            due
-        };
-        // The store answers every effect at once: the future is ready when polled.
-        let pass =
-            futures::executor::block_on(self.controller.reconcile(&**store.memory(), resync)).map_err(
-                |e| ApiError { code: 500, reason: "InternalError", message: format!("evac control: {e:#}") },
-            )?;
-        let next = (pass.pending_nodes > 0).then(|| {
-            let last = self.last_resync.lock().unwrap_or_else(PoisonError::into_inner).unwrap_or(now);
-            last + RESYNC
-        });
-        let next = match (next, self.next_restart()) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
-        self.passes.lock().unwrap_or_else(PoisonError::into_inner).push(pass);
-        Ok(next)
-    }
+    Ok(Box::new(Loader { engine, source: Arc::clone(store.memory()) as _ }))
 }

@@ -20,4 +20,6 @@ pub mod registry;
 pub use config::{PoliciesFile, PolicyEntry, PolicyMode};
 pub use metrics::Metrics;
 pub use pipeline::{EffectOutcome, Evaluation, Fault, Pipeline, ShadowRun};
-pub use registry::{Loader, PolicySet, Registry, ServedPolicy, Version};
+#[cfg(feature = "wasmtime")]
+pub use registry::Loader;
+pub use registry::{ModuleLoader, PolicySet, Registry, ServedPolicy, Version};

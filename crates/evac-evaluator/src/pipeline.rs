@@ -14,13 +14,15 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use web_time::Instant;
 
 use evac_cluster::{ApiError, Applied, EffectError, Executor};
 use evac_core::kubevirt::FAILED_MARKING;
 use evac_core::{Effect, PolicyResponse};
 use evac_runtime::kubewarden;
-use evac_runtime::wapc::EvalError;
+use evac_runtime::EvalError;
 use serde_json::value::RawValue;
 
 use crate::config::PolicyMode;
@@ -368,7 +370,7 @@ async fn run(version: &Arc<Version>, request: &Arc<Box<RawValue>>) -> Result<Pol
     let runtime = tokio::runtime::Handle::try_current().ok();
     if runtime.is_none() || !version.offloaded.load(Ordering::Relaxed) {
         let started = Instant::now();
-        let result = kubewarden::validate(&version.policy, request, &version.settings);
+        let result = kubewarden::validate(&*version.policy, request, &version.settings);
         if runtime.is_some() && started.elapsed() > INLINE_BUDGET {
             tracing::info!(version = %version.name, "slow evaluations: moving this version to the blocking pool");
             version.offloaded.store(true, Ordering::Relaxed);
@@ -376,7 +378,7 @@ async fn run(version: &Arc<Version>, request: &Arc<Box<RawValue>>) -> Result<Pol
         return result;
     }
     let (version, request) = (Arc::clone(version), Arc::clone(request));
-    tokio::task::spawn_blocking(move || kubewarden::validate(&version.policy, &request, &version.settings))
+    tokio::task::spawn_blocking(move || kubewarden::validate(&*version.policy, &request, &version.settings))
         .await
         .unwrap_or_else(|e| Err(EvalError::HostPanic(format!("the evaluation thread failed: {e}"))))
 }

@@ -6,8 +6,9 @@
 //! store. Requests in flight keep the versions they started with alive until they finish.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
 use arc_swap::ArcSwap;
@@ -17,16 +18,16 @@ use sha2::{Digest, Sha256};
 use crate::config::{PoliciesFile, PolicyEntry, PolicyMode};
 use crate::metrics::{EvaluationLabels, Metrics, PolicyLabels, SwapLabels, VersionLabels};
 use evac_cluster::ObjectSource;
-use evac_runtime::capabilities::KubernetesCapabilities;
+use evac_runtime::capabilities::{HostCapabilities, KubernetesCapabilities};
 use evac_runtime::kubewarden;
-use evac_runtime::wapc::{Policy, PolicyEngine};
+use evac_runtime::WapcPolicy;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::histogram::Histogram;
 
 /// One compiled version of a policy, with its settings.
 pub struct Version {
-    /// The compiled module, bound to its host capabilities.
-    pub policy: Policy,
+    /// The module, bound to its host capabilities.
+    pub policy: Arc<dyn WapcPolicy>,
     /// The settings it evaluates with, as JSON.
     pub settings: Box<RawValue>,
     /// `sha256:<hex>` of the module file.
@@ -79,18 +80,86 @@ struct Source {
 /// The policies served at one moment, by id.
 pub type PolicySet = BTreeMap<String, Arc<ServedPolicy>>;
 
-/// Builds policy versions: compiles modules, binds them to the cluster, checks their settings.
+/// Turns policy modules into policies: reads a module, and binds it to the host capabilities it
+/// may call. The registry does the rest (grants, settings, digests, versions) the same way
+/// whatever the loader: [`Loader`] compiles modules with wasmtime (feature `wasmtime`); the
+/// browser playground binds the policy crates linked into the page.
+pub trait ModuleLoader: Send + Sync {
+    /// The bytes of the module at `path`: the file's, unless the loader has its own.
+    fn read(&self, path: &Path) -> Result<Vec<u8>> {
+        std::fs::read(path).with_context(|| format!("cannot read module {}", path.display()))
+    }
+
+    /// What the policies' host capabilities read.
+    fn source(&self) -> Arc<dyn ObjectSource>;
+
+    /// A policy from a module's bytes (read from `path`), calling `capabilities`, each call
+    /// limited to `timeout` when one is set.
+    fn bind(
+        &self,
+        bytes: &[u8],
+        path: &Path,
+        capabilities: Arc<dyn HostCapabilities>,
+        timeout: Option<Duration>,
+    ) -> Result<Arc<dyn WapcPolicy>>;
+}
+
+impl<L: ModuleLoader + ?Sized> ModuleLoader for Box<L> {
+    fn read(&self, path: &Path) -> Result<Vec<u8>> {
+        (**self).read(path)
+    }
+
+    fn source(&self) -> Arc<dyn ObjectSource> {
+        (**self).source()
+    }
+
+    fn bind(
+        &self,
+        bytes: &[u8],
+        path: &Path,
+        capabilities: Arc<dyn HostCapabilities>,
+        timeout: Option<Duration>,
+    ) -> Result<Arc<dyn WapcPolicy>> {
+        (**self).bind(bytes, path, capabilities, timeout)
+    }
+}
+
+/// Builds policy versions on wasmtime: compiles modules, binds them to the cluster.
+#[cfg(feature = "wasmtime")]
 pub struct Loader {
     /// The engine modules are compiled with.
-    pub engine: PolicyEngine,
+    pub engine: evac_runtime::wapc::PolicyEngine,
     /// What their host capabilities read.
     pub source: Arc<dyn ObjectSource>,
+}
+
+#[cfg(feature = "wasmtime")]
+impl ModuleLoader for Loader {
+    fn source(&self) -> Arc<dyn ObjectSource> {
+        Arc::clone(&self.source)
+    }
+
+    fn bind(
+        &self,
+        bytes: &[u8],
+        path: &Path,
+        capabilities: Arc<dyn HostCapabilities>,
+        timeout: Option<Duration>,
+    ) -> Result<Arc<dyn WapcPolicy>> {
+        let module =
+            self.engine.compile(bytes).with_context(|| format!("cannot load module {}", path.display()))?;
+        let mut policy = evac_runtime::wapc::Policy::new(module, capabilities);
+        if let Some(timeout) = timeout {
+            policy = policy.with_timeout(timeout);
+        }
+        Ok(Arc::new(policy))
+    }
 }
 
 /// The policies served, swapped atomically on reload.
 pub struct Registry {
     current: ArcSwap<PolicySet>,
-    loader: Loader,
+    loader: Box<dyn ModuleLoader>,
     metrics: Arc<Metrics>,
 }
 
@@ -101,9 +170,9 @@ struct ModuleFile {
     digest: String,
 }
 
-fn read_module(file: &PoliciesFile, reference: &str) -> Result<ModuleFile> {
+fn read_module(loader: &dyn ModuleLoader, file: &PoliciesFile, reference: &str) -> Result<ModuleFile> {
     let path = file.module_path(reference)?;
-    let bytes = std::fs::read(&path).with_context(|| format!("cannot read module {}", path.display()))?;
+    let bytes = loader.read(&path)?;
     let digest = format!("sha256:{}", hex::encode(Sha256::digest(&bytes)));
     Ok(ModuleFile { path, bytes, digest })
 }
@@ -115,10 +184,10 @@ struct EntryModules {
 }
 
 impl EntryModules {
-    fn read(file: &PoliciesFile, entry: &PolicyEntry) -> Result<Self> {
-        let active = read_module(file, &entry.module)?;
+    fn read(loader: &dyn ModuleLoader, file: &PoliciesFile, entry: &PolicyEntry) -> Result<Self> {
+        let active = read_module(loader, file, &entry.module)?;
         let shadow = match &entry.shadow {
-            Some(shadow) => Some(read_module(file, &shadow.module).context("shadow version")?),
+            Some(shadow) => Some(read_module(loader, file, &shadow.module).context("shadow version")?),
             None => None,
         };
         Ok(Self { active, shadow })
@@ -135,11 +204,17 @@ impl EntryModules {
 
 impl Registry {
     /// Loads every policy of the file; any invalid entry is an error.
-    pub fn start(file: &PoliciesFile, loader: Loader, metrics: Arc<Metrics>) -> Result<Self> {
+    pub fn start(
+        file: &PoliciesFile,
+        loader: impl ModuleLoader + 'static,
+        metrics: Arc<Metrics>,
+    ) -> Result<Self> {
+        let loader = Box::new(loader);
         let registry = Self { current: ArcSwap::from_pointee(PolicySet::new()), loader, metrics };
         let mut set = PolicySet::new();
         for (id, entry) in &file.policies {
-            let modules = EntryModules::read(file, entry).with_context(|| format!("policy {id}"))?;
+            let modules =
+                EntryModules::read(&*registry.loader, file, entry).with_context(|| format!("policy {id}"))?;
             let served = registry.build(id, entry, modules).with_context(|| format!("policy {id}"))?;
             set.insert(id.clone(), Arc::new(served));
         }
@@ -226,7 +301,7 @@ impl Registry {
         entry: &PolicyEntry,
         previous: Option<&Arc<ServedPolicy>>,
     ) -> Result<Option<ServedPolicy>> {
-        let modules = EntryModules::read(file, entry)?;
+        let modules = EntryModules::read(&*self.loader, file, entry)?;
         if previous.is_some_and(|previous| modules.source(entry) == previous.source) {
             return Ok(None);
         }
@@ -269,7 +344,7 @@ impl Registry {
         })
     }
 
-    /// Compiles a module, binds it, and checks the settings with the module's `validate_settings`.
+    /// Binds a module, and checks the settings with the module's `validate_settings`.
     fn version(
         &self,
         entry: &PolicyEntry,
@@ -277,27 +352,24 @@ impl Registry {
         label: Option<&str>,
         settings: &serde_json::Value,
     ) -> Result<Version> {
-        let module = self
-            .loader
-            .engine
-            .compile(&module_file.bytes)
-            .with_context(|| format!("cannot load module {}", module_file.path.display()))?;
         let allowed = entry.capability_patterns()?;
-        let capabilities = KubernetesCapabilities::new(Arc::clone(&self.loader.source))
+        let capabilities = KubernetesCapabilities::new(self.loader.source())
             .granting(entry.context_aware_resources.iter().cloned())
             .allowing(allowed);
-        let mut policy = Policy::new(module, Arc::new(capabilities));
-        if let Some(timeout) = entry.timeout() {
-            policy = policy.with_timeout(timeout);
-        }
+        let policy = self.loader.bind(
+            &module_file.bytes,
+            &module_file.path,
+            Arc::new(capabilities),
+            entry.timeout(),
+        )?;
         let settings = RawValue::from_string(serde_json::to_string(settings)?)?;
-        let verdict = kubewarden::validate_settings(&policy, &settings)
+        let verdict = kubewarden::validate_settings(&*policy, &settings)
             .map_err(|e| anyhow!("cannot validate its settings: {e}"))?;
         if !verdict.valid {
             bail!("invalid settings: {}", verdict.message.unwrap_or_else(|| "(no reason given)".into()));
         }
         // The first request should not pay for instantiation.
-        policy.module().prewarm(1).map_err(|e| anyhow!("cannot start an instance: {e}"))?;
+        policy.prewarm().map_err(|e| anyhow!("cannot start an instance: {e}"))?;
         let label = match label {
             Some(label) => label.to_owned(),
             None => module_file

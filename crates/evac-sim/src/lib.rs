@@ -10,7 +10,10 @@
 //!
 //! The simulator depends on no part of evac's product but the decision core and the cluster
 //! layer: evac joins a simulation through the interfaces a real cluster offers it (a webhook
-//! service, a component acting on the store), which its host plugs in ([`scenario::Evac`]).
+//! service, a component acting on the store), which its host plugs in ([`scenario::Evac`]). The
+//! `evac` feature holds that wiring (evac's pipeline and controller in a simulated cluster), which
+//! depends on evac's evaluation crates, never the other way round: `evac simulate` and the
+//! browser playground enable it, each with its own way of running the policies.
 
 #![warn(missing_docs)]
 
@@ -18,6 +21,8 @@ pub mod actors;
 pub mod api;
 pub mod clock;
 pub mod driver;
+#[cfg(feature = "evac")]
+pub mod evac;
 pub mod kinds;
 pub mod objects;
 pub mod scenario;

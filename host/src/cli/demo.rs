@@ -92,10 +92,7 @@ fn compare(file: &Path, scenario: &Scenario, policies: &Path) -> Result<Compared
     let baseline = run_quietly(&baseline_scenario, &Mode::KubeVirt)?;
     let evac = run_quietly(
         scenario,
-        &Mode::Evac(std::sync::Arc::new(crate::simulation::EvacPolicies {
-            policies: policies.to_owned(),
-            replace_kubevirt: false,
-        })),
+        &Mode::Evac(std::sync::Arc::new(crate::simulation::evac_policies(policies, false))),
     )?;
     let problems = comparison_problems(&evac, &baseline);
     Ok(Compared { evac, baseline, problems })

@@ -48,10 +48,10 @@ pub fn run(args: SimulateArgs) -> Result<()> {
     let mut progress = Terminal { bar: bar(), timeline };
     let started = std::time::Instant::now();
     let mode = if args.evac {
-        Mode::Evac(std::sync::Arc::new(crate::simulation::EvacPolicies {
-            policies: args.policies.clone(),
-            replace_kubevirt: args.replace_kubevirt,
-        }))
+        Mode::Evac(std::sync::Arc::new(crate::simulation::evac_policies(
+            &args.policies,
+            args.replace_kubevirt,
+        )))
     } else {
         Mode::KubeVirt
     };

@@ -106,7 +106,7 @@ impl Server {
         self.metrics().instances.clear();
         for served in self.registry().current().values() {
             for version in std::iter::once(&served.active).chain(served.shadow.as_ref()) {
-                let stats = version.policy.module().stats();
+                let Some(stats) = version.policy.instance_stats() else { continue };
                 for (how, count) in [("created", stats.created), ("reused", stats.reused)] {
                     let labels =
                         InstanceLabels { policy: served.id.clone(), version: version.name.clone(), how };

@@ -1,14 +1,15 @@
-//! Kubewarden's policy protocol on top of the waPC host: `validate`, `validate_settings`,
+//! Kubewarden's policy protocol over any [`WapcPolicy`]: `validate`, `validate_settings`,
 //! `protocol_version`, the AdmissionReview envelope, and policy metadata.
 
 pub mod admission;
+#[cfg(feature = "wasmtime")]
 pub mod metadata;
 
 use evac_core::PolicyResponse;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
-use crate::wapc::{EvalError, Policy};
+use crate::policy::{EvalError, WapcPolicy};
 pub use evac_core::model::envelope::validation_payload;
 
 /// Kubewarden's answer to `validate_settings`.
@@ -23,7 +24,7 @@ pub struct SettingsValidation {
 
 /// Evaluates `validate` for an AdmissionRequest (raw JSON) with settings (raw JSON).
 pub fn validate(
-    policy: &Policy,
+    policy: &dyn WapcPolicy,
     request: &RawValue,
     settings: &RawValue,
 ) -> Result<PolicyResponse, EvalError> {
@@ -39,13 +40,16 @@ fn decode_answer<T: serde::de::DeserializeOwned>(answer: &[u8], what: &'static s
 }
 
 /// Asks the module whether `settings` are valid for it (`validate_settings`).
-pub fn validate_settings(policy: &Policy, settings: &RawValue) -> Result<SettingsValidation, EvalError> {
+pub fn validate_settings(
+    policy: &dyn WapcPolicy,
+    settings: &RawValue,
+) -> Result<SettingsValidation, EvalError> {
     let answer = policy.call("validate_settings", settings.get().as_bytes())?;
     decode_answer(&answer, "settings validation response")
 }
 
 /// The module's Kubewarden protocol version (`"v1"`).
-pub fn protocol_version(policy: &Policy) -> Result<String, EvalError> {
+pub fn protocol_version(policy: &dyn WapcPolicy) -> Result<String, EvalError> {
     let answer = policy.call("protocol_version", b"")?;
     decode_answer(&answer, "protocol version")
 }

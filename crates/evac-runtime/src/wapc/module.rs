@@ -8,6 +8,7 @@ use wasmtime::{ExternType, FuncType, InstancePre, Linker, Module, ModuleExport, 
 use super::abi::{self, GuestState};
 use super::instance::Instance;
 use super::{compile_cache, prepare, wasi, PolicyEngine};
+pub use crate::policy::InstanceStats;
 
 /// A compiled, checked waPC policy module, ready to instantiate cheaply.
 #[derive(Clone)]
@@ -136,15 +137,6 @@ impl PolicyModule {
         }
         Ok(())
     }
-}
-
-/// Counters of a module's instances.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct InstanceStats {
-    /// Instances created.
-    pub created: u64,
-    /// Evaluations that ran on an instance reset to its post-init state.
-    pub reused: u64,
 }
 
 impl ModuleInner {

@@ -74,3 +74,18 @@ fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
         .unwrap_or_else(|| "a panic without a message".to_owned());
     text.lines().next().unwrap_or_default().to_owned()
 }
+
+impl crate::policy::WapcPolicy for Policy {
+    fn call(&self, operation: &str, payload: &[u8]) -> Result<Vec<u8>, EvalError> {
+        Policy::call(self, operation, payload)
+    }
+
+    /// One idle instance: the first request should not pay for instantiation.
+    fn prewarm(&self) -> Result<(), EvalError> {
+        self.module.prewarm(1)
+    }
+
+    fn instance_stats(&self) -> Option<crate::policy::InstanceStats> {
+        Some(self.module.stats())
+    }
+}

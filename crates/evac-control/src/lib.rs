@@ -1,0 +1,249 @@
+//! `evac control`: the controller that runs evac's modules on cluster changes and carries out
+//! their effects.
+//!
+//! It watches pods, nodes, VMIs and migrations through a [`ChangeFeed`] (the simulator's store,
+//! or kube-rs watch caches), and evaluates:
+//!
+//! - **disruption-cause** on every launcher pod that starts terminating or gets a
+//!   `DisruptionTarget` condition (as the pod UPDATE it is), and on every node change (node
+//!   pressure, ahead of the kubelet);
+//! - **evacuation** on every node where something relevant changed: its VMIs, its pods, its
+//!   migrations, the node itself; and again on every node with evacuations pending when a
+//!   migration ends (the parallel limits freed a slot) and at each resync (back-offs).
+//!
+//! The controller decides nothing itself: it routes changes to modules and applies what they
+//! return. Every effect is idempotent against the state it was decided on, and every decision is
+//! made from the cluster's current state, so a restarted controller picks up where the cluster
+//! is: no duplicate migration, no lost mark.
+//!
+//! The crate runs wherever the pipeline does: `evac control` against a real cluster (the binary
+//! adds leadership), the embedded simulator, and the browser playground.
+
+mod routing;
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use web_time::Instant;
+
+use anyhow::Result;
+use evac_cluster::ChangeFeed;
+use evac_evaluator::metrics::{CauseLabels, EvacuationLabels};
+use evac_evaluator::{EffectOutcome, Pipeline, PolicySet, Registry, ServedPolicy};
+use serde_json::value::RawValue;
+
+use self::routing::{Routing, Work};
+
+/// The policy ids `policies.yml` must give the controller's modules.
+pub const DISRUPTION_CAUSE: &str = "disruption-cause";
+pub const EVACUATION: &str = "evacuation";
+
+/// The kinds the controller watches.
+pub const WATCHED: [(&str, &str); 5] = [
+    ("v1", "Pod"),
+    ("v1", "Node"),
+    ("kubevirt.io/v1", "VirtualMachineInstance"),
+    ("kubevirt.io/v1", "VirtualMachineInstanceMigration"),
+    // Polled (metrics-server serves no watch): a node's memory in use, for node pressure.
+    ("metrics.k8s.io/v1beta1", "NodeMetrics"),
+];
+
+/// What one reconcile did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Pass {
+    pub changes: usize,
+    pub evaluations: usize,
+    pub effects_applied: usize,
+    pub effects_failed: usize,
+    /// Effects recorded and not carried out (monitor mode).
+    pub effects_monitored: usize,
+    /// Nodes with evacuations still to finish: the controller must look again (back-offs).
+    pub pending_nodes: usize,
+    /// Wall time of the pass.
+    pub elapsed: Duration,
+}
+
+pub struct Controller {
+    pipeline: Pipeline,
+    state: Mutex<State>,
+}
+
+struct State {
+    cursors: [Option<u64>; WATCHED.len()],
+    routing: Routing,
+}
+
+impl Controller {
+    /// A controller over the pipeline's `disruption-cause` and `evacuation` policies.
+    pub fn new(pipeline: Pipeline) -> Result<Self> {
+        check_policies(&pipeline.registry().current()).map_err(anyhow::Error::msg)?;
+        let state = State { cursors: [None; WATCHED.len()], routing: Routing::default() };
+        Ok(Self { pipeline, state: Mutex::new(state) })
+    }
+
+    /// The policies the controller evaluates.
+    pub fn registry(&self) -> &Registry {
+        self.pipeline.registry()
+    }
+
+    /// The pipeline its evaluations go through.
+    pub fn pipeline(&self) -> &Pipeline {
+        &self.pipeline
+    }
+
+    /// Forgets everything but the cluster: what a restarted controller knows.
+    pub fn restart(&self) {
+        let mut state = self.lock();
+        state.cursors = [None; WATCHED.len()];
+        state.routing = Routing::default();
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Reads what changed, evaluates the modules on it and carries out their effects. With
+    /// `resync`, every node with evacuations pending is evaluated again too.
+    pub async fn reconcile(&self, feed: &dyn ChangeFeed, resync: bool) -> Result<Pass> {
+        let started = Instant::now();
+        let mut pass = Pass::default();
+        let work = {
+            let mut state = self.lock();
+            let State { cursors, routing } = &mut *state;
+            for (i, (api_version, kind)) in WATCHED.iter().enumerate() {
+                let (changes, cursor) = match feed.changes(api_version, kind, cursors[i]) {
+                    Ok(read) => read,
+                    // metrics-server is an add-on: without it, node pressure has no figures.
+                    Err(_) if *kind == "NodeMetrics" => continue,
+                    Err(error) => return Err(error.into()),
+                };
+                pass.changes += changes.len();
+                for change in &changes {
+                    routing.observe(kind, change);
+                }
+                cursors[i] = Some(cursor);
+            }
+            routing.take_work(resync)
+        };
+        let metrics = self.pipeline.metrics();
+        for ended in &work.ended {
+            let labels = EvacuationLabels { cause: ended.cause.clone(), outcome: ended.outcome };
+            metrics.evacuations.get_or_create(&labels).inc();
+            if let Some(seconds) = ended.seconds {
+                let cause = CauseLabels { cause: ended.cause.clone() };
+                metrics.evacuation_duration.get_or_create(&cause).observe(seconds);
+            }
+        }
+        let set = self.registry().current();
+        self.carry_out(&set, work, &mut pass).await;
+        pass.pending_nodes = self.lock().routing.pending_nodes();
+        pass.elapsed = started.elapsed();
+        self.pipeline.metrics().controller_reconcile.observe(pass.elapsed.as_secs_f64());
+        Ok(pass)
+    }
+
+    async fn carry_out(&self, set: &PolicySet, work: Work, pass: &mut Pass) {
+        let disruption = &set[DISRUPTION_CAUSE];
+        let evacuation = &set[EVACUATION];
+        for request in &work.disruptions {
+            self.evaluate(disruption, request, pass).await;
+        }
+        let evacuated: BTreeSet<&String> = work.nodes.iter().collect();
+        for node in evacuated {
+            let Some(request) = work.node_requests.get(node) else { continue };
+            self.evaluate(evacuation, request, pass).await;
+        }
+    }
+
+    /// Runs one request through the pipeline (mode, effects, shadow), as `evac serve` runs an
+    /// admission request.
+    async fn evaluate(&self, served: &Arc<ServedPolicy>, request: &RawValue, pass: &mut Pass) {
+        pass.evaluations += 1;
+        let request = Arc::new(request.to_owned());
+        let (evaluation, shadow) = self.pipeline.evaluate(served, request, "").await;
+        if let Ok(response) = &evaluation.outcome {
+            if !response.accepted {
+                tracing::warn!(policy = %served.id, message = response.message.as_deref().unwrap_or_default(), "the policy refused the request");
+            }
+        }
+        for (_, outcome) in &evaluation.effects {
+            match outcome {
+                EffectOutcome::Applied | EffectOutcome::Unneeded(_) => pass.effects_applied += 1,
+                EffectOutcome::Failed(_) | EffectOutcome::Skipped => pass.effects_failed += 1,
+                EffectOutcome::Monitored => pass.effects_monitored += 1,
+            }
+        }
+        // The controller has no answer to send first: the comparison runs now.
+        if let Some(shadow) = shadow {
+            shadow.run().await;
+        }
+    }
+}
+
+/// Whether a policy set is one the controller can run: both its policies present, with the
+/// settings they share alike. Checked at start and on every reload (a reload that fails it is
+/// refused whole, and the served set stays).
+pub fn check_policies(set: &PolicySet) -> Result<(), String> {
+    for id in [DISRUPTION_CAUSE, EVACUATION] {
+        if !set.contains_key(id) {
+            return Err(format!(
+                "policies.yml has no policy `{id}`: evac control needs `{DISRUPTION_CAUSE}` and `{EVACUATION}`"
+            ));
+        }
+    }
+    let pressure = |id: &str| node_pressure(&set[id].active.settings);
+    let (marking, releasing) = (pressure(DISRUPTION_CAUSE), pressure(EVACUATION));
+    if marking != releasing {
+        return Err(format!(
+            "the nodePressure settings of `{DISRUPTION_CAUSE}` ({}) and `{EVACUATION}` ({}) differ: \
+             one marks VMs by them and the other releases and places them, so they must be the same",
+            describe(&marking),
+            describe(&releasing)
+        ));
+    }
+    let beside = |id: &str| kubevirt_evacuation_controller(&set[id].active.settings);
+    if beside(DISRUPTION_CAUSE) != beside(EVACUATION) {
+        return Err(format!(
+            "the kubevirtEvacuationController settings of `{DISRUPTION_CAUSE}` ({}) and `{EVACUATION}` ({}) \
+             differ: one holds evacuations for the other to start, so they must be the same",
+            beside(DISRUPTION_CAUSE),
+            beside(EVACUATION)
+        ));
+    }
+    Ok(())
+}
+
+/// How often a running controller looks again at nodes with evacuations pending.
+pub const RESYNC: Duration = Duration::from_secs(10);
+
+/// A policy's `nodePressure` setting, with the default for a missing or unreadable one (the
+/// policy refuses unreadable settings itself).
+fn node_pressure(settings: &serde_json::value::RawValue) -> evac_core::node_pressure::NodePressure {
+    #[derive(serde::Deserialize)]
+    struct WithPressure {
+        #[serde(default, rename = "nodePressure")]
+        node_pressure: evac_core::node_pressure::NodePressure,
+    }
+    serde_json::from_str::<WithPressure>(settings.get()).map(|s| s.node_pressure).unwrap_or_default()
+}
+
+/// A policy's `kubevirtEvacuationController` setting, with the default for a missing or unreadable
+/// one.
+fn kubevirt_evacuation_controller(settings: &serde_json::value::RawValue) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Beside {
+        #[serde(
+            default = "evac_core::kubevirt_config::evacuation_controller_default",
+            rename = "kubevirtEvacuationController"
+        )]
+        kubevirt_evacuation_controller: bool,
+    }
+    serde_json::from_str::<Beside>(settings.get())
+        .map(|s| s.kubevirt_evacuation_controller)
+        .unwrap_or_else(|_| evac_core::kubevirt_config::evacuation_controller_default())
+}
+
+fn describe(pressure: &evac_core::node_pressure::NodePressure) -> String {
+    format!("threshold {}, headroom {}", pressure.threshold, pressure.headroom)
+}
