@@ -2,16 +2,18 @@
 // `?bench=...` in headless Chromium over the DevTools protocol, in real time (the dump-dom mode
 // of the tests runs on virtual time, where the page's clock stands still), and prints the
 // numbers the page measured. Needs Node 20 or later (`--experimental-websocket` below 22).
-// Usage: node --experimental-websocket bench/playground.mjs <playground URL> <scenario.yaml> <verdicts>
+// Usage: node --experimental-websocket bench/playground.mjs <playground URL> <scenario.yaml> <verdicts> [runs]
+// (runs: kubevirt, evac or both, the default).
 import { spawn } from "node:child_process";
 import { mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
-const [base, scenario, verdicts] = process.argv.slice(2);
+const [base, scenario, verdicts, runs] = process.argv.slice(2);
 const query = new URLSearchParams({
   example: "01-drain-live-migratable",
   bench: verdicts || "200",
+  runs: runs || "both",
   "scenario-text": readFileSync(scenario, "utf8"),
 });
 const url = `${base}index.html?${query}`;

@@ -1,7 +1,8 @@
 //! The browser playground in headless Chromium (Debian's `chromium`; `.ci/run` installs it):
 //! served by `evac playground`, the page loads, decides an example eviction as KubeVirt does
-//! (verdict, message, effect, trace), decides an edited request differently, runs a scenario to
-//! the fates `evac simulate --json` reports, and `evac demo`'s HTML report renders every scenario.
+//! (verdict, message, effect, trace), decides an edited request differently, runs a scenario with
+//! KubeVirt alone and with evac to the fates `evac simulate --json` reports for each, and `evac
+//! demo`'s HTML report renders every scenario.
 //! Screenshots go to `target/screenshots/` for a person to look at. Without Chromium the tests
 //! skip, saying so.
 
@@ -190,19 +191,28 @@ fn an_edited_request_changes_the_verdict() {
     assert_eq!(items_of(&dom, "reads"), ["get Pod default/no-such-pod: pods \"no-such-pod\" not found"]);
 }
 
-/// The fates `evac simulate --json` reports for a scenario.
-fn simulated_fates(scenario: &Path) -> Value {
-    let out = Command::new(evac_bin()).args(["simulate", "--json"]).arg(scenario).output().unwrap();
+/// The fates `evac simulate --json` reports for a scenario, with `args` (`--evac`).
+fn simulated_fates(scenario: &Path, args: &[&str]) -> Value {
+    let out = Command::new(evac_bin())
+        .current_dir(repo_root())
+        .args(["simulate", "--json"])
+        .args(args)
+        .arg(scenario)
+        .output()
+        .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     serde_json::from_slice::<Value>(&out.stdout).unwrap()["vms"].clone()
 }
 
+/// Both runs of a scenario in the page, KubeVirt alone and with evac (its pipeline and
+/// controller, the policy crates linked in), end with the fates `evac simulate --json` and `evac
+/// simulate --json --evac` (wasm modules on wasmtime) report.
 #[test]
 fn a_scenario_in_the_page_has_the_fates_of_evac_simulate() {
     let Some(browser) = chromium() else { return };
     let playground = Playground::start();
-    for name in ["drain", "preemption", "noexecute-taint"] {
-        let expected = simulated_fates(&repo_root().join(format!("examples/scenarios/{name}.yaml")));
+    for name in ["drain", "preemption", "noexecute-taint", "memory-pressure"] {
+        let file = repo_root().join(format!("examples/scenarios/{name}.yaml"));
         let dom = load(
             &browser,
             &format!("{}index.html?scenario={name}", playground.url),
@@ -210,18 +220,26 @@ fn a_scenario_in_the_page_has_the_fates_of_evac_simulate() {
             ran,
         );
         assert!(text_of(&dom, "scenario-error").is_empty(), "{name}: {}", text_of(&dom, "scenario-error"));
-        for (fate, field) in [
-            ("total", "total"),
-            ("migrated", "migrated"),
-            ("shut-down", "shutDown"),
-            ("restarted", "restarted"),
-            ("untouched", "untouched"),
-        ] {
-            assert_eq!(
-                Some(fate_in_page(&dom, "KubeVirt alone", fate)),
-                expected[field].as_u64(),
-                "{name}: {fate}"
-            );
+        assert!(
+            items_of(&dom, "scenario-problems").is_empty(),
+            "{name}: {:?}",
+            items_of(&dom, "scenario-problems")
+        );
+        for (run, args) in [("KubeVirt alone", &[][..]), ("with evac", &["--evac"][..])] {
+            let expected = simulated_fates(&file, args);
+            for (fate, field) in [
+                ("total", "total"),
+                ("migrated", "migrated"),
+                ("shut-down", "shutDown"),
+                ("restarted", "restarted"),
+                ("untouched", "untouched"),
+            ] {
+                assert_eq!(
+                    Some(fate_in_page(&dom, run, fate)),
+                    expected[field].as_u64(),
+                    "{name}, {run}: {fate}"
+                );
+            }
         }
         assert!(dom.contains("class=\"lane\""), "{name}: no VM lanes drawn");
     }

@@ -23,14 +23,20 @@ use crate::{Actor, ApiError, Kind, Store};
 /// The policy id the eviction webhook is served by.
 pub const POD_EVICTION: &str = "pod-eviction";
 
+/// Reads a policies file.
+pub type LoadPolicies = dyn Fn() -> Result<PoliciesFile, String> + Send + Sync;
+
+/// Makes the module loader of one run from its store (the objects and the clock policies read).
+pub type LoaderFor = dyn Fn(&Arc<Store>) -> Result<Box<dyn ModuleLoader>, String> + Send + Sync;
+
 /// Where one run's policies come from and how they run.
 pub struct EvacPolicies {
     /// Where the policies come from, for messages (`examples/control/policies.yml`).
     pub name: String,
     /// Reads the policies file, at each start (a file edited between runs is read again).
-    pub load: Box<dyn Fn() -> Result<PoliciesFile, String> + Send + Sync>,
+    pub load: Box<LoadPolicies>,
     /// The modules' loader for one run, reading that run's store (its objects and its clock).
-    pub loader: Box<dyn Fn(&Arc<Store>) -> Result<Box<dyn ModuleLoader>, String> + Send + Sync>,
+    pub loader: Box<LoaderFor>,
     /// evac replaces KubeVirt's eviction webhook and evacuation controller instead of running
     /// beside them.
     pub replace_kubevirt: bool,

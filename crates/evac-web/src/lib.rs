@@ -4,7 +4,8 @@
 //!
 //! - [`decide`](decide::decide): one AdmissionRequest through one policy over pasted cluster
 //!   objects, with the response, its effects and a trace of the checks;
-//! - [`scenario`]: a scenario with KubeVirt alone, its report and its pictures;
+//! - [`scenario`]: a scenario with KubeVirt alone and with evac side by side (evac's own
+//!   pipeline and controller, the policies [`linked`] in), the reports and their pictures;
 //! - [`examples`]: the examples the page opens with.
 //!
 //! The JavaScript functions (`decide`, `runScenario`, `examples`) take and return text (JSON),
@@ -14,6 +15,7 @@
 
 pub mod decide;
 pub mod examples;
+pub mod linked;
 mod reads;
 pub mod scenario;
 #[cfg(test)]
@@ -62,10 +64,12 @@ pub fn decide_js(
     json(&decide::decide(policy, request, objects, settings, now).map_err(js)?)
 }
 
-/// Runs a scenario (YAML) with KubeVirt alone; returns `{report, html}` as JSON.
+/// Runs a scenario (YAML): `runs` is `kubevirt`, `evac` or `both` (empty: both); returns
+/// `{runs: [{label, report, timeline}], problems, html}` as JSON.
 #[wasm_bindgen(js_name = runScenario)]
-pub fn run_scenario_js(scenario: &str) -> Result<String, wasm_bindgen::JsError> {
-    json(&scenario::run(scenario).map_err(js)?)
+pub fn run_scenario_js(scenario: &str, runs: &str) -> Result<String, wasm_bindgen::JsError> {
+    let runs = scenario::Runs::parse(runs).map_err(js)?;
+    json(&scenario::run(scenario, runs).map_err(js)?)
 }
 
 /// The examples: `{evictions: [{name, text}], eviction_context, scenarios: [{name, text}]}`.

@@ -3,6 +3,7 @@
 
 use crate::decide::{decide, PolicyName};
 use crate::examples::{EVICTIONS, EVICTION_CONTEXT, SCENARIOS};
+use crate::scenario::Runs;
 
 const NOW: f64 = 1_700_000_000.0;
 
@@ -76,13 +77,98 @@ fn settings_a_host_would_refuse_are_reported_beside_the_answer() {
     assert!(plain.settings_refused.is_none());
 }
 
+fn scenario(name: &str) -> &'static str {
+    SCENARIOS.iter().find(|s| s.name == name).unwrap().text
+}
+
 #[test]
 fn a_scenario_runs_with_kubevirt_alone_and_draws_its_report() {
-    let drain = SCENARIOS.iter().find(|s| s.name == "drain").unwrap();
-    let run = crate::scenario::run(drain.text).unwrap();
-    assert_eq!((run.report.vms.migrated, run.report.vms.shut_down), (10, 2));
+    let run = crate::scenario::run(scenario("drain"), Runs::KubeVirt).unwrap();
+    let [alone] = run.runs.as_slice() else { panic!("one run") };
+    assert_eq!(alone.label, "KubeVirt alone");
+    assert_eq!((alone.report.vms.migrated, alone.report.vms.shut_down), (10, 2));
     assert!(run.html.contains("data-run=\"KubeVirt alone\""));
+    assert!(!run.html.contains("data-run=\"with evac\""));
     assert!(!run.html.contains("<html"), "a fragment, not a page");
-    assert!(!run.timeline.is_empty());
-    assert!(crate::scenario::run("name: [").unwrap_err().to_string().contains("scenario"));
+    assert!(!alone.timeline.is_empty());
+    assert!(crate::scenario::run("name: [", Runs::Both).unwrap_err().to_string().contains("scenario"));
+}
+
+/// The drain example with evac: the two VMs KubeVirt alone shuts down (`evictionStrategy: None`
+/// and a non-migratable `LiveMigrateIfPossible`, which KubeVirt's webhook lets go) are the
+/// ones evac cannot migrate either; every run of the pair keeps the invariants.
+#[test]
+fn a_scenario_runs_with_evac_beside_kubevirt_alone() {
+    let run = crate::scenario::run(scenario("drain"), Runs::Both).unwrap();
+    let [alone, evac] = run.runs.as_slice() else { panic!("two runs") };
+    assert_eq!((alone.label, evac.label), ("KubeVirt alone", "with evac"));
+    assert!(run.problems.is_empty(), "{:?}", run.problems);
+    assert!(evac.report.vms.shut_down <= alone.report.vms.shut_down);
+    assert!(
+        evac.report.evac_effects.keys().any(|k| k.starts_with("pod-eviction ")),
+        "{:?}",
+        evac.report.evac_effects
+    );
+    assert!(evac.report.controller.as_ref().is_some_and(|c| c.evaluations > 0), "the controller ran");
+    for label in ["KubeVirt alone", "with evac"] {
+        assert!(run.html.contains(&format!("data-run=\"{label}\"")), "{label}");
+    }
+}
+
+/// `descheduler`'s baseline is another scenario, `descheduler-naive`, which the page has.
+#[test]
+fn a_baseline_named_by_the_scenario_is_the_page_s() {
+    let both = crate::scenario::run(scenario("descheduler"), Runs::Both).unwrap();
+    let naive = crate::scenario::run(scenario("descheduler-naive"), Runs::KubeVirt).unwrap();
+    assert_eq!(both.runs[0].report.scenario, naive.runs[0].report.scenario);
+    let unknown = scenario("descheduler").replace("baseline: descheduler-naive.yaml", "baseline: other.yaml");
+    let error = crate::scenario::run(&unknown, Runs::Both).unwrap_err().to_string();
+    assert!(error.contains("other.yaml is not one of the page's scenarios"), "{error}");
+    assert!(crate::scenario::run(&unknown, Runs::Evac).is_ok(), "evac alone needs no baseline");
+    assert!(Runs::parse("neither").is_err());
+}
+
+/// A linked policy reads through the capabilities the registry binds it to: a resource its
+/// `contextAwareResources` do not grant is refused in Kubewarden's words, as the wasm host
+/// refuses it to the module; a module the page does not link is a clear error.
+#[test]
+fn linked_policies_read_only_what_they_are_granted() {
+    use std::path::Path;
+    use std::sync::Arc;
+
+    use evac_evaluator::ModuleLoader;
+    use evac_runtime::capabilities::KubernetesCapabilities;
+
+    let clock = Arc::new(evac_sim::SimClock::default());
+    let store = Arc::new(
+        evac_cluster::MemoryStore::from_list_with_clock(EVICTION_CONTEXT, Arc::clone(&clock) as _).unwrap(),
+    );
+    let loader = crate::linked::LinkedPolicies::new(Arc::clone(&store) as _, clock);
+    let path = Path::new("dist/policies/pod-eviction.wasm");
+    let bytes = loader.read(path).unwrap();
+    let only_pods =
+        KubernetesCapabilities::new(loader.source()).granting([evac_cluster::Kind::new("v1", "Pod")]);
+    let policy = loader.bind(&bytes, path, Arc::new(only_pods), None).unwrap();
+    let request =
+        evac_core::model::envelope::request_from_input(example("01-drain-live-migratable").as_bytes())
+            .unwrap();
+    let settings = serde_json::value::RawValue::from_string("{}".into()).unwrap();
+    let response = evac_runtime::kubewarden::validate(&*policy, &request, &settings).unwrap();
+    let message = response.message.unwrap_or_default();
+    assert!(
+        message.contains(
+            "Policy has not been granted access to Kubernetes kubevirt.io/v1/VirtualMachineInstance"
+        ),
+        "{message}"
+    );
+    let everything = KubernetesCapabilities::new(loader.source());
+    let policy = loader.bind(&bytes, path, Arc::new(everything), None).unwrap();
+    let response = evac_runtime::kubewarden::validate(&*policy, &request, &settings).unwrap();
+    assert_eq!((response.accepted, response.code), (false, Some(429)));
+    assert_eq!(evac_runtime::kubewarden::protocol_version(&*policy).unwrap(), "v1");
+    let error = loader.read(Path::new("dist/policies/other.wasm")).unwrap_err().to_string();
+    assert!(error.contains("the page links no such policy"), "{error}");
+    assert!(loader
+        .bind(b"not a linked module", path, Arc::new(KubernetesCapabilities::new(loader.source())), None)
+        .is_err());
 }

@@ -96,20 +96,40 @@ function runTheScenario() {
   const name = $("scenario-example").value;
   const original = catalog.scenarios.find((s) => s.name === name);
   const text = $("scenario-text").value;
-  setParams({ tab: "scenario", scenario: name, "scenario-text": original && original.text === text ? "" : text });
+  const runs = $("runs").value;
+  setParams({
+    tab: "scenario", scenario: name, runs: runs === "both" ? "" : runs,
+    "scenario-text": original && original.text === text ? "" : text,
+  });
   $("scenario-error").textContent = "";
+  $("scenario-problems").replaceChildren();
+  $("scenario-timelines").replaceChildren();
   $("scenario-report").textContent = "Running…";
   // Let the page paint "Running…" before the simulation takes the thread.
   setTimeout(() => {
     const started = performance.now();
     try {
-      const run = JSON.parse(runScenario(text));
+      const result = JSON.parse(runScenario(text, runs));
       const elapsed = performance.now() - started;
-      $("scenario-report").innerHTML = run.html;
+      $("scenario-report").innerHTML = result.html;
       $("scenario-report").dataset.ms = elapsed.toFixed(1);
-      $("scenario-report").dataset.fates = JSON.stringify(run.report.vms);
+      $("scenario-report").dataset.fates = JSON.stringify(Object.fromEntries(result.runs.map((r) => [r.label, r.report.vms])));
       $("run-time").textContent = `ran in ${elapsed.toFixed(0)} ms in this page`;
-      $("scenario-timeline").textContent = run.timeline.map((e) => `${e.at.toFixed(1).padStart(8)} s  ${e.what}`).join("\n");
+      for (const problem of result.problems) {
+        const item = document.createElement("li");
+        item.textContent = problem;
+        $("scenario-problems").append(item);
+      }
+      for (const run of result.runs) {
+        const details = document.createElement("details");
+        const summary = document.createElement("summary");
+        summary.textContent = `Timeline, ${run.label}`;
+        const pre = document.createElement("pre");
+        pre.dataset.run = run.label;
+        pre.textContent = run.timeline.map((e) => `${e.at.toFixed(1).padStart(8)} s  ${e.what}`).join("\n");
+        details.append(summary, pre);
+        $("scenario-timelines").append(details);
+      }
     } catch (error) {
       $("scenario-report").textContent = "";
       $("scenario-error").textContent = String(error.message || error);
@@ -145,6 +165,7 @@ async function main() {
     if (scenario) $("scenario-text").value = scenario.text;
   });
   $("run").addEventListener("click", runTheScenario);
+  if (["kubevirt", "evac", "both"].includes(params.get("runs"))) $("runs").value = params.get("runs");
 
   const scenario = catalog.scenarios.find((s) => s.name === (params.get("scenario") || "drain"));
   if (scenario) {
@@ -173,7 +194,8 @@ async function main() {
 }
 
 // `?bench=N` (make bench-playground): N verdicts of the current request, then the scenario in
-// `scenario-text` once, timed with the page's clock; the numbers go in #bench as JSON.
+// `scenario-text` once (the runs `?runs=` names, both by default), timed with the page's clock;
+// the numbers go in #bench as JSON.
 function bench(readyMs, verdicts) {
   const args = [$("policy").value, $("request").value, $("objects").value, $("settings").value, Date.now() / 1000];
   decide(...args); // warm-up
@@ -184,7 +206,8 @@ function bench(readyMs, verdicts) {
   let fates = null;
   if ($("scenario-text").value && params.has("scenario-text")) {
     started = performance.now();
-    fates = JSON.parse(runScenario($("scenario-text").value)).report.vms;
+    const result = JSON.parse(runScenario($("scenario-text").value, $("runs").value));
+    fates = Object.fromEntries(result.runs.map((r) => [r.label, r.report.vms]));
     scenarioMs = performance.now() - started;
   }
   const result = { readyMs, verdicts, verdictMs, scenarioMs, fates };

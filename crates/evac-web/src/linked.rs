@@ -1,0 +1,127 @@
+//! The policy crates linked into the page, loaded the way a Kubewarden host loads modules: a
+//! [`ModuleLoader`] for evac's evaluation pipeline, so that a scenario with evac runs the same
+//! registry, pipeline and controller as `evac simulate --evac`, with the policies' own functions
+//! in place of their wasm modules.
+//!
+//! A module path names the crate by its file stem (`.../pod-eviction.wasm` is the `pod-eviction`
+//! crate). Reads go through the same [`HostCapabilities`] the wasm host gives a module (the
+//! grants of `contextAwareResources`, the `hostCapabilities` patterns, Kubewarden's refusal
+//! words), as the crate's guest code calls them inside a module; the evacuation plan reads the
+//! simulated clock, as a module reads it through WASI. A linked policy has no instances and no
+//! deadline: it runs to its answer on the page's thread.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{anyhow, Result};
+use evac_cluster::ObjectSource;
+use evac_core::cluster::{GetResource, ListResourcesAll};
+use evac_core::{ClusterReader, ReadError};
+use evac_evaluator::ModuleLoader;
+use evac_runtime::capabilities::HostCapabilities;
+use evac_runtime::{EvalError, WapcPolicy};
+use evac_sim::SimClock;
+
+use crate::decide::PolicyName;
+
+/// Loads the linked policy crates, reading `source` on `clock`'s time.
+pub struct LinkedPolicies {
+    source: Arc<dyn ObjectSource>,
+    clock: Arc<SimClock>,
+}
+
+impl LinkedPolicies {
+    /// Policies reading `source`, at `clock`'s time.
+    pub fn new(source: Arc<dyn ObjectSource>, clock: Arc<SimClock>) -> Self {
+        Self { source, clock }
+    }
+}
+
+/// What stands for a linked module's bytes: its crate and version, so that its digest names them.
+fn identity(policy: PolicyName) -> String {
+    format!("{} {} (linked)", policy.as_str(), env!("CARGO_PKG_VERSION"))
+}
+
+impl ModuleLoader for LinkedPolicies {
+    fn read(&self, path: &Path) -> Result<Vec<u8>> {
+        let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or_default();
+        let policy = PolicyName::parse(stem)
+            .map_err(|e| anyhow!("module {}: the page links no such policy ({e})", path.display()))?;
+        Ok(identity(policy).into_bytes())
+    }
+
+    fn source(&self) -> Arc<dyn ObjectSource> {
+        Arc::clone(&self.source)
+    }
+
+    fn bind(
+        &self,
+        bytes: &[u8],
+        path: &Path,
+        capabilities: Arc<dyn HostCapabilities>,
+        _timeout: Option<Duration>,
+    ) -> Result<Arc<dyn WapcPolicy>> {
+        let policy = PolicyName::ALL
+            .into_iter()
+            .find(|p| identity(*p).as_bytes() == bytes)
+            .ok_or_else(|| anyhow!("module {} is not a policy the page links", path.display()))?;
+        Ok(Arc::new(LinkedPolicy { policy, capabilities, clock: Arc::clone(&self.clock) }))
+    }
+}
+
+/// One linked policy bound to its capabilities.
+struct LinkedPolicy {
+    policy: PolicyName,
+    capabilities: Arc<dyn HostCapabilities>,
+    clock: Arc<SimClock>,
+}
+
+impl WapcPolicy for LinkedPolicy {
+    fn call(&self, operation: &str, payload: &[u8]) -> Result<Vec<u8>, EvalError> {
+        let answer = match operation {
+            "validate" => {
+                let reader = Capabilities(&*self.capabilities);
+                match self.policy {
+                    PolicyName::PodEviction => pod_eviction::evaluate(payload, &reader),
+                    PolicyName::DisruptionCause => disruption_cause::evaluate(payload, &reader),
+                    PolicyName::Evacuation => {
+                        let now = self.clock.now().timestamp_millis() as f64 / 1000.0;
+                        evacuation::evaluate_at(payload, &reader, now)
+                    }
+                }
+            }
+            "validate_settings" => match self.policy {
+                PolicyName::PodEviction => pod_eviction::settings_answer(payload),
+                PolicyName::DisruptionCause => disruption_cause::settings_answer(payload),
+                PolicyName::Evacuation => evacuation::settings_answer(payload),
+            },
+            "protocol_version" => Ok(br#""v1""#.to_vec()),
+            other => Err(format!("no such operation: {other}")),
+        };
+        // A crate's error is what its module returns as a waPC error.
+        answer.map_err(EvalError::Guest)
+    }
+}
+
+/// The guest's view of the host capabilities: Kubewarden's `kubernetes` calls, their payloads
+/// JSON, their errors the host's words (as `evac-policy-guest`'s `HostCapabilities` reads them
+/// through waPC).
+struct Capabilities<'a>(&'a dyn HostCapabilities);
+
+impl Capabilities<'_> {
+    fn call(&self, operation: &str, request: &impl serde::Serialize) -> Result<Vec<u8>, ReadError> {
+        let payload = serde_json::to_vec(request).map_err(|e| ReadError::other(e.to_string()))?;
+        self.0.call("kubewarden", "kubernetes", operation, &payload).map_err(ReadError::from_message)
+    }
+}
+
+impl ClusterReader for Capabilities<'_> {
+    fn get_resource(&self, request: &GetResource<'_>) -> Result<Vec<u8>, ReadError> {
+        self.call("get_resource", request)
+    }
+
+    fn list_resources_all(&self, request: &ListResourcesAll<'_>) -> Result<Vec<u8>, ReadError> {
+        self.call("list_resources_all", request)
+    }
+}
