@@ -56,8 +56,7 @@ impl PolicyName {
 pub struct Answer {
     /// The policy's response, as its module returns it (effects included).
     pub response: PolicyResponse,
-    /// The decision's checks in order (the evacuation plan, without a trace of its own, shows its
-    /// reads and its verdict).
+    /// The decision's checks in order, the answer last.
     pub trace: Vec<String>,
     /// The cluster reads the decision made, in order.
     pub reads: Vec<String>,
@@ -109,32 +108,13 @@ pub fn decide_with(
     let encoded = match policy {
         PolicyName::PodEviction => pod_eviction::evaluate_traced(&payload, &reader, &mut trace),
         PolicyName::DisruptionCause => disruption_cause::evaluate_traced(&payload, &reader, &mut trace),
-        PolicyName::Evacuation => evacuation::evaluate_at(&payload, &reader, now),
+        PolicyName::Evacuation => evacuation::evaluate_traced_at(&payload, &reader, now, &mut trace),
     }
     .map_err(|e| WebError::new(format!("the policy could not evaluate the request: {e}")))?;
     let response: PolicyResponse = serde_json::from_slice(&encoded)
         .map_err(|e| WebError::new(format!("the policy's answer does not decode: {e}")))?;
     let reads = reader.into_reads();
-    let mut trace = trace.into_steps();
-    if trace.is_empty() {
-        // Policies without a trace of their own: what they read, then what they answered.
-        trace.extend(reads.iter().cloned());
-        trace.push(format!("-> {}", verdict_words(&response)));
-    }
-    Ok(Answer { response, trace, reads, settings_refused })
-}
-
-/// `allowed`, `429: <message>`, with the effects' types.
-fn verdict_words(response: &PolicyResponse) -> String {
-    let mut words = if response.accepted {
-        "allowed".to_owned()
-    } else {
-        format!("{}: {}", response.code.unwrap_or(400), response.message.as_deref().unwrap_or(""))
-    };
-    for effect in &response.effects {
-        words.push_str(&format!(", {}", effect.type_name()));
-    }
-    words
+    Ok(Answer { response, trace: trace.into_steps(), reads, settings_refused })
 }
 
 /// The settings' validation as the module answers `validate_settings`: `Some(why)` when invalid.

@@ -40,14 +40,30 @@ fn a_request_in_yaml_decides_as_in_json() {
 }
 
 #[test]
-fn the_policys_own_trace_or_its_reads_and_verdict() {
+fn every_policy_traces_its_own_checks_to_the_answer() {
     let request = example("01-drain-live-migratable");
-    // disruption-cause traces its own checks: an eviction is not a request it evaluates.
+    // An eviction is not a request disruption-cause or evacuation evaluates: they say so last.
     let answer = decide(PolicyName::DisruptionCause, request, EVICTION_CONTEXT, "", NOW).unwrap();
     assert!(answer.trace.last().unwrap().ends_with("-> rejected (400)"), "{:?}", answer.trace);
-    // evacuation has no trace of its own: its reads, then its verdict.
     let answer = decide(PolicyName::Evacuation, request, EVICTION_CONTEXT, "", NOW).unwrap();
-    assert!(answer.trace.last().unwrap().starts_with("-> 400: "), "{:?}", answer.trace);
+    assert_eq!(
+        answer.trace,
+        ["-> rejected (400): this policy only evaluates Node requests, got CREATE policy/v1 Eviction"]
+    );
+    // A cordoned node01 of the examples' cluster: db-1 is marked for it, and KubeVirt's
+    // evacuation controller (on by default) migrates it; web-1 is not marked.
+    let node = r#"{"kind": {"group": "", "version": "v1", "kind": "Node"}, "operation": "UPDATE",
+        "name": "node01", "uid": "u",
+        "object": {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node01"}, "spec": {"unschedulable": true}}}"#;
+    let answer = decide(PolicyName::Evacuation, node, EVICTION_CONTEXT, "", NOW).unwrap();
+    let trace = answer.trace.join("\n");
+    assert!(trace.contains("node UPDATE of node01"), "{trace}");
+    assert!(
+        trace.contains("default/db-1: marked for node01; KubeVirt's evacuation controller migrates it"),
+        "{trace}"
+    );
+    assert!(trace.contains("default/web-1: not marked; stays"), "{trace}");
+    assert!(answer.trace.last().unwrap().starts_with("-> allow"), "{trace}");
 }
 
 #[test]

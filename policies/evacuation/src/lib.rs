@@ -9,6 +9,7 @@
 
 use evac_core::evacuation::{self, RequestError};
 use evac_core::model::ValidationRequest;
+use evac_core::trace::Trace;
 use evac_core::{ClusterReader, PolicyResponse};
 #[cfg(target_os = "wasi")]
 use kubewarden_policy_sdk::wapc_guest::{self as guest, CallResult};
@@ -66,8 +67,24 @@ fn now() -> f64 {
 /// that is not an update of a Node, 500 for a failed read); only a payload that does not decode
 /// is an error of the call itself.
 pub fn evaluate_at<C: ClusterReader>(payload: &[u8], cluster: &C, now: f64) -> Result<Vec<u8>, String> {
+    evaluate_traced_at(payload, cluster, now, &mut Trace::off())
+}
+
+/// [`evaluate_at`], recording the decision's checks in `trace` (the browser playground shows them).
+pub fn evaluate_traced_at<C: ClusterReader>(
+    payload: &[u8],
+    cluster: &C,
+    now: f64,
+    trace: &mut Trace,
+) -> Result<Vec<u8>, String> {
     let validation: ValidationRequest<Settings> = evac_policy_guest::decode_request(payload)?;
-    match evacuation::decide_request(&validation.request, validation.settings.inner(), cluster, now) {
+    match evacuation::decide_request_traced(
+        &validation.request,
+        validation.settings.inner(),
+        cluster,
+        now,
+        trace,
+    ) {
         Ok(decision) => evac_policy_guest::encode_decision(decision),
         Err(e) => serde_json::to_vec(&rejection(&e)).map_err(|e| e.to_string()),
     }

@@ -31,6 +31,7 @@ use crate::model::{
     quantity, AdmissionRequest, EvictionStrategy, Migration, Node, Pod, VirtualMachineInstance,
 };
 use crate::placement::Placement;
+use crate::trace::Trace;
 use crate::{Decision, Effect, ObjectRef};
 
 use history::{History, VmiKey};
@@ -84,6 +85,34 @@ pub fn decide_request<C>(
 where
     C: ClusterReader + ?Sized,
 {
+    decide_request_traced(request, settings, cluster, now, &mut Trace::off())
+}
+
+/// [`decide_request`], recording its checks in order in `trace`: the node and what it carries,
+/// each VMI's standing, the room the parallel limits leave, each candidate's migration, and the
+/// answer last.
+pub fn decide_request_traced<C>(
+    request: &AdmissionRequest<'_>,
+    settings: &Settings,
+    cluster: &C,
+    now: f64,
+    trace: &mut Trace,
+) -> Result<Decision, RequestError>
+where
+    C: ClusterReader + ?Sized,
+{
+    let result = node_of(request).and_then(|node| {
+        trace.note(|| format!("node {} of {}", request.operation, node.metadata.name));
+        Ok(decide_traced_as(Flavor::Evac, &node, settings, cluster, now, trace)?)
+    });
+    if let Err(error) = &result {
+        trace.note(|| format!("-> rejected ({}): {error}", error.code()));
+    }
+    result
+}
+
+/// The Node of a request, or why the request is not one this decision handles.
+fn node_of<'a>(request: &AdmissionRequest<'a>) -> Result<Node<'a>, RequestError> {
     let kind = &request.kind;
     if kind.kind != "Node" || !kind.group.is_empty() {
         let operation =
@@ -109,7 +138,7 @@ where
     if node.metadata.name.is_empty() {
         return Err(RequestError::BadRequest("the Node has no name".into()));
     }
-    Ok(decide(&node, settings, cluster, now)?)
+    Ok(node)
 }
 
 /// Whose evacuation controller the decision is.
@@ -148,8 +177,65 @@ pub fn decide_as<C>(
 where
     C: ClusterReader + ?Sized,
 {
+    decide_traced_as(flavor, node, settings, cluster, now, &mut Trace::off())
+}
+
+/// [`decide_as`], recording its checks in order in `trace` (see [`decide_request_traced`]).
+pub fn decide_traced_as<C>(
+    flavor: Flavor,
+    node: &Node<'_>,
+    settings: &Settings,
+    cluster: &C,
+    now: f64,
+    trace: &mut Trace,
+) -> Result<Decision, ReadError>
+where
+    C: ClusterReader + ?Sized,
+{
+    let result = decide_reading(flavor, node, settings, cluster, now, trace);
+    match &result {
+        Ok(decision) => trace.note(|| {
+            let effects: Vec<&str> = decision.effects.iter().map(Effect::type_name).collect();
+            match effects.as_slice() {
+                [] => "-> allow, nothing to do".to_owned(),
+                _ => format!("-> allow, {}", effects.join(", ")),
+            }
+        }),
+        Err(error) => trace.note(|| format!("-> rejected (500): cannot read the cluster: {error}")),
+    }
+    result
+}
+
+fn decide_reading<C>(
+    flavor: Flavor,
+    node: &Node<'_>,
+    settings: &Settings,
+    cluster: &C,
+    now: f64,
+    trace: &mut Trace,
+) -> Result<Decision, ReadError>
+where
+    C: ClusterReader + ?Sized,
+{
     let name = node.metadata.name.as_str();
     let config = KubeVirtConfig::read(settings.kubevirt.as_ref(), cluster)?;
+    trace.note(|| {
+        let bandwidth = match config.bandwidth_per_migration {
+            Some(bytes) => format!("bandwidthPerMigration {bytes} bytes/s"),
+            None => "bandwidthPerMigration unlimited".to_owned(),
+        };
+        format!(
+            "KubeVirt: parallelMigrationsPerCluster {}, parallelOutboundMigrationsPerNode {}, {bandwidth}; \
+             its evacuation controller {}",
+            config.parallel_migrations_per_cluster,
+            config.parallel_outbound_migrations_per_node,
+            if flavor == Flavor::KubeVirt || settings.kubevirt_evacuation_controller {
+                "runs"
+            } else {
+                "is off: evac creates the migrations"
+            }
+        )
+    });
     let mut node = node.clone();
     let node_label = format!("{NODE_NAME_LABEL}={name}");
     let raw_vmis = list(cluster, KUBEVIRT_API_VERSION, "VirtualMachineInstance", Some(&node_label), None)?;
@@ -160,6 +246,15 @@ where
     let raw_migrations = list(cluster, KUBEVIRT_API_VERSION, "VirtualMachineInstanceMigration", None, None)?;
     let migrations =
         cluster::decode_list::<Migration<'_>>(&raw_migrations, "VirtualMachineInstanceMigration")?;
+    trace.note(|| {
+        format!(
+            "node {name}{}: {} VMIs labelled for it, {} launcher pods on it; {} migrations in the cluster",
+            if node.is_drain_tainted() { " (drain-tainted)" } else { "" },
+            vmis.len(),
+            pods.len(),
+            migrations.len()
+        )
+    });
     // Whether node pressure still holds is read only for a node-pressure evacuation of evac's own.
     let pressure_source = EvacuationSource::NodePressure.as_str();
     if flavor == Flavor::Evac
@@ -180,7 +275,7 @@ where
         migrations: &migrations,
         now,
     };
-    let mut plan = Plan::of(&inputs);
+    let mut plan = Plan::of(&inputs, trace);
     // Where VMs can go is read only when one of evac's migrations may start: the node list is
     // the largest read there is.
     let raw_nodes = if flavor == Flavor::Evac && plan.room > 0 && !plan.candidates.is_empty() {
@@ -196,7 +291,7 @@ where
         }
         None => None,
     };
-    Ok(plan.decide(&inputs, nodes.as_deref()))
+    Ok(plan.decide(&inputs, nodes.as_deref(), trace))
 }
 
 fn list<C: ClusterReader + ?Sized>(
@@ -250,7 +345,7 @@ struct Plan<'i, 'a> {
 }
 
 impl<'i, 'a> Plan<'i, 'a> {
-    fn of(inputs: &Inputs<'i, 'a>) -> Self {
+    fn of(inputs: &Inputs<'i, 'a>, trace: &mut Trace) -> Self {
         let node = inputs.node;
         let node_name = node.metadata.name.as_str();
         let histories = history::histories(inputs.migrations);
@@ -346,6 +441,12 @@ impl<'i, 'a> Plan<'i, 'a> {
                 // (`orphans`): deleting it before would only have KubeVirt create another.
                 let call_off = |plan: &mut Plan<'i, 'a>| plan.clears.push((namespace, name));
                 if history.failures >= inputs.settings.max_failed_evacuations {
+                    trace.note(|| {
+                        format!(
+                            "{namespace}/{name}: {} failed migrations in a row: give up, call the mark off",
+                            history.failures
+                        )
+                    });
                     call_off(&mut plan);
                     plan.events.push(Effect::RecordEvent {
                         vmi: ObjectRef::new(namespace, name),
@@ -361,6 +462,9 @@ impl<'i, 'a> Plan<'i, 'a> {
                     continue;
                 }
                 if release::cause_gone(own, node, terminating, levels) {
+                    trace.note(|| {
+                        format!("{namespace}/{name}: its cause ({}) is gone: call the mark off", own.as_str())
+                    });
                     call_off(&mut plan);
                     continue;
                 }
@@ -369,8 +473,26 @@ impl<'i, 'a> Plan<'i, 'a> {
                 plan.in_progress.insert((namespace, name));
             }
             let wanted = if beside { requested } else { marked || node.is_drain_tainted() };
-            let migrates = (wanted || (beside && (marked || node.is_drain_tainted())))
-                && should_migrate(vmi, inputs, history, &pods);
+            let blocker = migration_blocker(vmi, inputs, history, &pods);
+            let migrates = (wanted || (beside && (marked || node.is_drain_tainted()))) && blocker.is_none();
+            trace.note(|| {
+                let standing = if marked {
+                    format!("marked for {node_name}")
+                } else if requested {
+                    format!("requested from {node_name}")
+                } else if node.is_drain_tainted() {
+                    "on a drain-tainted node".to_owned()
+                } else {
+                    "not marked".to_owned()
+                };
+                let what = match (&blocker, wanted, beside && (marked || node.is_drain_tainted())) {
+                    (_, false, false) => "stays".to_owned(),
+                    (Some(why), _, _) => format!("does not migrate now: {why}"),
+                    (None, false, true) => "KubeVirt's evacuation controller migrates it".to_owned(),
+                    (None, true, _) => "a candidate".to_owned(),
+                };
+                format!("{namespace}/{name}: {standing}; {what}")
+            });
             if beside && (marked || node.is_drain_tainted()) && migrates {
                 kubevirt_starting += 1;
             }
@@ -401,7 +523,7 @@ impl<'i, 'a> Plan<'i, 'a> {
         let mut load = history::load(inputs.migrations, node_name);
         load.cluster += kubevirt_starting;
         load.outbound += kubevirt_starting;
-        plan.room =
+        let room =
             match inputs.flavor {
                 Flavor::Evac => {
                     order::prioritize(&mut plan.candidates, inputs.now);
@@ -416,12 +538,35 @@ impl<'i, 'a> Plan<'i, 'a> {
                     plan.candidates.len()
                 }
             };
+        plan.room = room;
+        trace.note(|| match inputs.flavor {
+            Flavor::Evac => format!(
+                "room for {room} more migrations: {} of {} running in the cluster, {} of {} from {node_name}{}",
+                load.cluster,
+                inputs.config.parallel_migrations_per_cluster,
+                load.outbound,
+                inputs.config.parallel_outbound_migrations_per_node,
+                if kubevirt_starting > 0 {
+                    format!(" (with {kubevirt_starting} KubeVirt is about to start)")
+                } else {
+                    String::new()
+                }
+            ),
+            Flavor::KubeVirt => "KubeVirt creates a migration for every candidate; its migration controller holds them to the limits".to_owned(),
+        });
+        if !plan.candidates.is_empty() {
+            trace.note(|| {
+                let order: Vec<String> =
+                    plan.candidates.iter().map(|c| format!("{}/{}", c.namespace, c.name)).collect();
+                format!("candidates in order: {}", order.join(", "))
+            });
+        }
         plan
     }
 
     /// The effects: migrations started in order while there is room (evac's only where the VM
     /// has somewhere to go), marks called off, events, and the launcher pods' annotations.
-    fn decide(&mut self, inputs: &Inputs<'i, 'a>, nodes: Option<&[Node<'_>]>) -> Decision {
+    fn decide(&mut self, inputs: &Inputs<'i, 'a>, nodes: Option<&[Node<'_>]>, trace: &mut Trace) -> Decision {
         let node_name = inputs.node.metadata.name.as_str();
         let now = inputs.now;
         let mut placement =
@@ -441,10 +586,19 @@ impl<'i, 'a> Plan<'i, 'a> {
                 message: format!("evac did not start the VMI's migration from node {node_name}: {why}"),
             };
             if inputs.flavor == Flavor::Evac && bandwidth_known && c.deadline.is_finite() && c.hopeless(now) {
+                trace.note(|| {
+                    format!(
+                        "{}/{}: deferred, {}: it cannot leave in time",
+                        c.namespace,
+                        c.name,
+                        c.why_hopeless(now)
+                    )
+                });
                 self.events.push(deferred(format!("{}: it cannot leave in time", c.why_hopeless(now))));
                 continue;
             }
             if started == self.room {
+                trace.note(|| format!("{}/{}: waits, no room left", c.namespace, c.name));
                 // Only evac's own ordering skips anything; within the limits, nothing to say.
                 if inputs.flavor == Flavor::Evac && c.hopeless(now) && savable_waits {
                     self.events.push(deferred(format!(
@@ -456,11 +610,20 @@ impl<'i, 'a> Plan<'i, 'a> {
             }
             if let Some(placement) = placement.as_mut() {
                 if let Err(why) = placement.reserve(node_name, c.memory, c.tolerations) {
+                    trace.note(|| format!("{}/{}: deferred, {why}", c.namespace, c.name));
                     self.events.push(deferred(why.to_string()));
                     continue;
                 }
             }
             started += 1;
+            trace.note(|| {
+                let how = if inputs.settings.kubevirt_evacuation_controller && inputs.flavor == Flavor::Evac {
+                    "mark it for KubeVirt's evacuation controller to migrate"
+                } else {
+                    "start its migration"
+                };
+                format!("{}/{}: {how}", c.namespace, c.name)
+            });
             let vmi = ObjectRef::new(c.namespace, c.name);
             decision.effects.push(
                 if inputs.settings.kubevirt_evacuation_controller && inputs.flavor == Flavor::Evac {
@@ -537,30 +700,58 @@ fn estimate(vmi: &VirtualMachineInstance<'_>, memory: f64, inputs: &Inputs<'_, '
     })
 }
 
-/// Whether the evacuation controller would migrate the VMI now, as KubeVirt's
-/// `filterRunningNonMigratingVMIs` filters: not final, not being deleted, live-migratable under a
-/// strategy that migrates (`VMIMigratableOnEviction`: not `None` nor `External`), not migrating
-/// already, and with exactly one active pod (a second one means a migration is under way). Only
-/// pods on this node are counted: an unfinished migration's target pod elsewhere comes with an
-/// active migration, which is checked first. evac's own flavour also waits for the VMI to run and
-/// for its back-off; KubeVirt's migration controller holds the migration Pending instead.
-fn should_migrate(
+/// Why the evacuation controller would not migrate the VMI now, or `None` when it would, as
+/// KubeVirt's `filterRunningNonMigratingVMIs` filters: not final, not being deleted,
+/// live-migratable under a strategy that migrates (`VMIMigratableOnEviction`: not `None` nor
+/// `External`), not migrating already, and with exactly one active pod (a second one means a
+/// migration is under way). Only pods on this node are counted: an unfinished migration's target
+/// pod elsewhere comes with an active migration, which is checked first. evac's own flavour also
+/// waits for the VMI to run and for its back-off; KubeVirt's migration controller holds the
+/// migration Pending instead.
+fn migration_blocker(
     vmi: &VirtualMachineInstance<'_>,
     inputs: &Inputs<'_, '_>,
     history: &History,
     pods: &[&Pod<'_>],
-) -> bool {
+) -> Option<String> {
     let strategy = vmi.eviction_strategy(inputs.config.eviction_strategy.as_ref());
-    let migrates = !vmi.is_being_deleted()
-        && matches!(strategy, Some(EvictionStrategy::LiveMigrate | EvictionStrategy::LiveMigrateIfPossible))
-        && vmi.is_migratable()
-        && !history.active
-        && pods.len() == 1;
+    if vmi.is_being_deleted() {
+        return Some("it is being deleted".into());
+    }
+    if !matches!(strategy, Some(EvictionStrategy::LiveMigrate | EvictionStrategy::LiveMigrateIfPossible)) {
+        let strategy = strategy.cloned().map_or_else(|| "none set".to_owned(), String::from);
+        return Some(format!("its eviction strategy ({strategy}) does not migrate"));
+    }
+    if !vmi.is_migratable() {
+        return Some("it is not live-migratable".into());
+    }
+    if history.active {
+        return Some("a migration of it is under way".into());
+    }
+    if pods.len() != 1 {
+        return Some(format!("{} active launcher pods, not one", pods.len()));
+    }
     match inputs.flavor {
-        Flavor::Evac => {
-            migrates && vmi.status.phase == "Running" && history.retry_at().is_none_or(|at| inputs.now >= at)
+        Flavor::Evac if vmi.status.phase != "Running" => Some(format!("it is {}, not Running", phase(vmi))),
+        Flavor::Evac => history.retry_at().filter(|at| inputs.now < *at).map(|at| {
+            format!(
+                "backing off for {:.0} s more after {} failed migrations",
+                at - inputs.now,
+                history.failures
+            )
+        }),
+        Flavor::KubeVirt if matches!(vmi.status.phase.as_str(), "Succeeded" | "Failed") => {
+            Some(format!("it is {}", phase(vmi)))
         }
-        Flavor::KubeVirt => migrates && !matches!(vmi.status.phase.as_str(), "Succeeded" | "Failed"),
+        Flavor::KubeVirt => None,
+    }
+}
+
+fn phase<'v>(vmi: &'v VirtualMachineInstance<'_>) -> &'v str {
+    if vmi.status.phase.is_empty() {
+        "without a phase"
+    } else {
+        &vmi.status.phase
     }
 }
 

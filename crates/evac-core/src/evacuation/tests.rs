@@ -630,7 +630,48 @@ fn node_request(kind: Value, operation: &str, object: Value) -> String {
 
 fn decide_text(text: &str, cluster: &TestCluster) -> Result<crate::Decision, RequestError> {
     let request: AdmissionRequest<'_> = serde_json::from_str(text).unwrap();
-    decide_request(&request, &creating(), cluster, NOW)
+    let mut trace = crate::trace::Trace::on();
+    let traced = decide_request_traced(&request, &creating(), &cluster.clone(), NOW, &mut trace);
+    let plain = decide_request(&request, &creating(), cluster, NOW);
+    assert_eq!(traced, plain);
+    let last = trace.steps().last().expect("a trace");
+    match &plain {
+        Ok(_) => assert!(last.starts_with("-> allow"), "{last}"),
+        Err(e) => assert!(last.starts_with(&format!("-> rejected ({})", e.code())), "{last}"),
+    }
+    plain
+}
+
+/// The trace of a node with one VMI that migrates, one backing off, one that does not migrate,
+/// and one left alone: the limits, what the node carries, each VMI's standing, the room, the
+/// order, the migration started, the answer.
+#[test]
+fn the_trace_says_what_each_vmi_does_and_why() {
+    let mut objects = vec![kubevirt(None, Some((5, 2)))];
+    objects.extend(Vm::new("web").marked().objects());
+    objects.extend(Vm::new("db").marked().strategy(Some("None")).objects());
+    objects.extend(Vm::new("idle").objects());
+    objects.extend(Vm::new("retry").marked().objects());
+    objects.extend(failures("retry", &[-10]));
+    let cluster = cluster_of(objects);
+    let text = cordoned().to_string();
+    let node: Node<'_> = serde_json::from_str(&text).unwrap();
+    let mut trace = crate::trace::Trace::on();
+    decide_traced_as(Flavor::Evac, &node, &creating(), &cluster, NOW, &mut trace).unwrap();
+    let steps = trace.into_steps();
+    let expected = [
+        "KubeVirt: parallelMigrationsPerCluster 5, parallelOutboundMigrationsPerNode 2, bandwidthPerMigration unlimited; its evacuation controller is off: evac creates the migrations",
+        "node node01: 4 VMIs labelled for it, 4 launcher pods on it; 1 migrations in the cluster",
+        "default/db: marked for node01; does not migrate now: its eviction strategy (None) does not migrate",
+        "default/idle: not marked; stays",
+        "default/retry: marked for node01; does not migrate now: backing off for 10 s more after 1 failed migrations",
+        "default/web: marked for node01; a candidate",
+        "room for 2 more migrations: 0 of 5 running in the cluster, 0 of 2 from node01",
+        "candidates in order: default/web",
+        "default/web: start its migration",
+        "-> allow, CreateMigration",
+    ];
+    assert_eq!(steps, expected, "{steps:#?}");
 }
 
 #[test]

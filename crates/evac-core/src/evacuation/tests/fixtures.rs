@@ -9,7 +9,7 @@ use crate::effect::{
     MigrationCause, EVACUATION_MIGRATION_ANNOTATION, EVICTION_IN_PROGRESS_ANNOTATION,
     EVICTION_SOURCE_ANNOTATION, REQUEST_EVICT_ONLY_ANNOTATION,
 };
-use crate::evacuation::{decide, Settings};
+use crate::evacuation::{decide, decide_traced_as, Flavor, Settings};
 use crate::model::Node;
 use crate::{Effect, ObjectRef, Verdict};
 
@@ -42,7 +42,18 @@ pub fn set(mut value: Value, pointer: &str, new: Value) -> Value {
 pub fn decide_with(cluster: &TestCluster, node: &Value, settings: &Settings, now: f64) -> Vec<Effect> {
     let text = node.to_string();
     let node: Node<'_> = serde_json::from_str(&text).unwrap();
+    // The trace decides nothing: on every test's cluster the traced decision is the decision (on
+    // a copy, so that the reads a test checks are the plain decision's), and it ends with the
+    // answer, naming every effect.
+    let mut trace = crate::trace::Trace::on();
+    let traced = decide_traced_as(Flavor::Evac, &node, settings, &cluster.clone(), now, &mut trace);
     let decision = decide(&node, settings, cluster, now).expect("the cluster reads");
+    assert_eq!(traced.as_ref(), Ok(&decision));
+    let last = trace.steps().last().expect("a trace").clone();
+    assert!(last.starts_with("-> allow"), "{last}");
+    for effect in &decision.effects {
+        assert!(last.contains(effect.type_name()), "{last}");
+    }
     assert_eq!(decision.verdict, Verdict::Allow);
     decision.effects
 }
