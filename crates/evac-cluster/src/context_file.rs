@@ -38,6 +38,28 @@ pub enum ContextError {
     Malformed(String),
 }
 
+/// The objects of a `v1 List` in JSON or YAML (`kubectl get -o yaml`), or why the text is not one.
+pub fn list_items(text: &str) -> Result<Vec<Value>, ContextError> {
+    let malformed = ContextError::Malformed;
+    if text.trim().is_empty() {
+        return Err(malformed(
+            "the file is empty: expected a v1 List of Kubernetes objects (kind: List, items: [...])".into(),
+        ));
+    }
+    let mut list: Value = if text.trim_start().starts_with('{') {
+        serde_json::from_str(text).map_err(|e| malformed(format!("not valid JSON: {e}")))?
+    } else {
+        serde_yaml::from_str(text).map_err(|e| malformed(format!("not valid YAML: {e}")))?
+    };
+    let kind = list.get("kind").and_then(Value::as_str).unwrap_or("<none>").to_owned();
+    match list.get_mut("items").map(Value::take) {
+        Some(Value::Array(items)) => Ok(items),
+        _ => Err(malformed(format!(
+            "expected a v1 List of Kubernetes objects (kind: List, items: [...]), got kind {kind}"
+        ))),
+    }
+}
+
 impl MemoryStore {
     /// A store without objects, stamped by the wall clock: every read is NotFound.
     pub fn empty() -> Self {
@@ -59,25 +81,7 @@ impl MemoryStore {
 
     /// A store with the objects of a `v1 List`, stamped by `clock`.
     pub fn from_list_with_clock(text: &str, clock: Arc<dyn Clock>) -> Result<Self, ContextError> {
-        let malformed = ContextError::Malformed;
-        if text.trim().is_empty() {
-            return Err(malformed(
-                "the file is empty: expected a v1 List of Kubernetes objects (kind: List, items: [...])"
-                    .into(),
-            ));
-        }
-        let list: Value = if text.trim_start().starts_with('{') {
-            serde_json::from_str(text).map_err(|e| malformed(format!("not valid JSON: {e}")))?
-        } else {
-            serde_yaml::from_str(text).map_err(|e| malformed(format!("not valid YAML: {e}")))?
-        };
-        let kind = list.get("kind").and_then(Value::as_str).unwrap_or("<none>");
-        let Some(items) = list.get("items").and_then(Value::as_array) else {
-            return Err(malformed(format!(
-                "expected a v1 List of Kubernetes objects (kind: List, items: [...]), got kind {kind}"
-            )));
-        };
-        Self::from_objects_with_clock(items.iter().cloned(), clock)
+        Self::from_objects_with_clock(list_items(text)?, clock)
     }
 
     /// A store with these objects, stamped by the wall clock.
@@ -85,7 +89,8 @@ impl MemoryStore {
         Self::from_objects_with_clock(objects, Arc::new(SystemClock))
     }
 
-    fn from_objects_with_clock(
+    /// A store with these objects (as [`list_items`] reads them), stamped by `clock`.
+    pub fn from_objects_with_clock(
         objects: impl IntoIterator<Item = Value>,
         clock: Arc<dyn Clock>,
     ) -> Result<Self, ContextError> {

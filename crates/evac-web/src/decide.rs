@@ -2,6 +2,7 @@
 //! function (the code its wasm module runs), over the pasted cluster objects, with the same
 //! `validate` payload a Kubewarden host builds and the same answer it decodes.
 
+use std::cell::RefCell;
 use std::sync::Arc;
 
 use chrono::DateTime;
@@ -84,10 +85,31 @@ pub fn decide(
     let store = if objects.trim().is_empty() {
         MemoryStore::new(clock, 16)
     } else {
-        MemoryStore::from_list_with_clock(objects, clock)
+        MemoryStore::from_objects_with_clock(objects_of(objects)?, clock)
             .map_err(|e| WebError::new(format!("the cluster objects: {e}")))?
     };
     decide_with(policy, &request, &settings, &CoreReader(&store), now)
+}
+
+thread_local! {
+    /// The cluster text parsed last, and its objects: the page decides again at every keystroke
+    /// in the request, and parsing the pasted cluster (YAML) is most of a verdict's time. The
+    /// store is still built afresh for every decision, on that decision's clock.
+    static PARSED: RefCell<Option<(String, Vec<Value>)>> = const { RefCell::new(None) };
+}
+
+/// The objects of a pasted `v1 List`, parsed once per text.
+fn objects_of(text: &str) -> Result<Vec<Value>, WebError> {
+    PARSED.with(|parsed| {
+        let mut parsed = parsed.borrow_mut();
+        if let Some((_, objects)) = parsed.as_ref().filter(|(seen, _)| seen == text) {
+            return Ok(objects.clone());
+        }
+        let objects =
+            evac_cluster::list_items(text).map_err(|e| WebError::new(format!("the cluster objects: {e}")))?;
+        *parsed = Some((text.to_owned(), objects.clone()));
+        Ok(objects)
+    })
 }
 
 /// [`decide`] on a request and settings already in JSON, over any reader of the cluster: what

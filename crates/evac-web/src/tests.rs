@@ -188,3 +188,19 @@ fn linked_policies_read_only_what_they_are_granted() {
         .bind(b"not a linked module", path, Arc::new(KubernetesCapabilities::new(loader.source())), None)
         .is_err());
 }
+
+/// The pasted cluster is parsed once per text: the same text decides the same, another text
+/// (here without the VMI) is read afresh, and the first text again is the first answer.
+#[test]
+fn a_changed_cluster_is_read_again() {
+    let request = example("01-drain-live-migratable");
+    let first = decide(PolicyName::PodEviction, request, EVICTION_CONTEXT, "", NOW).unwrap();
+    let again = decide(PolicyName::PodEviction, request, EVICTION_CONTEXT, "", NOW).unwrap();
+    assert_eq!(format!("{:?}", first.response), format!("{:?}", again.response));
+    assert_eq!(first.response.code, Some(429));
+    let without_vmis = r#"{"apiVersion": "v1", "kind": "List", "items": []}"#;
+    let other = decide(PolicyName::PodEviction, request, without_vmis, "", NOW).unwrap();
+    assert_ne!(format!("{:?}", other.response), format!("{:?}", first.response));
+    let back = decide(PolicyName::PodEviction, request, EVICTION_CONTEXT, "", NOW).unwrap();
+    assert_eq!(format!("{:?}", back.response), format!("{:?}", first.response));
+}
