@@ -1,15 +1,14 @@
 //! evac in the embedded simulator (`evac simulate --evac`, `evac demo`): the simulator's
-//! [`evac_sim::evac`] wiring, with the policies of a `policies.yml` compiled by wasmtime, as
+//! [`evac_sim::with_evac`] wiring, with the policies of a `policies.yml` compiled by wasmtime, as
 //! `evac serve` and `evac control` run them. Policies read the simulated clock through WASI, so
 //! their back-offs are in simulated time.
 
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
 
 use evac_evaluator::{Loader, ModuleLoader, PoliciesFile};
 use evac_runtime::wapc::{EngineOptions, PolicyEngine, WallClock};
-use evac_sim::evac::EvacPolicies;
+use evac_sim::with_evac::EvacPolicies;
 use evac_sim::Store;
 
 /// evac with the policies of the `policies.yml` at `policies` (see
@@ -28,9 +27,7 @@ pub fn evac_policies(policies: &Path, replace_kubevirt: bool) -> EvacPolicies {
 /// A wasmtime loader whose modules read `store`'s objects and its clock.
 fn wasmtime_loader(store: &Arc<Store>) -> Result<Box<dyn ModuleLoader>, String> {
     let clock = Arc::clone(store.clock());
-    let wall_clock = WallClock(Arc::new(move || {
-        (clock.now() - chrono::DateTime::UNIX_EPOCH).to_std().unwrap_or(Duration::ZERO)
-    }));
+    let wall_clock = WallClock(Arc::new(move || clock.since_epoch()));
     // Compiled modules are cached where `evac serve` keeps them by default: runs after the first
     // start fast.
     let cache_dir = evac_runtime::wapc::usable_default_cache_dir();

@@ -2,7 +2,8 @@
 //!
 //! The served set is one immutable map behind an [`ArcSwap`]: a request takes the map once and
 //! evaluates entirely with the versions in it, while a reload builds a new map off the request
-//! path (compiling, validating settings, warming an instance up) and swaps it in with one atomic
+//! path (loading the modules, validating settings, warming an instance up where the policy has
+//! instances) and swaps it in with one atomic
 //! store. Requests in flight keep the versions they started with alive until they finish.
 
 use std::collections::BTreeMap;
@@ -82,7 +83,7 @@ pub type PolicySet = BTreeMap<String, Arc<ServedPolicy>>;
 
 /// Turns policy modules into policies: reads a module, and binds it to the host capabilities it
 /// may call. The registry does the rest (grants, settings, digests, versions) the same way
-/// whatever the loader: [`Loader`] compiles modules with wasmtime (feature `wasmtime`); the
+/// whatever the loader: `Loader` compiles modules with wasmtime (feature `wasmtime`); the
 /// browser playground binds the policy crates linked into the page.
 pub trait ModuleLoader: Send + Sync {
     /// The bytes of the module at `path`: the file's, unless the loader has its own.

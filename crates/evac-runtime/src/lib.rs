@@ -1,4 +1,5 @@
-//! evac's wasm host: runs Kubewarden policy modules on wasmtime.
+//! evac's policy host: Kubewarden's protocol and host capabilities for any policy, and (feature
+//! `wasmtime`, on by default) the waPC host that runs policy modules on wasmtime.
 //!
 //! - [`policy`]: what the host needs of a policy ([`WapcPolicy`]: waPC calls answered), however
 //!   it runs;

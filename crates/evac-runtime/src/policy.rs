@@ -1,7 +1,7 @@
 //! What a policy host needs of a policy, however the policy runs: Kubewarden's waPC calls
 //! (`validate`, `validate_settings`, `protocol_version`) answered with bytes, or why not.
 //!
-//! The wasm host ([`crate::wapc::Policy`], feature `wasmtime`) runs a module on wasmtime; the
+//! The wasm host (`wapc::Policy`, feature `wasmtime`) runs a module on wasmtime; the
 //! browser playground links the policy crates themselves and answers the same calls with the
 //! same code. The evaluation pipeline sees only this trait.
 

@@ -34,6 +34,12 @@ impl SimClock {
         self.start + self.elapsed()
     }
 
+    /// `now` since the Unix epoch: what a policy reads as the wall clock (WASI `clock_time_get`
+    /// in a module), zero before the epoch.
+    pub fn since_epoch(&self) -> Duration {
+        (self.now() - DateTime::UNIX_EPOCH).to_std().unwrap_or(Duration::ZERO)
+    }
+
     /// `now` as Kubernetes writes timestamps (`2026-11-21T09:40:00Z`).
     pub fn timestamp(&self) -> String {
         self.now().to_rfc3339_opts(SecondsFormat::Secs, true)

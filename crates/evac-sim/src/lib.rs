@@ -21,12 +21,12 @@ pub mod actors;
 pub mod api;
 pub mod clock;
 pub mod driver;
-#[cfg(feature = "evac")]
-pub mod evac;
 pub mod kinds;
 pub mod objects;
 pub mod scenario;
 pub mod store;
+#[cfg(feature = "evac")]
+pub mod with_evac;
 
 pub use clock::SimClock;
 pub use driver::{Actor, Simulation};

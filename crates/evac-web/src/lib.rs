@@ -64,11 +64,11 @@ pub fn decide_js(
     json(&decide::decide(policy, request, objects, settings, now).map_err(js)?)
 }
 
-/// Runs a scenario (YAML): `runs` is `kubevirt`, `evac` or `both` (empty: both); returns
+/// Runs a scenario (YAML): `runs` is `kubevirt`, `evac` or `both` (empty or left out: both); returns
 /// `{runs: [{label, report, timeline}], problems, html}` as JSON.
 #[wasm_bindgen(js_name = runScenario)]
-pub fn run_scenario_js(scenario: &str, runs: &str) -> Result<String, wasm_bindgen::JsError> {
-    let runs = scenario::Runs::parse(runs).map_err(js)?;
+pub fn run_scenario_js(scenario: &str, runs: Option<String>) -> Result<String, wasm_bindgen::JsError> {
+    let runs = scenario::Runs::parse(runs.as_deref().unwrap_or_default()).map_err(js)?;
     json(&scenario::run(scenario, runs).map_err(js)?)
 }
 

@@ -78,7 +78,17 @@ struct LinkedPolicy {
 }
 
 impl WapcPolicy for LinkedPolicy {
+    /// A panic in the crate is what a trap is in its module: an evaluation without a verdict,
+    /// which the pipeline handles as a fault. (In the page's wasm, built with `panic = abort`,
+    /// there is no unwinding: a panic stops the page's module, as it stops the run.)
     fn call(&self, operation: &str, payload: &[u8]) -> Result<Vec<u8>, EvalError> {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.answer(operation, payload)))
+            .unwrap_or_else(|_| Err(EvalError::Trap(format!("the policy panicked in {operation}"))))
+    }
+}
+
+impl LinkedPolicy {
+    fn answer(&self, operation: &str, payload: &[u8]) -> Result<Vec<u8>, EvalError> {
         let answer = match operation {
             "validate" => {
                 let reader = Capabilities(&*self.capabilities);
@@ -86,8 +96,7 @@ impl WapcPolicy for LinkedPolicy {
                     PolicyName::PodEviction => pod_eviction::evaluate(payload, &reader),
                     PolicyName::DisruptionCause => disruption_cause::evaluate(payload, &reader),
                     PolicyName::Evacuation => {
-                        let now = self.clock.now().timestamp_millis() as f64 / 1000.0;
-                        evacuation::evaluate_at(payload, &reader, now)
+                        evacuation::evaluate_at(payload, &reader, self.clock.since_epoch().as_secs_f64())
                     }
                 }
             }
@@ -97,7 +106,8 @@ impl WapcPolicy for LinkedPolicy {
                 PolicyName::Evacuation => evacuation::settings_answer(payload),
             },
             "protocol_version" => Ok(br#""v1""#.to_vec()),
-            other => Err(format!("no such operation: {other}")),
+            // wapc-guest's words for a function the module does not register.
+            other => Err(format!("No handler registered for function {other}")),
         };
         // A crate's error is what its module returns as a waPC error.
         answer.map_err(EvalError::Guest)

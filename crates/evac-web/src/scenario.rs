@@ -1,14 +1,14 @@
 //! A scenario in the page: the simulator's own runner, with KubeVirt alone and with evac side by
 //! side, as `evac demo` compares them. evac runs as `evac simulate --evac` runs it (the same
-//! policies file, registry, pipeline and controller, through `evac_sim::evac`), its policies the
+//! policies file, registry, pipeline and controller, through `evac_sim::with_evac`), its policies the
 //! linked policy crates ([`crate::linked`]) instead of their wasm modules.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use evac_evaluator::{ModuleLoader, PoliciesFile};
-use evac_sim::evac::EvacPolicies;
 use evac_sim::scenario::{self, comparison_problems, html, Entry, Mode, Progress, Report, Scenario};
+use evac_sim::with_evac::EvacPolicies;
 use serde::Serialize;
 
 use crate::examples::SCENARIOS;
@@ -22,7 +22,8 @@ pub const POLICIES: &str = include_str!("../../../examples/control/policies.yml"
 /// Which runs to make.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Runs {
-    /// KubeVirt alone.
+    /// KubeVirt alone, on the scenario itself (as `evac simulate` runs it; side by side, as `evac
+    /// demo` runs it, KubeVirt's run is on the scenario's `baseline` when it names one).
     KubeVirt,
     /// evac beside KubeVirt.
     Evac,

@@ -182,6 +182,8 @@ fn linked_policies_read_only_what_they_are_granted() {
     let response = evac_runtime::kubewarden::validate(&*policy, &request, &settings).unwrap();
     assert_eq!((response.accepted, response.code), (false, Some(429)));
     assert_eq!(evac_runtime::kubewarden::protocol_version(&*policy).unwrap(), "v1");
+    let unknown = policy.call("mutate", b"{}").unwrap_err().to_string();
+    assert_eq!(unknown, "the policy returned an error: No handler registered for function mutate");
     let error = loader.read(Path::new("dist/policies/other.wasm")).unwrap_err().to_string();
     assert!(error.contains("the page links no such policy"), "{error}");
     assert!(loader

@@ -101,14 +101,12 @@ pub fn decide_request_traced<C>(
 where
     C: ClusterReader + ?Sized,
 {
-    let result = node_of(request).and_then(|node| {
-        trace.note(|| format!("node {} of {}", request.operation, node.metadata.name));
-        Ok(decide_traced_as(Flavor::Evac, &node, settings, cluster, now, trace)?)
-    });
-    if let Err(error) = &result {
+    let node = node_of(request).inspect_err(|error| {
         trace.note(|| format!("-> rejected ({}): {error}", error.code()));
-    }
-    result
+    })?;
+    trace.note(|| format!("node {} of {}", request.operation, node.metadata.name));
+    // A failed read is noted, as the answer, by the decision itself.
+    Ok(decide_traced_as(Flavor::Evac, &node, settings, cluster, now, trace)?)
 }
 
 /// The Node of a request, or why the request is not one this decision handles.
@@ -401,6 +399,9 @@ impl<'i, 'a> Plan<'i, 'a> {
                     // done with. The eviction source goes with it, unless a mark for this node
                     // (KubeVirt's, for an API eviction) holds it; see `marked` above.
                     Some(other) if other != node_name => {
+                        trace.note(|| {
+                            format!("{namespace}/{name}: its request names {other}, a node it left: clear it")
+                        });
                         plan.stale.push(((namespace, name), other.to_owned()));
                     }
                     // Held for KubeVirt's evacuation controller, which is not running: evac
@@ -408,6 +409,13 @@ impl<'i, 'a> Plan<'i, 'a> {
                     // disruption decision sets in that mode.
                     Some(_) if !beside => {
                         if let Some(source) = source.filter(|s| s.ends_by_itself()) {
+                            trace.note(|| {
+                                format!(
+                                    "{namespace}/{name}: requested from {node_name} ({}) with KubeVirt's \
+                                     evacuation controller off: mark it",
+                                    source.as_str()
+                                )
+                            });
                             plan.promotions.push(Effect::MarkForEvacuation {
                                 vmi: ObjectRef::new(namespace, name),
                                 node: node_name.to_owned(),
@@ -519,6 +527,19 @@ impl<'i, 'a> Plan<'i, 'a> {
         if inputs.flavor == Flavor::Evac {
             plan.causes = uncaused(inputs, &plan.clears);
             plan.cancels = orphans(inputs);
+            for (namespace, migration, cause) in &plan.causes {
+                trace.note(|| {
+                    format!("migration {namespace}/{migration} has no cause: record {}", cause.as_str())
+                });
+            }
+            for ((namespace, vmi), migration) in &plan.cancels {
+                trace.note(|| {
+                    format!(
+                        "migration {namespace}/{} of {vmi} has not started and its evacuation was called off: delete it",
+                        migration.metadata.name
+                    )
+                });
+            }
         }
         let mut load = history::load(inputs.migrations, node_name);
         load.cluster += kubevirt_starting;
@@ -700,6 +721,41 @@ fn estimate(vmi: &VirtualMachineInstance<'_>, memory: f64, inputs: &Inputs<'_, '
     })
 }
 
+/// Why the evacuation controller would not migrate a VMI now (its words are only built for a
+/// trace).
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Blocker<'v> {
+    BeingDeleted,
+    Strategy(Option<&'v EvictionStrategy>),
+    NotMigratable,
+    Migrating,
+    Pods(usize),
+    NotRunning(&'v str),
+    Finished(&'v str),
+    BackingOff { seconds: f64, failures: u32 },
+}
+
+impl core::fmt::Display for Blocker<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Self::BeingDeleted => f.write_str("it is being deleted"),
+            Self::Strategy(None) => f.write_str("it has no eviction strategy, which does not migrate"),
+            Self::Strategy(Some(strategy)) => {
+                write!(f, "its eviction strategy ({}) does not migrate", String::from((*strategy).clone()))
+            }
+            Self::NotMigratable => f.write_str("it is not live-migratable"),
+            Self::Migrating => f.write_str("a migration of it is under way"),
+            Self::Pods(count) => write!(f, "{count} active launcher pods, not one"),
+            Self::NotRunning("") => f.write_str("it has no phase yet, not Running"),
+            Self::NotRunning(phase) => write!(f, "it is {phase}, not Running"),
+            Self::Finished(phase) => write!(f, "it is {phase}"),
+            Self::BackingOff { seconds, failures } => {
+                write!(f, "backing off for {seconds:.0} s more after {failures} failed migrations")
+            }
+        }
+    }
+}
+
 /// Why the evacuation controller would not migrate the VMI now, or `None` when it would, as
 /// KubeVirt's `filterRunningNonMigratingVMIs` filters: not final, not being deleted,
 /// live-migratable under a strategy that migrates (`VMIMigratableOnEviction`: not `None` nor
@@ -708,50 +764,38 @@ fn estimate(vmi: &VirtualMachineInstance<'_>, memory: f64, inputs: &Inputs<'_, '
 /// pod elsewhere comes with an active migration, which is checked first. evac's own flavour also
 /// waits for the VMI to run and for its back-off; KubeVirt's migration controller holds the
 /// migration Pending instead.
-fn migration_blocker(
-    vmi: &VirtualMachineInstance<'_>,
-    inputs: &Inputs<'_, '_>,
+fn migration_blocker<'v>(
+    vmi: &'v VirtualMachineInstance<'_>,
+    inputs: &Inputs<'v, '_>,
     history: &History,
     pods: &[&Pod<'_>],
-) -> Option<String> {
+) -> Option<Blocker<'v>> {
     let strategy = vmi.eviction_strategy(inputs.config.eviction_strategy.as_ref());
     if vmi.is_being_deleted() {
-        return Some("it is being deleted".into());
+        return Some(Blocker::BeingDeleted);
     }
     if !matches!(strategy, Some(EvictionStrategy::LiveMigrate | EvictionStrategy::LiveMigrateIfPossible)) {
-        let strategy = strategy.cloned().map_or_else(|| "none set".to_owned(), String::from);
-        return Some(format!("its eviction strategy ({strategy}) does not migrate"));
+        return Some(Blocker::Strategy(strategy));
     }
     if !vmi.is_migratable() {
-        return Some("it is not live-migratable".into());
+        return Some(Blocker::NotMigratable);
     }
     if history.active {
-        return Some("a migration of it is under way".into());
+        return Some(Blocker::Migrating);
     }
     if pods.len() != 1 {
-        return Some(format!("{} active launcher pods, not one", pods.len()));
+        return Some(Blocker::Pods(pods.len()));
     }
+    let phase = vmi.status.phase.as_str();
     match inputs.flavor {
-        Flavor::Evac if vmi.status.phase != "Running" => Some(format!("it is {}, not Running", phase(vmi))),
-        Flavor::Evac => history.retry_at().filter(|at| inputs.now < *at).map(|at| {
-            format!(
-                "backing off for {:.0} s more after {} failed migrations",
-                at - inputs.now,
-                history.failures
-            )
-        }),
-        Flavor::KubeVirt if matches!(vmi.status.phase.as_str(), "Succeeded" | "Failed") => {
-            Some(format!("it is {}", phase(vmi)))
-        }
+        Flavor::Evac if phase != "Running" => Some(Blocker::NotRunning(phase)),
+        Flavor::Evac => match history.retry_at() {
+            Some(at) if inputs.now >= at => None,
+            Some(at) => Some(Blocker::BackingOff { seconds: at - inputs.now, failures: history.failures }),
+            None => None,
+        },
+        Flavor::KubeVirt if matches!(phase, "Succeeded" | "Failed") => Some(Blocker::Finished(phase)),
         Flavor::KubeVirt => None,
-    }
-}
-
-fn phase<'v>(vmi: &'v VirtualMachineInstance<'_>) -> &'v str {
-    if vmi.status.phase.is_empty() {
-        "without a phase"
-    } else {
-        &vmi.status.phase
     }
 }
 

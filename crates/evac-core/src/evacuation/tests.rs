@@ -635,11 +635,23 @@ fn decide_text(text: &str, cluster: &TestCluster) -> Result<crate::Decision, Req
     let plain = decide_request(&request, &creating(), cluster, NOW);
     assert_eq!(traced, plain);
     let last = trace.steps().last().expect("a trace");
+    let answers = trace.steps().iter().filter(|step| step.starts_with("->")).count();
+    assert_eq!(answers, 1, "one answer, last: {:?}", trace.steps());
     match &plain {
         Ok(_) => assert!(last.starts_with("-> allow"), "{last}"),
         Err(e) => assert!(last.starts_with(&format!("-> rejected ({})", e.code())), "{last}"),
     }
     plain
+}
+
+/// A read that fails is the answer, once.
+#[test]
+fn a_failed_read_ends_the_trace_once() {
+    let node_kind = json!({"group": "", "version": "v1", "kind": "Node"});
+    let cluster =
+        cluster_of(Vm::new("vm").marked().objects()).failing("Pod", "etcdserver: request timed out");
+    let error = decide_text(&node_request(node_kind, "UPDATE", cordoned()), &cluster).unwrap_err();
+    assert_eq!(error.code(), 500);
 }
 
 /// The trace of a node with one VMI that migrates, one backing off, one that does not migrate,

@@ -1,7 +1,8 @@
 //! How evac joins a scenario's cluster, through the interfaces a real install gives it: a webhook
 //! service that the cluster's `pods/eviction` webhook names, and components that act on the
-//! cluster (its controller). The simulator knows nothing of how evac works; its host implements
-//! [`Evac`] and plugs it in.
+//! cluster (its controller). The scenarios know nothing of how evac works: whoever runs them
+//! plugs an [`Evac`] in (`crate::with_evac`, feature `evac`, with the policies run the caller's
+//! way).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

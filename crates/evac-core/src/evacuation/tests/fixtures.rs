@@ -53,6 +53,22 @@ pub fn decide_with(cluster: &TestCluster, node: &Value, settings: &Settings, now
     assert!(last.starts_with("-> allow"), "{last}");
     for effect in &decision.effects {
         assert!(last.contains(effect.type_name()), "{last}");
+        // Every effect but the descheduler's pod annotations has a step that says why.
+        let about = match effect {
+            Effect::CreateMigration { vmi, .. }
+            | Effect::MarkForEvacuation { vmi, .. }
+            | Effect::ClearEvacuation { vmi, .. }
+            | Effect::RecordEvent { vmi, .. } => format!("{}/{}", vmi.namespace, vmi.name),
+            Effect::CancelMigration { migration, .. } | Effect::AnnotateMigration { migration, .. } => {
+                format!("migration {}/{}", migration.namespace, migration.name)
+            }
+            _ => continue,
+        };
+        assert!(
+            trace.steps().iter().any(|step| step.contains(&about)),
+            "no step about {about}: {:#?}",
+            trace.steps()
+        );
     }
     assert_eq!(decision.verdict, Verdict::Allow);
     decision.effects
