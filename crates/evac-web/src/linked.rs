@@ -6,9 +6,10 @@
 //! A module path names the crate by its file stem (`.../pod-eviction.wasm` is the `pod-eviction`
 //! crate). Reads go through the same [`HostCapabilities`] the wasm host gives a module (the
 //! grants of `contextAwareResources`, the `hostCapabilities` patterns, Kubewarden's refusal
-//! words), as the crate's guest code calls them inside a module; the evacuation plan reads the
-//! simulated clock, as a module reads it through WASI. A linked policy has no instances and no
-//! deadline: it runs to its answer on the page's thread.
+//! words), with the requests and error handling of the crate's guest code inside a module
+//! (`evac_policy_guest::KubernetesCalls`); the evacuation plan reads the simulated clock, as a
+//! module reads it through WASI. A linked policy has no instances and no deadline: it runs to its
+//! answer on the page's thread.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -16,9 +17,8 @@ use std::time::Duration;
 
 use anyhow::{anyhow, Result};
 use evac_cluster::ObjectSource;
-use evac_core::cluster::{GetResource, ListResourcesAll};
-use evac_core::{ClusterReader, ReadError};
 use evac_evaluator::ModuleLoader;
+use evac_policy_guest::KubernetesCalls;
 use evac_runtime::capabilities::HostCapabilities;
 use evac_runtime::{EvalError, WapcPolicy};
 use evac_sim::SimClock;
@@ -91,7 +91,10 @@ impl LinkedPolicy {
     fn answer(&self, operation: &str, payload: &[u8]) -> Result<Vec<u8>, EvalError> {
         let answer = match operation {
             "validate" => {
-                let reader = Capabilities(&*self.capabilities);
+                // What the crate's guest code calls through waPC in a module, called directly.
+                let reader = KubernetesCalls(|operation: &str, payload: &[u8]| {
+                    self.capabilities.call("kubewarden", "kubernetes", operation, payload)
+                });
                 match self.policy {
                     PolicyName::PodEviction => pod_eviction::evaluate(payload, &reader),
                     PolicyName::DisruptionCause => disruption_cause::evaluate(payload, &reader),
@@ -111,27 +114,5 @@ impl LinkedPolicy {
         };
         // A crate's error is what its module returns as a waPC error.
         answer.map_err(EvalError::Guest)
-    }
-}
-
-/// The guest's view of the host capabilities: Kubewarden's `kubernetes` calls, their payloads
-/// JSON, their errors the host's words (as `evac-policy-guest`'s `HostCapabilities` reads them
-/// through waPC).
-struct Capabilities<'a>(&'a dyn HostCapabilities);
-
-impl Capabilities<'_> {
-    fn call(&self, operation: &str, request: &impl serde::Serialize) -> Result<Vec<u8>, ReadError> {
-        let payload = serde_json::to_vec(request).map_err(|e| ReadError::other(e.to_string()))?;
-        self.0.call("kubewarden", "kubernetes", operation, &payload).map_err(ReadError::from_message)
-    }
-}
-
-impl ClusterReader for Capabilities<'_> {
-    fn get_resource(&self, request: &GetResource<'_>) -> Result<Vec<u8>, ReadError> {
-        self.call("get_resource", request)
-    }
-
-    fn list_resources_all(&self, request: &ListResourcesAll<'_>) -> Result<Vec<u8>, ReadError> {
-        self.call("list_resources_all", request)
     }
 }

@@ -39,7 +39,7 @@ pub extern "C" fn wapc_init() {
 
 #[cfg(target_os = "wasi")]
 fn validate(payload: &[u8]) -> CallResult {
-    Ok(evaluate(payload, &evac_policy_guest::HostCapabilities)?)
+    Ok(evaluate(payload, &evac_policy_guest::host_capabilities())?)
 }
 
 #[cfg(target_os = "wasi")]

@@ -40,7 +40,7 @@ pub extern "C" fn wapc_init() {
 
 #[cfg(target_os = "wasi")]
 fn validate(payload: &[u8]) -> CallResult {
-    Ok(evaluate_at(payload, &evac_policy_guest::HostCapabilities, now())?)
+    Ok(evaluate_at(payload, &evac_policy_guest::host_capabilities(), now())?)
 }
 
 #[cfg(target_os = "wasi")]

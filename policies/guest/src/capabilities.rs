@@ -3,24 +3,42 @@
 use evac_core::cluster::{GetResource, ListResourcesAll};
 use evac_core::{ClusterReader, ReadError};
 
-pub struct HostCapabilities;
+/// Kubewarden's `kubernetes` capabilities as the core's [`ClusterReader`], over any way of calling
+/// them: `call(operation, payload)` answers `kubewarden/kubernetes/<operation>` with the host's
+/// answer or its error text. Requests go as JSON; errors are classified by their words
+/// ([`ReadError::from_message`]), the only part of them that crosses the waPC boundary. A module
+/// calls through waPC (`host_capabilities`); the browser playground, which links the policy
+/// crates, calls its host's capabilities directly, with the same requests and the same errors.
+pub struct KubernetesCalls<F>(pub F);
 
-impl HostCapabilities {
-    #[cfg(target_os = "wasi")]
-    fn call(operation: &str, payload: &impl serde::Serialize) -> Result<Vec<u8>, ReadError> {
-        let message = serde_json::to_vec(payload).map_err(|e| ReadError::other(e.to_string()))?;
-        kubewarden_policy_sdk::wapc_guest::host_call("kubewarden", "kubernetes", operation, &message)
-            .map_err(|e| ReadError::from_message(host_error_text(e.as_ref())))
+impl<F: Fn(&str, &[u8]) -> Result<Vec<u8>, String>> KubernetesCalls<F> {
+    fn call(&self, operation: &str, request: &impl serde::Serialize) -> Result<Vec<u8>, ReadError> {
+        let payload = serde_json::to_vec(request).map_err(|e| ReadError::other(e.to_string()))?;
+        (self.0)(operation, &payload).map_err(ReadError::from_message)
+    }
+}
+
+impl<F: Fn(&str, &[u8]) -> Result<Vec<u8>, String>> ClusterReader for KubernetesCalls<F> {
+    fn get_resource(&self, request: &GetResource<'_>) -> Result<Vec<u8>, ReadError> {
+        self.call("get_resource", request)
     }
 
-    /// Host capabilities exist only inside a Kubewarden host (the wasm32-wasip1 module); other
-    /// builds (unit tests, the browser playground) pass their own reader.
-    #[cfg(not(target_os = "wasi"))]
-    fn call(operation: &str, _payload: &impl serde::Serialize) -> Result<Vec<u8>, ReadError> {
-        Err(ReadError::other(format!(
-            "host capability kubernetes/{operation} is only available inside a policy host"
-        )))
+    fn list_resources_all(&self, request: &ListResourcesAll<'_>) -> Result<Vec<u8>, ReadError> {
+        self.call("list_resources_all", request)
     }
+}
+
+/// The host capabilities of a module, through waPC's `__host_call` (only inside a Kubewarden
+/// host: the wasm32-wasip1 module).
+#[cfg(target_os = "wasi")]
+pub fn host_capabilities() -> impl ClusterReader {
+    KubernetesCalls(wapc_call)
+}
+
+#[cfg(target_os = "wasi")]
+fn wapc_call(operation: &str, payload: &[u8]) -> Result<Vec<u8>, String> {
+    kubewarden_policy_sdk::wapc_guest::host_call("kubewarden", "kubernetes", operation, payload)
+        .map_err(|e| host_error_text(e.as_ref()))
 }
 
 /// The host's own words: wapc-guest wraps them as `Host error: <text>`.
@@ -30,15 +48,5 @@ fn host_error_text(error: &(dyn std::error::Error + Send + Sync)) -> String {
     match text.strip_prefix("Host error: ") {
         Some(inner) => inner.to_owned(),
         None => text,
-    }
-}
-
-impl ClusterReader for HostCapabilities {
-    fn get_resource(&self, request: &GetResource<'_>) -> Result<Vec<u8>, ReadError> {
-        Self::call("get_resource", request)
-    }
-
-    fn list_resources_all(&self, request: &ListResourcesAll<'_>) -> Result<Vec<u8>, ReadError> {
-        Self::call("list_resources_all", request)
     }
 }

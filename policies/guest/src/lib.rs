@@ -6,7 +6,9 @@ pub mod allocator;
 mod capabilities;
 mod settings;
 
-pub use capabilities::HostCapabilities;
+#[cfg(target_os = "wasi")]
+pub use capabilities::host_capabilities;
+pub use capabilities::KubernetesCalls;
 pub use settings::validate_settings;
 
 /// Decodes a ValidationRequest with the policy's settings type: the first step of `validate`.
