@@ -481,8 +481,10 @@ impl<'i, 'a> Plan<'i, 'a> {
                 plan.in_progress.insert((namespace, name));
             }
             let wanted = if beside { requested } else { marked || node.is_drain_tainted() };
+            // Beside evac, KubeVirt's evacuation controller migrates what it evacuates itself.
+            let kubevirt_moves = beside && (marked || node.is_drain_tainted());
             let blocker = migration_blocker(vmi, inputs, history, &pods);
-            let migrates = (wanted || (beside && (marked || node.is_drain_tainted()))) && blocker.is_none();
+            let migrates = (wanted || kubevirt_moves) && blocker.is_none();
             trace.note(|| {
                 let standing = if marked {
                     format!("marked for {node_name}")
@@ -493,7 +495,7 @@ impl<'i, 'a> Plan<'i, 'a> {
                 } else {
                     "not marked".to_owned()
                 };
-                let what = match (&blocker, wanted, beside && (marked || node.is_drain_tainted())) {
+                let what = match (&blocker, wanted, kubevirt_moves) {
                     (_, false, false) => "stays".to_owned(),
                     (Some(why), _, _) => format!("does not migrate now: {why}"),
                     (None, false, true) => "KubeVirt's evacuation controller migrates it".to_owned(),
@@ -501,7 +503,7 @@ impl<'i, 'a> Plan<'i, 'a> {
                 };
                 format!("{namespace}/{name}: {standing}; {what}")
             });
-            if beside && (marked || node.is_drain_tainted()) && migrates {
+            if kubevirt_moves && migrates {
                 kubevirt_starting += 1;
             }
             if wanted && migrates {
@@ -597,6 +599,9 @@ impl<'i, 'a> Plan<'i, 'a> {
         // it says cannot end before its pod is deleted is not started at all. With an assumed
         // bandwidth (KubeVirt's default is unlimited), it only goes after the savable ones.
         let bandwidth_known = inputs.config.bandwidth_per_migration.is_some();
+        // Beside KubeVirt's evacuation controller, evac marks and KubeVirt creates the migration.
+        let marks_for_kubevirt =
+            inputs.settings.kubevirt_evacuation_controller && inputs.flavor == Flavor::Evac;
         let mut decision = Decision::allow();
         let mut started = 0;
         for c in &self.candidates {
@@ -607,15 +612,9 @@ impl<'i, 'a> Plan<'i, 'a> {
                 message: format!("evac did not start the VMI's migration from node {node_name}: {why}"),
             };
             if inputs.flavor == Flavor::Evac && bandwidth_known && c.deadline.is_finite() && c.hopeless(now) {
-                trace.note(|| {
-                    format!(
-                        "{}/{}: deferred, {}: it cannot leave in time",
-                        c.namespace,
-                        c.name,
-                        c.why_hopeless(now)
-                    )
-                });
-                self.events.push(deferred(format!("{}: it cannot leave in time", c.why_hopeless(now))));
+                let why = format!("{}: it cannot leave in time", c.why_hopeless(now));
+                trace.note(|| format!("{}/{}: deferred, {why}", c.namespace, c.name));
+                self.events.push(deferred(why));
                 continue;
             }
             if started == self.room {
@@ -638,7 +637,7 @@ impl<'i, 'a> Plan<'i, 'a> {
             }
             started += 1;
             trace.note(|| {
-                let how = if inputs.settings.kubevirt_evacuation_controller && inputs.flavor == Flavor::Evac {
+                let how = if marks_for_kubevirt {
                     "mark it for KubeVirt's evacuation controller to migrate"
                 } else {
                     "start its migration"
@@ -646,26 +645,24 @@ impl<'i, 'a> Plan<'i, 'a> {
                 format!("{}/{}: {how}", c.namespace, c.name)
             });
             let vmi = ObjectRef::new(c.namespace, c.name);
-            decision.effects.push(
-                if inputs.settings.kubevirt_evacuation_controller && inputs.flavor == Flavor::Evac {
-                    // KubeVirt's evacuation controller creates the migration of a marked VMI.
-                    Effect::MarkForEvacuation {
-                        vmi,
-                        node: node_name.to_owned(),
-                        dry_run: false,
-                        source: c.source,
-                    }
-                } else {
-                    Effect::CreateMigration {
-                        vmi,
-                        node: node_name.to_owned(),
-                        cause: (inputs.flavor == Flavor::Evac).then(|| cause(c.source, inputs.node)),
-                        // Only virt-controller may set a priority (virt-api refuses it from anyone
-                        // else); evac orders its migrations by when it creates them.
-                        priority: (inputs.flavor == Flavor::KubeVirt).then(|| priority(c.source)),
-                    }
-                },
-            );
+            decision.effects.push(if marks_for_kubevirt {
+                // KubeVirt's evacuation controller creates the migration of a marked VMI.
+                Effect::MarkForEvacuation {
+                    vmi,
+                    node: node_name.to_owned(),
+                    dry_run: false,
+                    source: c.source,
+                }
+            } else {
+                Effect::CreateMigration {
+                    vmi,
+                    node: node_name.to_owned(),
+                    cause: (inputs.flavor == Flavor::Evac).then(|| cause(c.source, inputs.node)),
+                    // Only virt-controller may set a priority (virt-api refuses it from anyone
+                    // else); evac orders its migrations by when it creates them.
+                    priority: (inputs.flavor == Flavor::KubeVirt).then(|| priority(c.source)),
+                }
+            });
         }
         decision.effects.append(&mut self.promotions);
         decision.effects.extend(self.causes.iter().map(|(namespace, name, cause)| {
@@ -741,7 +738,7 @@ impl core::fmt::Display for Blocker<'_> {
             Self::BeingDeleted => f.write_str("it is being deleted"),
             Self::Strategy(None) => f.write_str("it has no eviction strategy, which does not migrate"),
             Self::Strategy(Some(strategy)) => {
-                write!(f, "its eviction strategy ({}) does not migrate", String::from((*strategy).clone()))
+                write!(f, "its eviction strategy ({}) does not migrate", strategy.as_str())
             }
             Self::NotMigratable => f.write_str("it is not live-migratable"),
             Self::Migrating => f.write_str("a migration of it is under way"),

@@ -242,7 +242,7 @@ fn admit_launcher_pod<C: ClusterReader + ?Sized>(
     };
     trace.note(|| {
         let whose = if vmi.spec.eviction_strategy.is_some() { "the VMI's" } else { "cluster-wide" };
-        format!("strategy {} ({whose})", String::from(strategy.clone()))
+        format!("strategy {} ({whose})", strategy.as_str())
     });
     trace.note(|| format!("live-migratable: {}", if vmi.is_migratable() { "yes" } else { "no" }));
     let mark = match strategy {

@@ -145,14 +145,24 @@ impl From<String> for EvictionStrategy {
     }
 }
 
+impl EvictionStrategy {
+    /// The value as written (`LiveMigrate`, ...).
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::None => "None",
+            Self::LiveMigrate => "LiveMigrate",
+            Self::LiveMigrateIfPossible => "LiveMigrateIfPossible",
+            Self::External => "External",
+            Self::Unknown(other) => other,
+        }
+    }
+}
+
 impl From<EvictionStrategy> for String {
     fn from(value: EvictionStrategy) -> Self {
         match value {
-            EvictionStrategy::None => "None".into(),
-            EvictionStrategy::LiveMigrate => "LiveMigrate".into(),
-            EvictionStrategy::LiveMigrateIfPossible => "LiveMigrateIfPossible".into(),
-            EvictionStrategy::External => "External".into(),
             EvictionStrategy::Unknown(other) => other,
+            known => known.as_str().to_owned(),
         }
     }
 }
