@@ -7,7 +7,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use evac_evaluator::{ModuleLoader, PoliciesFile};
-use evac_sim::scenario::{self, comparison_problems, html, Entry, Mode, Progress, Report, Scenario};
+use evac_sim::scenario::html::{self, KUBEVIRT_ALONE, WITH_EVAC};
+use evac_sim::scenario::{self, comparison_problems, Entry, Mode, Progress, Report, Scenario};
 use evac_sim::with_evac::EvacPolicies;
 use serde::Serialize;
 
@@ -65,11 +66,6 @@ pub struct ScenarioRuns {
     /// The pictures, as `evac demo` draws them (a fragment for the page).
     pub html: String,
 }
-
-/// The label of KubeVirt's run.
-pub const KUBEVIRT_ALONE: &str = "KubeVirt alone";
-/// The label of evac's run.
-pub const WITH_EVAC: &str = "with evac";
 
 /// Runs `text` (a scenario's YAML).
 pub fn run(text: &str, runs: Runs) -> Result<ScenarioRuns, WebError> {

@@ -104,7 +104,7 @@ fn write_page(path: &Path, runs: &[(String, Report, Report)]) -> Result<()> {
         .iter()
         .map(|(name, evac, baseline)| html::Section {
             name,
-            runs: vec![("KubeVirt alone", baseline), ("with evac", evac)],
+            runs: vec![(html::KUBEVIRT_ALONE, baseline), (html::WITH_EVAC, evac)],
         })
         .collect();
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {

@@ -72,8 +72,8 @@ pub fn line(name: &str, evac: &Report, baseline: &Report) -> String {
 /// The terminal summary table's columns: a group's title over the names of its columns.
 const GROUPS: [(&str, &[&str]); 4] = [
     ("", &["scenario", "VMs"]),
-    ("KubeVirt alone", &["migrated", "shut down", "restarted"]),
-    ("with evac", &["migrated", "shut down", "restarted"]),
+    (super::html::KUBEVIRT_ALONE, &["migrated", "shut down", "restarted"]),
+    (super::html::WITH_EVAC, &["migrated", "shut down", "restarted"]),
     ("eviction requests", &["alone → evac"]),
 ];
 

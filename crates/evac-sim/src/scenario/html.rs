@@ -9,7 +9,12 @@ use std::fmt::Write as _;
 use super::report::Report;
 use super::track::{Track, VmState};
 
-/// One scenario: its name and one or two labelled runs (e.g. "KubeVirt alone", "with evac").
+/// The label of a run with KubeVirt alone, in reports, tables and pages.
+pub const KUBEVIRT_ALONE: &str = "KubeVirt alone";
+/// The label of a run with evac.
+pub const WITH_EVAC: &str = "with evac";
+
+/// One scenario: its name and one or two labelled runs (e.g. [`KUBEVIRT_ALONE`], [`WITH_EVAC`]).
 #[derive(Debug, Clone)]
 pub struct Section<'a> {
     /// The scenario's name, e.g. its file's name without `.yaml`.
