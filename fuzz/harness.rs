@@ -30,7 +30,7 @@ pub fn admission_review(data: &[u8]) {
     let _ = request.is_dry_run();
     let cluster = TestCluster::new(example_objects().iter().cloned());
     let _ = evac_core::eviction::decide(&request, &Default::default(), &cluster);
-    let _ = evac_core::disruption::decide(&request, &Default::default(), &cluster);
+    let _ = evac_core::disruption::decide(&request, &Default::default(), &cluster, 1.0e9);
     let _ = evac_core::evacuation::decide_request(&request, &Default::default(), &cluster, 1.0e9);
 }
 

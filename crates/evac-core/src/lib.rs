@@ -14,6 +14,7 @@ pub mod effect;
 pub mod estimate;
 pub mod evacuation;
 pub mod eviction;
+pub mod hold;
 pub mod kubevirt;
 pub mod kubevirt_config;
 pub mod model;

@@ -129,7 +129,9 @@ pub fn decide_with(
     let mut trace = Trace::on();
     let encoded = match policy {
         PolicyName::PodEviction => pod_eviction::evaluate_traced(&payload, &reader, &mut trace),
-        PolicyName::DisruptionCause => disruption_cause::evaluate_traced(&payload, &reader, &mut trace),
+        PolicyName::DisruptionCause => {
+            disruption_cause::evaluate_traced_at(&payload, &reader, now, &mut trace)
+        }
         PolicyName::Evacuation => evacuation::evaluate_traced_at(&payload, &reader, now, &mut trace),
     }
     .map_err(|e| WebError::new(format!("the policy could not evaluate the request: {e}")))?;

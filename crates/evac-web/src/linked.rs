@@ -95,12 +95,11 @@ impl LinkedPolicy {
                 let reader = KubernetesCalls(|operation: &str, payload: &[u8]| {
                     self.capabilities.call("kubewarden", "kubernetes", operation, payload)
                 });
+                let now = self.clock.since_epoch().as_secs_f64();
                 match self.policy {
                     PolicyName::PodEviction => pod_eviction::evaluate(payload, &reader),
-                    PolicyName::DisruptionCause => disruption_cause::evaluate(payload, &reader),
-                    PolicyName::Evacuation => {
-                        evacuation::evaluate_at(payload, &reader, self.clock.since_epoch().as_secs_f64())
-                    }
+                    PolicyName::DisruptionCause => disruption_cause::evaluate_at(payload, &reader, now),
+                    PolicyName::Evacuation => evacuation::evaluate_at(payload, &reader, now),
                 }
             }
             "validate_settings" => match self.policy {

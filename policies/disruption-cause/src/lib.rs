@@ -5,8 +5,11 @@
 //!
 //! The decision lives in `evac-core`; this crate reads the objects it asks for through Kubewarden's
 //! `kubernetes` host capabilities and returns Kubewarden's ValidationResponse plus the effects
-//! (`MarkForEvacuation`) that the host carries out. It always allows the request: it runs on pod
-//! deletions, which it must never block.
+//! (`MarkForEvacuation`, `RequestEvacuation`, `AnnotatePod`) that the host carries out. It
+//! always allows a disruption: it runs on pod deletions, which it must never block. It also
+//! answers the hold endpoint (a `CONNECT` of `pods/hold`): allowed ends a hold of a launcher
+//! pod's termination, 429 keeps it while the VM migrates away; what it cannot decide ends the
+//! hold, never keeps it.
 
 use evac_core::disruption;
 use evac_core::model::ValidationRequest;
@@ -39,7 +42,15 @@ pub extern "C" fn wapc_init() {
 
 #[cfg(target_os = "wasi")]
 fn validate(payload: &[u8]) -> CallResult {
-    Ok(evaluate(payload, &evac_policy_guest::host_capabilities())?)
+    Ok(evaluate_at(payload, &evac_policy_guest::host_capabilities(), now())?)
+}
+
+/// The wall clock (WASI `clock_time_get`): a hold's window is measured against it. A host that
+/// simulates a cluster answers with its simulated time.
+#[cfg(any(target_os = "wasi", test))]
+fn now() -> f64 {
+    use std::time::{SystemTime, UNIX_EPOCH};
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
 }
 
 #[cfg(target_os = "wasi")]
@@ -53,24 +64,26 @@ pub fn settings_answer(payload: &[u8]) -> Result<Vec<u8>, String> {
     serde_json::to_vec(&settings::validate(payload)).map_err(|e| e.to_string())
 }
 
-/// Decodes a ValidationRequest, decides it and encodes the response.
+/// Decodes a ValidationRequest, decides it at `now` (seconds since the Unix epoch) and encodes
+/// the response.
 ///
 /// A request the decision does not evaluate is rejected with the reason (a misconfigured
-/// webhook rule). A failed read is not a reason to block a pod's deletion or a node's update: the
-/// request is allowed, with the failure as a warning and no effect. Only a payload that does not
-/// decode is a waPC error.
-pub fn evaluate<C: ClusterReader>(payload: &[u8], cluster: &C) -> Result<Vec<u8>, String> {
-    evaluate_traced(payload, cluster, &mut Trace::off())
+/// webhook rule). A failed read is not a reason to block a pod's deletion or a node's update, nor
+/// to hold a pod's termination: the request is allowed, with the failure as a warning and no
+/// effect. Only a payload that does not decode is a waPC error.
+pub fn evaluate_at<C: ClusterReader>(payload: &[u8], cluster: &C, now: f64) -> Result<Vec<u8>, String> {
+    evaluate_traced_at(payload, cluster, now, &mut Trace::off())
 }
 
-/// [`evaluate`], recording the decision's checks in `trace` (the browser playground shows them).
-pub fn evaluate_traced<C: ClusterReader>(
+/// [`evaluate_at`], recording the decision's checks in `trace` (the browser playground shows them).
+pub fn evaluate_traced_at<C: ClusterReader>(
     payload: &[u8],
     cluster: &C,
+    now: f64,
     trace: &mut Trace,
 ) -> Result<Vec<u8>, String> {
     let validation: ValidationRequest<Settings> = evac_policy_guest::decode_request(payload)?;
-    match disruption::decide_traced(&validation.request, validation.settings.inner(), cluster, trace) {
+    match disruption::decide_traced(&validation.request, validation.settings.inner(), cluster, now, trace) {
         Ok(decision) => evac_policy_guest::encode_decision(decision),
         Err(e @ disruption::DecideError::Read(_)) => {
             serde_json::to_vec(&allowed_with_warning(&e)).map_err(|e| e.to_string())

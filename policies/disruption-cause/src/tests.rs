@@ -1,5 +1,5 @@
 //! The policy's glue on the fixtures of `test_data/`: a context `List` served as a cluster, the
-//! AdmissionReviews decided through [`evaluate`], and its answers to what it cannot decide.
+//! AdmissionReviews decided through [`evaluate_at`], and its answers to what it cannot decide.
 
 use evac_core::effect::EvacuationSource;
 use evac_core::testing::TestCluster;
@@ -25,7 +25,7 @@ fn payload(review: &Value, settings: Value) -> Vec<u8> {
 }
 
 fn evaluate_review(review: &Value, cluster: &TestCluster) -> PolicyResponse {
-    let answer = evaluate(&payload(review, json!({})), cluster).expect("an answer");
+    let answer = evaluate_at(&payload(review, json!({})), cluster, now()).expect("an answer");
     serde_json::from_slice(&answer).expect("a PolicyResponse")
 }
 
@@ -50,7 +50,8 @@ fn a_preempted_launcher_pod_marks_its_vm() {
     // Without it, the VMI is marked at once.
     let settings = json!({"kubevirtEvacuationController": false});
     let answer =
-        evaluate(&payload(&fixture("preempted-launcher-update.json"), settings), &context()).unwrap();
+        evaluate_at(&payload(&fixture("preempted-launcher-update.json"), settings), &context(), now())
+            .unwrap();
     let response: PolicyResponse = serde_json::from_slice(&answer).unwrap();
     let marked = Effect::MarkForEvacuation {
         vmi: ObjectRef::new("default", "web-1"),
@@ -72,7 +73,8 @@ fn a_node_short_of_memory_marks_the_fewest_vms() {
 
     // A lower threshold in the settings: 3Gi is plenty.
     let settings = json!({"nodePressure": {"threshold": "2Gi", "headroom": "512Mi"}});
-    let answer = evaluate(&payload(&fixture("node-pressure-update.json"), settings), &context()).unwrap();
+    let answer =
+        evaluate_at(&payload(&fixture("node-pressure-update.json"), settings), &context(), now()).unwrap();
     let response: PolicyResponse = serde_json::from_slice(&answer).unwrap();
     assert_eq!((response.accepted, response.effects.len(), response.audit_annotations), (true, 0, None));
 }
@@ -99,7 +101,7 @@ fn requests_it_cannot_decide_are_rejected_with_the_reason() {
     assert_eq!(
         response.message.as_deref(),
         Some(
-            "disruption-cause evaluates Pod UPDATE/DELETE and Node CREATE/UPDATE requests, not apps/v1 Deployment CREATE"
+            "disruption-cause evaluates Pod UPDATE/DELETE, Node CREATE/UPDATE and pods/hold CONNECT requests, not apps/v1 Deployment CREATE"
         )
     );
 
@@ -116,7 +118,7 @@ fn requests_it_cannot_decide_are_rejected_with_the_reason() {
 
 #[test]
 fn a_payload_that_does_not_decode_is_an_error() {
-    let error = evaluate(b"{\"request\": 7}", &context()).unwrap_err();
+    let error = evaluate_at(b"{\"request\": 7}", &context(), now()).unwrap_err();
     assert!(error.starts_with("cannot decode the validation request"), "{error}");
 }
 
@@ -124,7 +126,7 @@ fn a_payload_that_does_not_decode_is_an_error() {
 fn other_pods_get_kubewardens_plain_answer() {
     let mut review = fixture("preempted-launcher-update.json");
     review["request"]["object"]["metadata"]["labels"] = json!({"app": "nginx"});
-    let answer = evaluate(&payload(&review, Value::Null), &context()).unwrap();
+    let answer = evaluate_at(&payload(&review, Value::Null), &context(), now()).unwrap();
     let json: Value = serde_json::from_slice(&answer).unwrap();
     assert_eq!(
         json,

@@ -120,6 +120,8 @@ pub enum DecideError {
     InvalidSettings(crate::InvalidSettings),
     /// A cluster object could not be read.
     Read(ReadError),
+    /// A request of the right kind that cannot be decided as it is (a hold request without its pod).
+    BadRequest(String),
 }
 
 impl DecideError {
@@ -127,7 +129,7 @@ impl DecideError {
     /// evaluate, 500 for its own failures.
     pub fn code(&self) -> u16 {
         match self {
-            Self::UnsupportedRequest(_) => 400,
+            Self::UnsupportedRequest(_) | Self::BadRequest(_) => 400,
             Self::InvalidSettings(_) | Self::Read(_) => 500,
         }
     }
@@ -138,8 +140,9 @@ impl core::fmt::Display for DecideError {
         match self {
             Self::UnsupportedRequest(got) => write!(
                 f,
-                "disruption-cause evaluates Pod UPDATE/DELETE and Node CREATE/UPDATE requests, not {got}"
+                "disruption-cause evaluates Pod UPDATE/DELETE, Node CREATE/UPDATE and pods/hold CONNECT requests, not {got}"
             ),
+            Self::BadRequest(why) => f.write_str(why),
             Self::InvalidSettings(message) => write!(f, "invalid settings: {message}"),
             Self::Read(e) => e.fmt(f),
         }
@@ -154,17 +157,20 @@ impl From<ReadError> for DecideError {
     }
 }
 
-/// Decides a Pod UPDATE/DELETE (a launcher pod's disruption) or a Node CREATE/UPDATE (memory
-/// pressure ahead of the kubelet). The verdict is always Allow; the effects mark VMIs.
+/// Decides a Pod UPDATE/DELETE (a launcher pod's disruption), a Node CREATE/UPDATE (memory
+/// pressure ahead of the kubelet), or a hold (a `CONNECT` of `pods/hold`, [`crate::hold`]) at
+/// `now` (seconds since the Unix epoch). The verdict of a disruption is always Allow, and its
+/// effects mark VMIs; a hold's is allowed when the hold ends, 429 while it lasts.
 pub fn decide<C>(
     request: &AdmissionRequest<'_>,
     settings: &Settings,
     cluster: &C,
+    now: f64,
 ) -> Result<Decision, DecideError>
 where
     C: ClusterReader + ?Sized,
 {
-    decide_traced(request, settings, cluster, &mut Trace::off())
+    decide_traced(request, settings, cluster, now, &mut Trace::off())
 }
 
 /// [`decide`], recording its checks in order in `trace`.
@@ -172,6 +178,7 @@ pub fn decide_traced<C>(
     request: &AdmissionRequest<'_>,
     settings: &Settings,
     cluster: &C,
+    now: f64,
     trace: &mut Trace,
 ) -> Result<Decision, DecideError>
 where
@@ -179,6 +186,9 @@ where
 {
     let kind = &request.kind;
     let result = match (kind.group.as_str(), kind.kind.as_str(), request.operation.as_str()) {
+        ("", "Pod", "CONNECT") if request.sub_resource == crate::hold::HOLD_SUBRESOURCE => {
+            crate::hold::decide(request, settings, cluster, now, trace)
+        }
         ("", "Pod", "UPDATE" | "DELETE") => {
             trace.note(|| format!("pod {} of {}/{}", request.operation, request.namespace, request.name));
             decide_pod(request, settings, cluster, trace)
@@ -239,7 +249,13 @@ fn decide_pod<C: ClusterReader + ?Sized>(
         return Ok(Decision::allow());
     }
     let reason = pod.disruption_reason();
-    if !deleting && !pod.is_terminating() && reason.is_none() {
+    // A hold on a pod not being deleted: the kubelet is stopping it for node pressure (the hold
+    // decision records a hold only once the node shows it).
+    let held_by_kubelet = !deleting
+        && !pod.is_terminating()
+        && reason.is_none()
+        && pod.metadata.annotation(crate::hold::HELD_SINCE_ANNOTATION).is_some();
+    if !deleting && !pod.is_terminating() && reason.is_none() && !held_by_kubelet {
         trace.note(|| {
             "an update that neither terminates the pod nor marks it a disruption target -> allow".into()
         });
@@ -262,9 +278,14 @@ fn decide_pod<C: ClusterReader + ?Sized>(
         None => None,
     };
     let vmi_being_deleted = vmi.as_ref().is_some_and(VirtualMachineInstance::is_being_deleted);
-    // The node is read only when nothing else names the cause.
-    let node_pressure = reason.is_none() && !vmi_being_deleted && node_has_memory_pressure(cluster, node)?;
-    let cause = classify(reason, vmi_being_deleted, node_pressure);
+    let cause = if held_by_kubelet {
+        classify(Some("TerminationByKubelet"), vmi_being_deleted, false)
+    } else {
+        // The node is read only when nothing else names the cause.
+        let node_pressure =
+            reason.is_none() && !vmi_being_deleted && node_has_memory_pressure(cluster, node)?;
+        classify(reason, vmi_being_deleted, node_pressure)
+    };
     trace.note(|| format!("cause: {}", cause.as_str()));
 
     let decision = Decision::allow().with_audit_annotation(CAUSE_AUDIT_ANNOTATION, cause.as_str());

@@ -1,6 +1,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::eviction::KubeVirtRef;
+pub use crate::hold::HoldSettings;
 pub use crate::node_pressure::NodePressure;
 
 /// Settings of the disruption-cause decision.
@@ -21,11 +22,19 @@ pub struct Settings {
     /// mark in its order; without it, the VMI is marked at once.
     #[serde(default = "crate::kubevirt_config::evacuation_controller_default")]
     pub kubevirt_evacuation_controller: bool,
+    /// `hold`: what a hold of a launcher pod's termination waits for ([`crate::hold`]).
+    #[serde(default)]
+    pub hold: HoldSettings,
 }
 
 impl Default for Settings {
     fn default() -> Self {
-        Self { kubevirt: None, node_pressure: NodePressure::default(), kubevirt_evacuation_controller: true }
+        Self {
+            kubevirt: None,
+            node_pressure: NodePressure::default(),
+            kubevirt_evacuation_controller: true,
+            hold: HoldSettings::default(),
+        }
     }
 }
 

@@ -187,7 +187,9 @@ fn settings_validate_quantities() {
 /// names what was answered (allow, with the effect when there is one; a warning; a rejection).
 #[test]
 fn the_trace_ends_with_the_answer_on_every_row() {
-    for case in disruption_cases() {
+    let holds: Vec<_> = crate::testing::hold_cases();
+    for case in disruption_cases().into_iter().chain(holds) {
+        let hold = case.name.starts_with("hold: ");
         let cluster = TestCluster::for_case(&case);
         let text = case.request.to_string();
         let request: AdmissionRequest<'_> = serde_json::from_str(&text).unwrap();
@@ -195,16 +197,20 @@ fn the_trace_ends_with_the_answer_on_every_row() {
             continue;
         };
         let settings = settings.unwrap_or_default();
-        let plain = decide(&request, &settings, &cluster);
+        let now = crate::testing::TABLE_NOW;
+        let plain = decide(&request, &settings, &cluster, now);
         let mut trace = crate::trace::Trace::on();
-        let traced = decide_traced(&request, &settings, &cluster, &mut trace);
+        let traced = decide_traced(&request, &settings, &cluster, now, &mut trace);
         assert_eq!(plain, traced, "{}", case.name);
         let last = trace.steps().last().unwrap_or_else(|| panic!("{}: an empty trace", case.name)).clone();
         assert!(last.contains("->"), "{}: the last step gives no answer: {last}", case.name);
         match &traced {
+            Ok(decision) if hold && !decision.is_allowed() => {
+                assert!(last.contains("hold (429)"), "{}: {last}", case.name)
+            }
             Ok(decision) => {
                 assert!(last.contains("allow"), "{}: {last}", case.name);
-                if let [effect] = decision.effects.as_slice() {
+                if let (false, [effect]) = (hold, decision.effects.as_slice()) {
                     assert!(last.contains(effect.type_name()), "{}: {last}", case.name);
                 }
             }

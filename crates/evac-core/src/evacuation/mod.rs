@@ -340,6 +340,8 @@ struct Plan<'i, 'a> {
     /// Beside KubeVirt's evacuation controller: the causes to record on the migrations it
     /// created, (namespace, migration name, cause).
     causes: Vec<(&'i str, &'i str, MigrationCause)>,
+    /// Holds to end: their evacuation was given up, cannot finish in time, or has nowhere to go.
+    releases: Vec<Effect>,
 }
 
 impl<'i, 'a> Plan<'i, 'a> {
@@ -371,6 +373,7 @@ impl<'i, 'a> Plan<'i, 'a> {
             in_progress: HashSet::new(),
             room: 0,
             causes: Vec::new(),
+            releases: Vec::new(),
         };
         // Beside KubeVirt's evacuation controller, which migrates every marked VMI at once, evac
         // marks only when a migration of its own may start, and creates none.
@@ -456,6 +459,11 @@ impl<'i, 'a> Plan<'i, 'a> {
                         )
                     });
                     call_off(&mut plan);
+                    plan.releases.extend(
+                        pods.iter()
+                            .filter(|p| holds(p))
+                            .map(|p| release(p, format!("{} failed migrations in a row", history.failures))),
+                    );
                     plan.events.push(Effect::RecordEvent {
                         vmi: ObjectRef::new(namespace, name),
                         node: node_name.to_owned(),
@@ -507,14 +515,18 @@ impl<'i, 'a> Plan<'i, 'a> {
                 kubevirt_starting += 1;
             }
             if wanted && migrates {
-                let deadline = pods
-                    .first()
-                    .and_then(|p| p.metadata.deletion_timestamp.as_deref())
-                    .and_then(crate::model::time::unix_seconds)
-                    .unwrap_or(f64::INFINITY);
+                // When its pod's SIGTERM comes (stock KubeVirt shuts the guest down then), or
+                // its grace period ends (the proposals' virt-handler).
+                let pod = pods.first();
+                let deadline = pod.map_or(f64::INFINITY, |p| {
+                    crate::hold::termination_deadline(p, inputs.settings.virt_handler)
+                });
                 let memory = vmi.memory().unwrap_or(0.0);
                 plan.candidates.push(Candidate {
                     deadline,
+                    held: pod
+                        .filter(|p| holds(p))
+                        .map(|p| ObjectRef::new(p.metadata.namespace.as_str(), p.metadata.name.as_str())),
                     marked: evacuating,
                     namespace,
                     name,
@@ -614,6 +626,10 @@ impl<'i, 'a> Plan<'i, 'a> {
             if inputs.flavor == Flavor::Evac && bandwidth_known && c.deadline.is_finite() && c.hopeless(now) {
                 let why = format!("{}: it cannot leave in time", c.why_hopeless(now));
                 trace.note(|| format!("{}/{}: deferred, {why}", c.namespace, c.name));
+                if let Some(pod) = &c.held {
+                    // Holding its pod longer only keeps whoever disrupted it waiting.
+                    self.releases.push(release_ref(pod, c.why_hopeless(now)));
+                }
                 self.events.push(deferred(why));
                 continue;
             }
@@ -631,6 +647,9 @@ impl<'i, 'a> Plan<'i, 'a> {
             if let Some(placement) = placement.as_mut() {
                 if let Err(why) = placement.reserve(node_name, c.memory, c.tolerations) {
                     trace.note(|| format!("{}/{}: deferred, {why}", c.namespace, c.name));
+                    if let Some(pod) = &c.held {
+                        self.releases.push(release_ref(pod, why.to_string()));
+                    }
                     self.events.push(deferred(why.to_string()));
                     continue;
                 }
@@ -688,6 +707,7 @@ impl<'i, 'a> Plan<'i, 'a> {
                 resource_version: migration.metadata.resource_version.to_string(),
             }
         }));
+        decision.effects.append(&mut self.releases);
         decision.effects.append(&mut self.events);
         decision.effects.extend(self.launchers.iter().filter_map(|pod| {
             let vmi = pod.domain();
@@ -881,5 +901,26 @@ fn priority(source: Option<EvacuationSource>) -> MigrationPriority {
     match source {
         Some(EvacuationSource::Descheduler) => MigrationPriority::SystemMaintenance,
         _ => MigrationPriority::SystemCritical,
+    }
+}
+
+/// Whether a launcher pod's termination is held now: a hold began, and nothing ended it yet.
+fn holds(pod: &Pod<'_>) -> bool {
+    pod.metadata.annotation(crate::hold::HELD_SINCE_ANNOTATION).is_some()
+        && pod.metadata.annotation(crate::hold::HOLD_RELEASE_ANNOTATION).is_none()
+}
+
+/// Ends the hold of a launcher pod, saying why: the hold endpoint answers the kubelet then.
+fn release(pod: &Pod<'_>, why: String) -> Effect {
+    release_ref(&ObjectRef::new(pod.metadata.namespace.as_str(), pod.metadata.name.as_str()), why)
+}
+
+fn release_ref(pod: &ObjectRef, why: String) -> Effect {
+    Effect::AnnotatePod {
+        pod: pod.clone(),
+        annotations: std::collections::BTreeMap::from([(
+            crate::hold::HOLD_RELEASE_ANNOTATION.to_owned(),
+            Some(why),
+        )]),
     }
 }

@@ -19,8 +19,12 @@ use crate::model::Toleration;
 
 /// A VMI that should start an evacuation migration now, room permitting.
 pub(super) struct Candidate<'i, 'a> {
-    /// When its pod will be gone, infinite when it is not being deleted.
+    /// When its VM must be gone (its pod's SIGTERM under a stock virt-handler), infinite when
+    /// nothing ends its pod ([`crate::hold::termination_deadline`]).
     pub deadline: f64,
+    /// Its launcher pod, when that pod's termination is held: the hold ends when its migration
+    /// cannot help.
+    pub held: Option<crate::ObjectRef>,
     /// Marked for this node (rather than only on a drain-tainted node).
     pub marked: bool,
     pub namespace: &'i str,

@@ -41,6 +41,13 @@ pub struct Settings {
     /// evacuation controller is off (the simulator's `--replace-kubevirt`).
     #[serde(default = "crate::kubevirt_config::evacuation_controller_default")]
     pub kubevirt_evacuation_controller: bool,
+    /// `virtHandler`: what KubeVirt's virt-handler does at a launcher pod's SIGTERM, which says
+    /// when a disrupted VM's time runs out. `stock` (KubeVirt as shipped, the default): the guest
+    /// is shut down at once, so a VM must have left by its pod's SIGTERM (a held pod's is the end
+    /// of its hold). `proposal` (the node-pressure design and VEP 55): it runs until its pod's
+    /// grace period ends.
+    #[serde(default)]
+    pub virt_handler: crate::hold::VirtHandler,
 }
 
 fn default_max_failed_evacuations() -> u32 {
@@ -59,6 +66,7 @@ impl Default for Settings {
             node_pressure: NodePressure::default(),
             assumed_bandwidth: default_assumed_bandwidth(),
             kubevirt_evacuation_controller: true,
+            virt_handler: crate::hold::VirtHandler::Stock,
         }
     }
 }

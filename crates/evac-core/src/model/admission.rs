@@ -52,6 +52,10 @@ pub struct AdmissionRequest<'a> {
     /// `dryRun`: nothing the request asks for is persisted, so a decision's effects must not be either.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dry_run: Option<bool>,
+    /// `options`: the operation's options (`CreateOptions`, `DeleteOptions`, ...; for evac's own
+    /// hold requests, `HoldOptions`).
+    #[serde(borrow, skip_serializing_if = "Option::is_none")]
+    pub options: Option<&'a RawValue>,
 }
 
 impl AdmissionRequest<'_> {

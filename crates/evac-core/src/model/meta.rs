@@ -22,9 +22,13 @@ pub struct ObjectMeta<'a> {
     /// `ownerReferences`: the objects this one belongs to.
     #[serde(borrow, skip_serializing_if = "Lazy::is_absent")]
     pub owner_references: Lazy<'a, Vec<OwnerReference<'a>>>,
-    /// `deletionTimestamp`: set once the object is being deleted.
+    /// `deletionTimestamp`: set once the object is being deleted (for a pod, when its grace period
+    /// ends).
     #[serde(borrow, skip_serializing_if = "Option::is_none")]
     pub deletion_timestamp: Option<Str<'a>>,
+    /// `deletionGracePeriodSeconds`: the grace period the deletion was given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deletion_grace_period_seconds: Option<i64>,
     /// `creationTimestamp`: when the API server created the object (RFC 3339).
     #[serde(borrow, skip_serializing_if = "Option::is_none")]
     pub creation_timestamp: Option<Str<'a>>,

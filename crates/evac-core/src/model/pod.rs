@@ -27,6 +27,9 @@ pub struct PodSpec<'a> {
     /// `terminationGracePeriodSeconds`: how long the pod may take to stop once deleted.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub termination_grace_period_seconds: Option<i64>,
+    /// `priority`: the pod's priority, resolved from its PriorityClass at creation.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub priority: Option<i64>,
 }
 
 /// A pod's `status`.
@@ -39,6 +42,9 @@ pub struct PodStatus<'a> {
     /// `status.conditions`, e.g. `Ready`, `DisruptionTarget`.
     #[serde(borrow, deserialize_with = "null_as_default", skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition<'a>>,
+    /// `status.nominatedNodeName`: the node a pending pod preempted others on and waits for.
+    #[serde(borrow, skip_serializing_if = "str::is_empty")]
+    pub nominated_node_name: Str<'a>,
 }
 
 /// The label KubeVirt puts on the pods it creates (`virtv1.AppLabel`).
@@ -87,6 +93,14 @@ impl<'a> Pod<'a> {
     /// Whether the pod is being deleted (it has a `deletionTimestamp`).
     pub fn is_terminating(&self) -> bool {
         self.metadata.deletion_timestamp.is_some()
+    }
+
+    /// When the pod's deletion began, in seconds since the Unix epoch: its `deletionTimestamp`
+    /// less its `deletionGracePeriodSeconds` (the API server sets the timestamp that far ahead);
+    /// `None` when it is not being deleted.
+    pub fn deletion_started_at(&self) -> Option<f64> {
+        let deadline = self.metadata.deletion_timestamp.as_deref().and_then(super::time::unix_seconds)?;
+        Some(deadline - self.metadata.deletion_grace_period_seconds.unwrap_or(0).max(0) as f64)
     }
 
     /// The `DisruptionTarget` condition's reason, when the condition is `True`: the component

@@ -27,7 +27,7 @@ pub fn disruption_answer(case: &Case, cluster: &TestCluster) -> Result<PolicyRes
         serde_json::from_str(&text).map_err(|e| format!("the case's request does not decode: {e}"))?;
     let settings: disruption::Settings = super::settings(&case.settings)?;
     let none = PolicyResponse::from(crate::Decision::allow());
-    Ok(match disruption::decide(&request, &settings, cluster) {
+    Ok(match disruption::decide(&request, &settings, cluster, super::TABLE_NOW) {
         Ok(decision) => PolicyResponse::from(decision),
         Err(e @ DecideError::Read(_)) => {
             PolicyResponse { warnings: Some(vec![format!("disruption-cause could not decide: {e}")]), ..none }
@@ -871,7 +871,7 @@ fn bad_requests_and_failed_reads(cases: &mut Vec<Case>) {
     ];
     for (kind, operation, got) in rows {
         let message = format!(
-            "disruption-cause evaluates Pod UPDATE/DELETE and Node CREATE/UPDATE requests, not {got}"
+            "disruption-cause evaluates Pod UPDATE/DELETE, Node CREATE/UPDATE and pods/hold CONNECT requests, not {got}"
         );
         cases.push(Case::new(
             format!("not evaluated: {got}"),

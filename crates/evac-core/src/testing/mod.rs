@@ -13,6 +13,7 @@
 mod cluster;
 mod disruption;
 mod eviction;
+mod hold;
 mod objects;
 
 use std::collections::BTreeMap;
@@ -24,8 +25,13 @@ use serde_json::Value;
 pub use cluster::{ReadFailure, TestCluster};
 pub use disruption::{disruption_answer, disruption_cases};
 pub use eviction::{eviction_answer, eviction_cases};
+pub use hold::hold_cases;
 
 use crate::{Effect, PolicyResponse};
+
+/// The moment the tables' decisions are made at, in seconds since the Unix epoch
+/// (`2026-11-21T09:45:00Z`): the clock a harness gives a module for rows that depend on it.
+pub const TABLE_NOW: f64 = 1_795_254_300.0;
 
 /// One row of a decision's table.
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
