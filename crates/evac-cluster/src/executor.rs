@@ -242,9 +242,30 @@ impl Executor {
         reason: EventReason,
         message: &str,
     ) -> Result<Applied, ApiError> {
-        let raw = match self.store.get(VMI_KIND.0, VMI_KIND.1, Some(&vmi.namespace), &vmi.name) {
+        self.record_on(VMI_KIND, vmi, node, reason, message).await
+    }
+
+    /// Records a `Normal` event on a pod (the hold endpoint's holds), once per pod, reason and
+    /// `about`. Best effort, as [`Executor::apply`]'s own events: a failed one is logged.
+    pub async fn tell_pod(&self, pod: &ObjectRef, about: &str, reason: EventReason, message: &str) {
+        if let Err(error) = self.record_on(POD_KIND, pod, about, reason, message).await {
+            tracing::warn!(pod = %pod, reason = reason.as_str(), error = %error.message, "cannot record an event");
+        }
+    }
+
+    /// Creates an event about an object of `kind`, once: its uid goes in `involvedObject` and,
+    /// with `about`, in the name.
+    async fn record_on(
+        &self,
+        kind: (&str, &str),
+        object: &ObjectRef,
+        about: &str,
+        reason: EventReason,
+        message: &str,
+    ) -> Result<Applied, ApiError> {
+        let raw = match self.store.get(kind.0, kind.1, Some(&object.namespace), &object.name) {
             Ok(raw) => raw,
-            Err(e) if e.is_not_found() => return Ok(Applied::Unneeded("the VMI is gone")),
+            Err(e) if e.is_not_found() => return Ok(Applied::Unneeded("the object is gone")),
             // A read the store could not answer: the API server was unreachable.
             Err(e) => return Err(ApiError::unavailable(e.to_string())),
         };
@@ -252,14 +273,14 @@ impl Executor {
             .ok()
             .and_then(|v| v.pointer("/metadata/uid").and_then(Value::as_str).map(str::to_owned))
             .unwrap_or_default();
-        let name = event_name(&vmi.name, &uid, reason, node);
-        let key = format!("{}/{name}", vmi.namespace);
+        let name = event_name(&object.name, &uid, reason, about);
+        let key = format!("{}/{name}", object.namespace);
         if self.recorded.lock().expect("the recorded events").contains(&key) {
             return Ok(Applied::Unneeded("recorded already"));
         }
-        let event = event(vmi, &uid, &name, reason, message, &self.store.timestamp());
+        let event = event(kind, object, &uid, &name, reason, message, &self.store.timestamp());
         let events = Kind::new(EVENT_KIND.0, EVENT_KIND.1);
-        let applied = match self.store.create(&events, &vmi.namespace, event, false).await {
+        let applied = match self.store.create(&events, &object.namespace, event, false).await {
             Ok(()) => Applied::Written,
             Err(e) if e.code == 409 => Applied::Unneeded("recorded already"),
             Err(e) => return Err(e),
@@ -273,8 +294,8 @@ impl Executor {
     }
 }
 
-/// An event's name: the VMI's, and a hash of what the event is about (the VMI's uid, the reason,
-/// the node), so that the same event is never recorded twice.
+/// An event's name: the object's, and a hash of what the event is about (the object's uid, the
+/// reason, the node for a VMI's), so that the same event is never recorded twice.
 pub fn event_name(vmi: &str, uid: &str, reason: EventReason, node: &str) -> String {
     // FNV-1a: stable across builds and platforms, which the std hasher is not.
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
@@ -284,15 +305,23 @@ pub fn event_name(vmi: &str, uid: &str, reason: EventReason, node: &str) -> Stri
     format!("{vmi}.{hash:016x}")
 }
 
-/// The `v1` Event, as client-go's event recorder writes one.
-fn event(vmi: &ObjectRef, uid: &str, name: &str, reason: EventReason, message: &str, now: &str) -> Value {
+/// The `v1` Event about an object of `kind`, as client-go's event recorder writes one.
+fn event(
+    kind: (&str, &str),
+    object: &ObjectRef,
+    uid: &str,
+    name: &str,
+    reason: EventReason,
+    message: &str,
+    now: &str,
+) -> Value {
     json!({
         "apiVersion": EVENT_KIND.0,
         "kind": EVENT_KIND.1,
-        "metadata": {"name": name, "namespace": vmi.namespace},
+        "metadata": {"name": name, "namespace": object.namespace},
         "involvedObject": {
-            "apiVersion": VMI_KIND.0, "kind": VMI_KIND.1,
-            "namespace": vmi.namespace, "name": vmi.name, "uid": uid,
+            "apiVersion": kind.0, "kind": kind.1,
+            "namespace": object.namespace, "name": object.name, "uid": uid,
         },
         "reason": reason.as_str(),
         "message": message,

@@ -289,6 +289,11 @@ pub enum EventReason {
     EvacuationCalledOff,
     /// evac deleted the VMI's evacuation migration before it started ([`Effect::CancelMigration`]).
     EvacuationMigrationCancelled,
+    /// evac's hold endpoint holds a launcher pod's termination while its VM migrates away (on the
+    /// pod).
+    TerminationHeld,
+    /// evac's hold endpoint ended the hold of a launcher pod's termination (on the pod).
+    TerminationReleased,
 }
 
 impl EventReason {
@@ -302,6 +307,8 @@ impl EventReason {
             Self::EvacuationMigrationCreated => "EvacuationMigrationCreated",
             Self::EvacuationCalledOff => "EvacuationCalledOff",
             Self::EvacuationMigrationCancelled => "EvacuationMigrationCancelled",
+            Self::TerminationHeld => "TerminationHeld",
+            Self::TerminationReleased => "TerminationReleased",
         }
     }
 

@@ -1,6 +1,6 @@
 //! AdmissionReviews in and out: the envelope checked, the request run through the
 //! [`Pipeline`], and the answer `kube-apiserver` expects (`uid`, `allowed`, a denial's
-//! `status.code` and `status.message`, warnings, audit annotations).
+//! `status.code` and `status.message`, a mutation's JSON patch, warnings, audit annotations).
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -71,12 +71,62 @@ pub async fn answer(
     served: &Arc<ServedPolicy>,
     review: ParsedReview,
 ) -> (ReviewAnswer, Option<ShadowRun>) {
-    let (evaluation, shadow) = pipeline.evaluate(served, Arc::new(review.request), &review.uid).await;
+    let request = Arc::new(review.request);
+    let (evaluation, shadow) = pipeline.evaluate(served, Arc::clone(&request), &review.uid).await;
     let mut answer = review_answer(review.uid, evaluation);
+    apply_mutation(&mut answer.response, served, &request);
     if let Some(message) = &served.message {
         answer.response.replace_rejection_message(message);
     }
     (answer, shadow)
+}
+
+#[derive(Deserialize)]
+struct RequestObject<'a> {
+    #[serde(borrow, default)]
+    object: Option<&'a RawValue>,
+}
+
+/// Turns a policy's mutation into the answer's JSON patch, as Kubewarden does
+/// (`policy-evaluator` `AdmissionResponse::from_policy_validation_response`,
+/// `AdmissionResponseHandler::apply_mutation_constraint` and `apply_monitor_mode`): the RFC 6902
+/// difference between the request's object and the mutated one (none when they are equal),
+/// base64-encoded, `patchType: JSONPatch`. In monitor mode the patch is dropped; in protect mode a
+/// policy without `allowedToMutate` that mutates rejects the request; a mutation of a request
+/// without an object (a DELETE) is refused.
+fn apply_mutation(answer: &mut Answer, served: &ServedPolicy, request: &RawValue) {
+    let Some(mutated) = answer.mutated_object.take() else { return };
+    if !answer.allowed || served.mode == crate::config::PolicyMode::Monitor {
+        return;
+    }
+    let original = serde_json::from_str::<RequestObject<'_>>(request.get())
+        .ok()
+        .and_then(|r| r.object)
+        .and_then(|raw| serde_json::from_str::<serde_json::Value>(raw.get()).ok())
+        .filter(|object| !object.is_null());
+    let Some(original) = original else {
+        answer.reject(
+            "Incoming object is null, which happens only with DELETE operations, but the policy is attempting a \
+             mutation. This is not allowed",
+        );
+        return;
+    };
+    let patch = json_patch::diff(&original, &mutated);
+    if patch.0.is_empty() {
+        return;
+    }
+    if !served.allowed_to_mutate {
+        answer.reject(&format!(
+            "Request rejected by policy {}. The policy attempted to mutate the request, but it is currently \
+             configured to not allow mutations.",
+            served.id
+        ));
+        return;
+    }
+    use base64::Engine as _;
+    let encoded = serde_json::to_vec(&patch).unwrap_or_default();
+    answer.patch = Some(base64::engine::general_purpose::STANDARD.encode(encoded));
+    answer.patch_type = Some("JSONPatch");
 }
 
 /// The AdmissionReview answer of an evaluation: its verdict once the mode is applied, its warnings,
@@ -87,13 +137,23 @@ pub fn review_answer(uid: String, evaluation: Evaluation) -> ReviewAnswer {
     audit.insert(VERSION_ANNOTATION.to_owned(), evaluation.version.clone());
     audit.insert(DIGEST_ANNOTATION.to_owned(), evaluation.digest.clone());
     let allowed = evaluation.allowed();
-    let mut answer = Answer { uid, allowed, status: None, warnings: None, audit_annotations: audit };
+    let mut answer = Answer {
+        uid,
+        allowed,
+        status: None,
+        patch_type: None,
+        patch: None,
+        warnings: None,
+        audit_annotations: audit,
+        mutated_object: None,
+    };
     match evaluation.outcome {
         Ok(response) => {
             for (key, value) in response.audit_annotations.unwrap_or_default() {
                 answer.audit_annotations.entry(key).or_insert(value);
             }
             answer.warnings = response.warnings;
+            answer.mutated_object = response.mutated_object;
             if !allowed {
                 answer.status = Some(Status::denial(response.code, response.message));
             }
@@ -132,14 +192,32 @@ pub struct Answer {
     /// A denial's code and message.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub status: Option<Status>,
+    /// `JSONPatch` when the answer carries a mutation.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub patch_type: Option<&'static str>,
+    /// The mutation: an RFC 6902 JSON patch of the request's object, base64-encoded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub patch: Option<String>,
     /// Warnings the client shows.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub warnings: Option<Vec<String>>,
     /// Recorded in the API server's audit log.
     pub audit_annotations: BTreeMap<String, String>,
+    /// The object as the policy mutated it, until it becomes the patch ([`answer`]).
+    #[serde(skip)]
+    pub mutated_object: Option<serde_json::Value>,
 }
 
 impl Answer {
+    /// Turns the answer into a denial with `message` and no code (400 for the API server), and
+    /// no patch: how Kubewarden refuses a mutation it must not apply.
+    fn reject(&mut self, message: &str) {
+        self.allowed = false;
+        self.patch = None;
+        self.patch_type = None;
+        self.status = Some(Status::denial(None, Some(message.to_owned())));
+    }
+
     /// A denial's message replaced by the policy's custom one (`message` in policies.yml); the
     /// policy's own goes to `details.causes`, as Kubewarden's policy-evaluator does
     /// (`admission_response_handler.rs` `apply_custom_rejection_message`). An allow is unchanged.
@@ -207,8 +285,11 @@ mod tests {
             allowed,
             status: (!allowed)
                 .then(|| Status::denial(Some(429), Some("Eviction triggered evacuation".into()))),
+            patch_type: None,
+            patch: None,
             warnings: None,
             audit_annotations: BTreeMap::new(),
+            mutated_object: None,
         };
         let mut denied = answer(false);
         denied.replace_rejection_message("ask the VM team");

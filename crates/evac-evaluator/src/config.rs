@@ -60,7 +60,8 @@ pub struct PolicyEntry {
     /// `protect` (default) or `monitor`.
     #[serde(default)]
     pub policy_mode: PolicyMode,
-    /// Accepted for Kubewarden compatibility; evac serves validating policies only.
+    /// Whether the policy may change the object (a mutating policy): its mutation is answered as
+    /// a JSON patch; without it, a mutation rejects the request, as Kubewarden's policy-server does.
     #[serde(default)]
     pub allowed_to_mutate: Option<bool>,
     /// The policy's settings, checked by its `validate_settings`.
@@ -193,9 +194,6 @@ fn check_id(id: &str) -> Result<()> {
 }
 
 fn check_entry(entry: &PolicyEntry) -> Result<()> {
-    if entry.allowed_to_mutate == Some(true) {
-        bail!("allowedToMutate: true is not supported: evac serves validating policies only");
-    }
     let shadow_settings = entry.shadow.as_ref().and_then(|s| s.settings.as_ref());
     for settings in [entry.settings.as_ref(), shadow_settings].into_iter().flatten() {
         if !settings.is_object() && !settings.is_null() {
@@ -304,7 +302,6 @@ pod-eviction:
         assert!(err("p: {module: a.wasm, polcyMode: protect}").contains("unknown field `polcyMode`"));
         assert!(err("p: {module: a.wasm, policyMode: enforce}").contains("unknown variant `enforce`"));
         assert!(err("p: {settings: {}}").contains("missing field `module`"));
-        assert!(err("p: {module: a.wasm, allowedToMutate: true}").contains("validating policies only"));
         assert!(err("p: {module: a.wasm, settings: [1]}").contains("settings must be a map"));
         assert!(err("p: {module: a.wasm, timeoutEvalMilliseconds: 0}").contains("more than zero"));
         assert!(err("a/b: {module: a.wasm}").contains("invalid policy id"));

@@ -49,6 +49,8 @@ pub struct ServedPolicy {
     pub mode: PolicyMode,
     /// A denial's message instead of the policy's (`message` in policies.yml).
     pub message: Option<String>,
+    /// Whether its mutations are answered (`allowedToMutate`), or reject the request.
+    pub allowed_to_mutate: bool,
     /// The version whose verdicts count.
     pub active: Arc<Version>,
     /// A candidate evaluated beside it, never acted on.
@@ -337,6 +339,7 @@ impl Registry {
             id: id.to_owned(),
             mode: entry.policy_mode,
             message: entry.message.clone(),
+            allowed_to_mutate: entry.allowed_to_mutate.unwrap_or(false),
             active: Arc::new(active),
             shadow,
             outcomes,

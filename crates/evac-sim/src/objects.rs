@@ -51,6 +51,11 @@ impl<'a> Meta<'a> {
         str_at(self.0, &["metadata", "creationTimestamp"])
     }
 
+    /// `metadata.deletionGracePeriodSeconds`: the grace period its deletion was given.
+    pub fn deletion_grace_period(self) -> Option<u64> {
+        at(self.0, &["metadata", "deletionGracePeriodSeconds"]).and_then(Value::as_u64)
+    }
+
     /// `metadata.deletionTimestamp`: the object is being deleted.
     pub fn deletion_timestamp(self) -> Option<&'a str> {
         str_at(self.0, &["metadata", "deletionTimestamp"])
@@ -229,6 +234,25 @@ impl<'a> Pod<'a> {
     pub fn message(self) -> Option<&'a str> {
         str_at(self.0, &["status", "message"])
     }
+
+    /// The `preStop` `httpGet` hooks of its containers on the node's loopback: (container, port,
+    /// path). Another host or handler is none the simulator runs.
+    pub fn loopback_pre_stop_hooks(self) -> Vec<(&'a str, u16, &'a str)> {
+        at(self.0, &["spec", "containers"])
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|c| {
+                let get = at(c, &["lifecycle", "preStop", "httpGet"])?;
+                let host = str_at(get, &["host"]).unwrap_or("127.0.0.1");
+                if host != "127.0.0.1" && host != "localhost" {
+                    return None;
+                }
+                let port = at(get, &["port"]).and_then(Value::as_u64).and_then(|p| u16::try_from(p).ok())?;
+                Some((str_at(c, &["name"]).unwrap_or_default(), port, str_at(get, &["path"]).unwrap_or("/")))
+            })
+            .collect()
+    }
 }
 
 /// A `spec.taints[]` entry of a Node.
@@ -380,6 +404,12 @@ impl<'a> Vmi<'a> {
     /// `status.reason`.
     pub fn reason(self) -> Option<&'a str> {
         str_at(self.0, &["status", "reason"])
+    }
+
+    /// `spec.terminationGracePeriodSeconds`: how long the guest gets to shut down once asked
+    /// (KubeVirt's default, 30 s: `v1.DefaultGracePeriodSeconds`).
+    pub fn grace_period(self) -> u64 {
+        at(self.0, &["spec", "terminationGracePeriodSeconds"]).and_then(Value::as_u64).unwrap_or(30)
     }
 
     /// `spec.domain.memory.guest`, in bytes.

@@ -11,7 +11,7 @@ use evac_cluster::MemoryStore;
 pub use evac_cluster::{ApiError, Event, EventType, Kind, Patch};
 use serde_json::{json, Value};
 
-use crate::api::eviction::WebhookService;
+use crate::api::webhooks::WebhookService;
 use crate::SimClock;
 
 /// When a terminating pod's grace period ends, in milliseconds of simulated time: timestamps
@@ -25,6 +25,44 @@ pub struct Store {
     /// Services that answer in process (namespace, name): webhooks registered with
     /// `clientConfig.service` reach them.
     services: RwLock<HashMap<(String, String), Arc<dyn WebhookService>>>,
+    /// What listens on each node's loopback, by port: hostNetwork servers (evac's hold endpoint)
+    /// the kubelet's `httpGet` hooks reach.
+    endpoints: RwLock<HashMap<u16, Arc<dyn NodeEndpoint>>>,
+    /// Drives webhook calls by URL to their answer, for components that create objects.
+    #[cfg(feature = "http")]
+    runtime: std::sync::OnceLock<tokio::runtime::Runtime>,
+}
+
+/// A hostNetwork server on every node's loopback, as the kubelet's `preStop` `httpGet` reaches it.
+pub trait NodeEndpoint: Send + Sync {
+    /// A `GET` of `path` on `node`'s `127.0.0.1`, by the hook of `call`: the answer, or not yet.
+    fn get(&self, store: &Store, node: &str, path: &str, call: &HookCall) -> HookAnswer;
+}
+
+/// Who calls a node endpoint: a container's `preStop` hook, while the kubelet stops its pod.
+#[derive(Debug, Clone)]
+pub struct HookCall {
+    /// The pod's namespace.
+    pub namespace: String,
+    /// The pod's name.
+    pub pod: String,
+    /// The pod's uid: one call per pod stopped.
+    pub uid: String,
+    /// The container whose hook calls.
+    pub container: String,
+    /// When the hook began, in simulated time since the start.
+    pub since: Duration,
+}
+
+/// A node endpoint's answer to a hook.
+#[derive(Debug, Clone, PartialEq)]
+pub enum HookAnswer {
+    /// No answer yet; the endpoint wants to be asked again at this moment at the latest.
+    Waiting(Option<Duration>),
+    /// An HTTP answer with this status: the hook is over.
+    Answered(u16),
+    /// The connection failed (refused, reset): the hook is over too.
+    Failed(String),
 }
 
 impl Deref for Store {
@@ -39,7 +77,14 @@ impl Store {
     /// A store on `clock` that keeps the last `history_limit` changes for watches.
     pub fn new(clock: Arc<SimClock>, history_limit: usize) -> Self {
         let memory = Arc::new(MemoryStore::new(Arc::clone(&clock) as _, history_limit));
-        Self { memory, clock, services: RwLock::default() }
+        Self {
+            memory,
+            clock,
+            services: RwLock::default(),
+            endpoints: RwLock::default(),
+            #[cfg(feature = "http")]
+            runtime: std::sync::OnceLock::new(),
+        }
     }
 
     /// The objects, as a cluster back end for evac's hosts (reads, writes, change feed).
@@ -62,6 +107,48 @@ impl Store {
     pub fn service(&self, namespace: &str, name: &str) -> Option<Arc<dyn WebhookService>> {
         let services = self.services.read().unwrap_or_else(PoisonError::into_inner);
         services.get(&(namespace.to_owned(), name.to_owned())).cloned()
+    }
+
+    /// Makes an endpoint listen on every node's loopback at `port` (a hostNetwork DaemonSet).
+    pub fn register_node_endpoint(&self, port: u16, endpoint: Arc<dyn NodeEndpoint>) {
+        self.endpoints.write().unwrap_or_else(PoisonError::into_inner).insert(port, endpoint);
+    }
+
+    /// What listens on the nodes' loopback at `port`, if anything.
+    pub fn node_endpoint(&self, port: u16) -> Option<Arc<dyn NodeEndpoint>> {
+        self.endpoints.read().unwrap_or_else(PoisonError::into_inner).get(&port).cloned()
+    }
+
+    /// Drives a future to its end from a component's (synchronous) reconcile: at once when it
+    /// is ready at its first poll (in-process webhooks are); with the `http` feature, on a
+    /// runtime of the store's own (a webhook by URL); without it, `None`.
+    pub fn complete<T>(&self, future: impl std::future::Future<Output = T>) -> Option<T> {
+        let mut future = std::pin::pin!(future);
+        let waker = futures::task::noop_waker();
+        let mut context = std::task::Context::from_waker(&waker);
+        let first = {
+            // A webhook's HTTP client needs a runtime around it from its first poll on.
+            #[cfg(feature = "http")]
+            let _entered = self.runtime().enter();
+            future.as_mut().poll(&mut context)
+        };
+        if let std::task::Poll::Ready(out) = first {
+            return Some(out);
+        }
+        #[cfg(feature = "http")]
+        return Some(self.runtime().block_on(future));
+        #[cfg(not(feature = "http"))]
+        None
+    }
+
+    #[cfg(feature = "http")]
+    fn runtime(&self) -> &tokio::runtime::Runtime {
+        self.runtime.get_or_init(|| {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("a current-thread runtime starts")
+        })
     }
 
     /// Deletes an object as the API server does for its kind. A pod that a node runs is only

@@ -1,7 +1,9 @@
 //! evac in the simulated cluster (feature `evac`), plugged in through the interfaces a real
-//! install gives it: its policy server answers the cluster's `pods/eviction` webhook (in process,
-//! through the same pipeline as `evac serve`), and its controller (`evac-control`) runs as one of
-//! the cluster's components, on simulated time. Nothing here decides: it only connects evac's
+//! install gives it: its policy server answers the cluster's `pods/eviction` webhook and, when
+//! the policies have `launcher-hold`, the mutating webhook on pods `CREATE` (in process, through
+//! the same pipeline as `evac serve`); its hold endpoint listens on every node's loopback (the
+//! kubelet's `preStop` hooks reach it); and its controller (`evac-control`) runs as one of the
+//! cluster's components, on simulated time. Nothing here decides: it only connects evac's
 //! pipeline and controller to a simulated cluster. How the policies run is the caller's: `evac
 //! simulate` compiles the modules with wasmtime, the browser playground links the policy crates.
 
@@ -10,18 +12,24 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use evac_cluster::Executor;
+use evac_control::hold::{Holder, Verdict};
 use evac_control::{Controller, Pass, DISRUPTION_CAUSE, EVACUATION, RESYNC, WATCHED};
 use evac_evaluator::admission;
 use evac_evaluator::{Metrics, ModuleLoader, Pipeline, PoliciesFile, Registry};
 use futures::future::BoxFuture;
 use serde_json::Value;
 
-use crate::api::eviction::{WebhookError, WebhookService};
+use crate::api::webhooks::{WebhookError, WebhookService};
 use crate::scenario::{ControllerStats, Evac, EvacRun, Scenario, ScenarioError, EVAC_SERVICE};
+use crate::store::{HookAnswer, HookCall, NodeEndpoint};
 use crate::{Actor, ApiError, Kind, Store};
 
 /// The policy id the eviction webhook is served by.
 pub const POD_EVICTION: &str = "pod-eviction";
+/// The policy id of the mutating webhook on pods `CREATE`, when the policies have it.
+pub const LAUNCHER_HOLD: &str = "launcher-hold";
+/// evac's mutating webhook configuration (`deploy/`), for `launcher-hold`.
+pub const HOLD_WEBHOOK_CONFIGURATION: &str = "evac-launcher-hold";
 
 /// Reads a policies file.
 pub type LoadPolicies = dyn Fn() -> Result<PoliciesFile, String> + Send + Sync;
@@ -49,14 +57,19 @@ impl Evac for EvacPolicies {
         scenario: &Scenario,
         restarts: Vec<Duration>,
     ) -> Result<Box<dyn EvacRun>, ScenarioError> {
+        let hold_restarts = scenario.hold_endpoint_restarts().map_err(ScenarioError::Invalid)?;
         let cluster = SimulatedCluster {
             eviction_soft: &scenario.cluster.kubelet.eviction_soft.0,
             kubevirt_evacuation_controller: !self.replace_kubevirt,
+            virt_handler: scenario.cluster.kubevirt.virt_handler,
         };
         let file = (self.load)().map_err(ScenarioError::Evac)?;
         let loader = (self.loader)(store).map_err(ScenarioError::Evac)?;
         let running =
             start(store, file, &self.name, &cluster, restarts, loader).map_err(ScenarioError::Evac)?;
+        if let Some(endpoint) = &running.hold {
+            endpoint.restarting_at(hold_restarts);
+        }
         Ok(Box::new(running))
     }
 
@@ -71,12 +84,16 @@ pub struct SimulatedCluster<'a> {
     pub eviction_soft: &'a str,
     /// KubeVirt's evacuation controller runs.
     pub kubevirt_evacuation_controller: bool,
+    /// What its virt-handler does at a launcher pod's SIGTERM.
+    pub virt_handler: evac_core::hold::VirtHandler,
 }
 
 /// evac running in a simulated cluster.
 pub struct Running {
     /// The controller, as the actor the simulation runs.
     pub controller: Arc<ControllerActor>,
+    /// The hold endpoint on every node's loopback, when the policies have `launcher-hold`.
+    pub hold: Option<Arc<HoldEndpoint>>,
     pipeline: Pipeline,
 }
 
@@ -133,6 +150,9 @@ pub fn start(
         }
         settings["nodePressure"]["threshold"] = serde_json::json!(cluster.eviction_soft);
         settings["kubevirtEvacuationController"] = serde_json::json!(cluster.kubevirt_evacuation_controller);
+        if id == EVACUATION {
+            settings["virtHandler"] = serde_json::json!(cluster.virt_handler.as_str());
+        }
     }
     let metrics = Arc::new(Metrics::default());
     let registry = Arc::new(
@@ -142,37 +162,134 @@ pub fn start(
     if !registry.current().contains_key(POD_EVICTION) {
         return Err(format!("{name} has no policy `{POD_EVICTION}` to answer evictions"));
     }
+    let hold_settings = registry.current().get(LAUNCHER_HOLD).map(|_| launcher_hold_settings(&file));
     let pipeline = Pipeline::new(registry, Executor::new(Arc::clone(store.memory()) as _), metrics);
-    let webhook = PolicyWebhook { pipeline: pipeline.clone(), policy: POD_EVICTION.into() };
+    let webhook = PolicyWebhook { pipeline: pipeline.clone() };
     store.register_service(EVAC_SERVICE.0, EVAC_SERVICE.1, Arc::new(webhook));
+    let hold = match hold_settings {
+        Some(settings) => {
+            let settings = settings?;
+            register_hold_webhook(store)
+                .map_err(|e| format!("cannot register evac's mutating webhook: {}", e.message))?;
+            let endpoint = Arc::new(HoldEndpoint::new(Holder::new(pipeline.clone())));
+            store.register_node_endpoint(settings.port, Arc::clone(&endpoint) as _);
+            Some(endpoint)
+        }
+        None => None,
+    };
     let controller = Controller::new(pipeline.clone()).map_err(|e| format!("{e:#}"))?;
     let controller = Arc::new(ControllerActor::new(Arc::new(controller)).restarting_at(restarts));
-    Ok(Running { controller, pipeline })
+    Ok(Running { controller, hold, pipeline })
 }
 
-/// Answers a webhook with one policy, as `evac serve` answers `/validate/<id>`: the same
-/// envelope checks and pipeline, without the HTTPS in between.
+/// `launcher-hold`'s settings, as its module validated them at load.
+fn launcher_hold_settings(file: &PoliciesFile) -> Result<evac_core::hold::LauncherHoldSettings, String> {
+    let settings = file.policies.get(LAUNCHER_HOLD).and_then(|e| e.settings.clone()).unwrap_or(Value::Null);
+    serde_json::from_value::<Option<evac_core::hold::LauncherHoldSettings>>(settings)
+        .map(Option::unwrap_or_default)
+        .map_err(|e| format!("{LAUNCHER_HOLD}: invalid settings: {e}"))
+}
+
+/// evac's `MutatingWebhookConfiguration` for `launcher-hold`, as `deploy/` installs it: pods
+/// `CREATE`, launcher pods only, `failurePolicy: Ignore` (a pod is never kept from starting
+/// because evac is down: it runs unheld, as with KubeVirt alone).
+fn register_hold_webhook(store: &Store) -> Result<(), ApiError> {
+    let configuration = serde_json::json!({
+        "metadata": {"name": HOLD_WEBHOOK_CONFIGURATION},
+        "webhooks": [{
+            "name": "launcher-hold.evac.kubevirt.io",
+            "admissionReviewVersions": ["v1"],
+            "sideEffects": "None",
+            "failurePolicy": "Ignore",
+            "reinvocationPolicy": "IfNeeded",
+            "clientConfig": {"service": {"namespace": EVAC_SERVICE.0, "name": EVAC_SERVICE.1,
+                                         "path": format!("/validate/{LAUNCHER_HOLD}")}},
+            "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]}],
+            "matchConditions": [{"name": "virt-launcher",
+                                 "expression": "has(object.metadata.labels) && object.metadata.labels[?'kubevirt.io'].orValue('') == 'virt-launcher'"}],
+        }],
+    });
+    let kind = Kind::new("admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration");
+    match store.create(&kind, "", configuration, false) {
+        Ok(_) | Err(ApiError { code: 409, .. }) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// evac's hold endpoint on every node's loopback, as `evac hold` serves it: a hook's call is a
+/// hold, asked about ([`Holder::ask`]) each time the kubelet looks, and answered once it ends. A
+/// restart of a node's endpoint resets the connections open on it: their hooks end, and those
+/// VMs fare as with KubeVirt alone.
+pub struct HoldEndpoint {
+    holder: Holder,
+    /// When each node's endpoint restarts, in simulated time.
+    restarts: Mutex<Vec<(String, Duration)>>,
+}
+
+impl HoldEndpoint {
+    fn new(holder: Holder) -> Self {
+        Self { holder, restarts: Mutex::default() }
+    }
+
+    /// Restarts the endpoint of these nodes at these times.
+    pub fn restarting_at(&self, restarts: Vec<(String, Duration)>) {
+        *self.restarts.lock().unwrap_or_else(PoisonError::into_inner) = restarts;
+    }
+}
+
+impl NodeEndpoint for HoldEndpoint {
+    fn get(&self, store: &Store, node: &str, path: &str, call: &HookCall) -> HookAnswer {
+        let now = store.clock().elapsed();
+        let reset = self
+            .restarts
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .any(|(restarted, at)| restarted == node && call.since < *at && *at <= now);
+        if reset {
+            return HookAnswer::Failed("connection reset by peer: the hold endpoint restarted".into());
+        }
+        if evac_core::hold::parse_hook_path(path).is_none() {
+            return HookAnswer::Answered(404);
+        }
+        let Ok(pod) = store.get(&crate::kinds::pods(), &call.namespace, &call.pod) else {
+            return HookAnswer::Answered(200);
+        };
+        let started =
+            store.clock().since_epoch().as_secs_f64() - (now.saturating_sub(call.since)).as_secs_f64();
+        let text = pod.to_string();
+        match store.complete(self.holder.ask(&text, started, &call.container)) {
+            Some(Verdict::Hold(_)) => HookAnswer::Waiting(None),
+            Some(Verdict::Release(_)) => HookAnswer::Answered(200),
+            None => HookAnswer::Failed("the hold endpoint could not answer".into()),
+        }
+    }
+}
+
+/// Answers webhooks with the policy their path names, as `evac serve` answers `/validate/<id>`:
+/// the same envelope checks and pipeline, without the HTTPS in between.
 pub struct PolicyWebhook {
     pipeline: Pipeline,
-    policy: String,
 }
 
 impl WebhookService for PolicyWebhook {
     fn review<'a>(
         &'a self,
         _store: &'a Store,
+        path: &'a str,
         review: &'a Value,
     ) -> BoxFuture<'a, Result<Value, WebhookError>> {
         Box::pin(async move {
+            let policy = path.strip_prefix("/validate/").unwrap_or(POD_EVICTION);
             let body = serde_json::to_vec(review).map_err(|e| e.to_string())?;
             let parsed = admission::parse_review(&body).map_err(|e| e.0)?;
             let served = self
                 .pipeline
                 .registry()
                 .current()
-                .get(&self.policy)
+                .get(policy)
                 .cloned()
-                .ok_or_else(|| format!("no policy {} is served", self.policy))?;
+                .ok_or_else(|| format!("no policy {policy} is served"))?;
             let (answer, shadow) = admission::answer(&self.pipeline, &served, parsed).await;
             if let Some(shadow) = shadow {
                 shadow.run().await;

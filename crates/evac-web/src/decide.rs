@@ -27,11 +27,14 @@ pub enum PolicyName {
     DisruptionCause,
     /// Node updates: the evacuation plan.
     Evacuation,
+    /// Launcher pod creations: the hold's `preStop` hook (a mutation).
+    LauncherHold,
 }
 
 impl PolicyName {
     /// Every policy, in the page's order.
-    pub const ALL: [PolicyName; 3] = [Self::PodEviction, Self::DisruptionCause, Self::Evacuation];
+    pub const ALL: [PolicyName; 4] =
+        [Self::PodEviction, Self::DisruptionCause, Self::Evacuation, Self::LauncherHold];
 
     /// The module's name (`pod-eviction`, ...).
     pub fn as_str(self) -> &'static str {
@@ -39,6 +42,7 @@ impl PolicyName {
             Self::PodEviction => "pod-eviction",
             Self::DisruptionCause => "disruption-cause",
             Self::Evacuation => "evacuation",
+            Self::LauncherHold => "launcher-hold",
         }
     }
 
@@ -46,7 +50,7 @@ impl PolicyName {
     pub fn parse(name: &str) -> Result<Self, WebError> {
         Self::ALL.into_iter().find(|p| p.as_str() == name).ok_or_else(|| {
             WebError::new(format!(
-                "no policy {name:?}: expected pod-eviction, disruption-cause or evacuation"
+                "no policy {name:?}: expected pod-eviction, disruption-cause, evacuation or launcher-hold"
             ))
         })
     }
@@ -133,6 +137,7 @@ pub fn decide_with(
             disruption_cause::evaluate_traced_at(&payload, &reader, now, &mut trace)
         }
         PolicyName::Evacuation => evacuation::evaluate_traced_at(&payload, &reader, now, &mut trace),
+        PolicyName::LauncherHold => launcher_hold::evaluate(&payload),
     }
     .map_err(|e| WebError::new(format!("the policy could not evaluate the request: {e}")))?;
     let response: PolicyResponse = serde_json::from_slice(&encoded)
@@ -148,6 +153,7 @@ fn check_settings(policy: PolicyName, settings: &RawValue) -> Result<Option<Stri
         PolicyName::PodEviction => pod_eviction::settings_answer(payload),
         PolicyName::DisruptionCause => disruption_cause::settings_answer(payload),
         PolicyName::Evacuation => evacuation::settings_answer(payload),
+        PolicyName::LauncherHold => launcher_hold::settings_answer(payload),
     }
     .map_err(WebError::new)?;
     let answer: Value = serde_json::from_slice(&answer).map_err(|e| WebError::new(e.to_string()))?;

@@ -100,12 +100,14 @@ impl LinkedPolicy {
                     PolicyName::PodEviction => pod_eviction::evaluate(payload, &reader),
                     PolicyName::DisruptionCause => disruption_cause::evaluate_at(payload, &reader, now),
                     PolicyName::Evacuation => evacuation::evaluate_at(payload, &reader, now),
+                    PolicyName::LauncherHold => launcher_hold::evaluate(payload),
                 }
             }
             "validate_settings" => match self.policy {
                 PolicyName::PodEviction => pod_eviction::settings_answer(payload),
                 PolicyName::DisruptionCause => disruption_cause::settings_answer(payload),
                 PolicyName::Evacuation => evacuation::settings_answer(payload),
+                PolicyName::LauncherHold => launcher_hold::settings_answer(payload),
             },
             "protocol_version" => Ok(br#""v1""#.to_vec()),
             // wapc-guest's words for a function the module does not register.

@@ -1,38 +1,51 @@
-//! The kubelet's node-pressure eviction, for memory: when a node's `memory.available` stays under
-//! the soft threshold for the soft grace period (or falls under the hard threshold), the kubelet
-//! picks a pod as `rankMemoryPressure` ranks them (`pkg/kubelet/eviction/helpers.go`: usage over
-//! requests first, then the lowest priority, then the most usage above requests; here every pod
-//! uses what it requests, so the lowest priority, ties by name), marks it `DisruptionTarget` (reason
-//! `TerminationByKubelet`) and kills it after `min(terminationGracePeriodSeconds,
-//! evictionMaxPodGracePeriod)` (at once for the hard threshold). The killed pod stays, with phase
-//! `Failed` and reason `Evicted`, and the VM in it is shut down. A launcher pod whose VM migrated
-//! away before the deadline is gone by then, and nothing is lost: that is the window evac uses.
+//! The kubelet: node-pressure eviction for memory, and the stopping of pods ([`termination`]).
 //!
-//! The kubelet also ends graceful deletions: a deleted pod keeps running (its VM with it) until
-//! its grace period ends; then the VM stops, unless it migrated away, and the pod is removed.
+//! When a node's `memory.available` stays under the soft threshold for the soft grace period (or
+//! falls under the hard threshold), the kubelet picks a pod as `rankMemoryPressure` ranks them
+//! (`pkg/kubelet/eviction/helpers.go`: usage over requests first, then the lowest priority, then
+//! the most usage above requests; here every pod uses what it requests, so the lowest priority,
+//! ties by name) and stops it with a grace period of `min(evictionMaxPodGracePeriod,
+//! terminationGracePeriodSeconds)` (1 s at the hard threshold: `immediateEvictionGracePeriodSeconds`),
+//! without deleting it: its `preStop` hooks run first, then SIGTERM; once its containers have
+//! exited it stays `Failed` with reason `Evicted`, and only then carries its `DisruptionTarget`
+//! condition (reason `TerminationByKubelet`). One pod is evicted at a time per node: the eviction
+//! manager waits for the pod to stop (`killPodNow`).
 //!
-//! A pod uses the memory it requests (a launcher pod requests its VM's memory, as KubeVirt sets the
-//! compute container's request); a node's is `status.capacity.memory`. The node gets the `MemoryPressure` condition while under the soft
-//! threshold. One pod is evicted at a time per node, as the kubelet waits for it to terminate.
+//! A deleted pod is stopped the same way, with its deletion's grace period, and removed once its
+//! containers have exited. What becomes of a VM at SIGTERM is virt-handler's business, stock or as
+//! the proposals would have it ([`termination`]).
+//!
+//! A pod uses the memory it requests (a launcher pod requests its VM's memory, as KubeVirt sets
+//! the compute container's request); a node's is `status.capacity.memory`. The node gets the
+//! `MemoryPressure` condition while under the soft threshold.
 
 use std::collections::HashMap;
 use std::time::Duration;
 
 use serde_json::json;
 
+use evac_core::hold::VirtHandler;
+
+use self::termination::{Step, Stopping};
+use super::conditions_without;
 use super::quantity;
-use super::{conditions_without, with_disruption_target};
-use crate::kinds::{nodes, pods, vmis};
-use crate::objects::{Node, Pod, Vmi};
+use crate::kinds::{nodes, pods};
+use crate::objects::{Node, Pod};
 use crate::store::{Patch, Store, TERMINATE_AT_ANNOTATION};
 use crate::ApiError;
+
+pub mod termination;
 
 /// The `DisruptionTarget` reason the kubelet sets on the pods it evicts: Kubernetes' `TerminationByKubelet`.
 pub const REASON: &str = "TerminationByKubelet";
 /// Memory a node's system uses besides its pods (a quantity), which no eviction frees: how a
 /// scenario puts a node under memory pressure.
 pub const SYSTEM_MEMORY_ANNOTATION: &str = "sim.evac.io/memory-used-by-system";
+/// When an eviction's grace period ends, in milliseconds of simulated time.
 pub(crate) const KILL_AT_ANNOTATION: &str = "sim.evac.io/kill-at-ms";
+/// The message of the kubelet's eviction of the pod (`evictionMessage`), written on the pod with
+/// its `DisruptionTarget` condition once it has stopped.
+pub(crate) const EVICTION_MESSAGE_ANNOTATION: &str = "sim.evac.io/eviction-message";
 /// When the node came under memory pressure, in milliseconds of simulated time.
 const PRESSURE_SINCE_ANNOTATION: &str = "sim.evac.io/memory-pressure-since-ms";
 
@@ -49,6 +62,8 @@ pub struct Kubelet {
     pub max_pod_grace: Duration,
     /// `evictionHard` `memory.available`, in bytes: under it the kubelet kills a pod at once, without grace.
     pub hard_threshold: f64,
+    /// What KubeVirt's virt-handler does with a VM whose launcher pod gets SIGTERM.
+    pub virt_handler: VirtHandler,
     /// What the kubelets know of the pods.
     pub(crate) cache: std::sync::Arc<std::sync::Mutex<PodCache>>,
 }
@@ -61,6 +76,7 @@ impl Default for Kubelet {
             soft_grace: Duration::from_secs(5),
             max_pod_grace: Duration::from_secs(300),
             hard_threshold: 10.0 * 1024.0 * 1024.0,
+            virt_handler: VirtHandler::Stock,
             cache: Default::default(),
         }
     }
@@ -83,6 +99,9 @@ impl Kubelet {
     }
 }
 
+/// The grace period of an eviction at the hard threshold (`immediateEvictionGracePeriodSeconds`).
+const IMMEDIATE_EVICTION_GRACE: Duration = Duration::from_secs(1);
+
 /// What the kubelet knows of a pod, kept from the pods' changes (an informer's cache): reading
 /// every pod's JSON at every step would cost more than everything else the simulation does.
 #[derive(Debug, Clone)]
@@ -92,10 +111,10 @@ struct PodFacts {
     /// `spec.priority`, 0 when unset.
     priority: i64,
     finished: bool,
-    /// When a graceful deletion's grace period ends.
-    terminate_at: Option<Duration>,
     /// When an eviction the kubelet began kills the pod.
     kill_at: Option<Duration>,
+    /// How far the kubelet got in stopping it.
+    stopping: Option<Stopping>,
 }
 
 impl PodFacts {
@@ -103,14 +122,28 @@ impl PodFacts {
         let millis = |key: &str| {
             pod.meta().annotation(key).map(|at| Duration::from_millis(at.parse().unwrap_or_default()))
         };
+        let terminate_at = millis(TERMINATE_AT_ANNOTATION);
+        let kill_at = millis(KILL_AT_ANNOTATION);
+        // A deletion's grace period began `deletionGracePeriodSeconds` before its end; an
+        // eviction records when it began.
+        let deletion_grace = pod.meta().deletion_grace_period().map(Duration::from_secs).unwrap_or_default();
+        let stopping = match (terminate_at, kill_at) {
+            (Some(end), _) => Some(termination::stopping_of(pod, end.saturating_sub(deletion_grace), end)),
+            (None, Some(end)) if !pod.is_finished() => Some(termination::stopping_of(pod, end, end)),
+            _ => None,
+        };
         Self {
             node: pod.node_name().unwrap_or_default().to_owned(),
             memory: pod.container_memory_requests(),
             priority: pod.priority(),
             finished: pod.is_finished(),
-            terminate_at: millis(TERMINATE_AT_ANNOTATION),
-            kill_at: millis(KILL_AT_ANNOTATION),
+            kill_at,
+            stopping,
         }
+    }
+
+    fn stopping(&self) -> Option<Stopping> {
+        self.stopping
     }
 }
 
@@ -156,8 +189,8 @@ impl PodCache {
 }
 
 impl Kubelet {
-    /// Ends the graceful deletions and kills that are due, and checks every node's memory; returns
-    /// when it next has to act.
+    /// Advances the pods being stopped, and checks every node's memory; returns when it next
+    /// has to act.
     pub fn reconcile(&self, store: &Store) -> Result<Option<Duration>, ApiError> {
         let now = store.clock().elapsed();
         let mut next: Option<Duration> = None;
@@ -165,41 +198,31 @@ impl Kubelet {
         let mut cache = self.cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         cache.refresh(store);
 
-        // Graceful deletions whose grace period ended, and kills that are due: each pod is read
-        // again, as it is now.
+        // Pods being stopped whose next step is due; each is read again, as it is now.
         let due: Vec<(String, String)> = cache
             .pods
             .iter()
-            .filter(|(_, f)| {
-                f.terminate_at.is_some_and(|t| t <= now) || f.kill_at.is_some_and(|t| t <= now && !f.finished)
-            })
+            .filter(|(_, f)| f.stopping().is_some_and(|s| s.sigterm.is_none() || s.next() <= now))
             .map(|(key, _)| key.clone())
             .collect();
         for (namespace, name) in &due {
             let Ok(pod) = store.get(&pods(), namespace, name) else { continue };
             let facts = PodFacts::of(Pod(&pod));
-            if facts.terminate_at.is_some_and(|t| t <= now) {
-                self.terminate(store, Pod(&pod))?;
-            } else if facts.kill_at.is_some_and(|t| t <= now) && !facts.finished {
-                self.kill(store, Pod(&pod))?;
+            let Some(stopping) = facts.stopping() else { continue };
+            match termination::advance(store, Pod(&pod), stopping, self.virt_handler, now)? {
+                Step::Wait(at) => wake(at.max(now + Duration::from_millis(1)).min(now + HOOK_POLL)),
+                Step::Done => self.stopped(store, Pod(&pod))?,
             }
         }
         if !due.is_empty() {
             cache.refresh(store);
         }
-        for facts in cache.pods.values() {
-            if let Some(at) = facts.terminate_at {
-                wake(at);
-            }
-            if let Some(at) = facts.kill_at.filter(|_| !facts.finished) {
-                wake(at);
-            }
+        for stopping in cache.pods.values().filter_map(PodFacts::stopping) {
+            wake(if stopping.sigterm.is_none() { now + HOOK_POLL } else { stopping.next() });
         }
 
         let mut by_node: HashMap<&str, Vec<(&PodKey, &PodFacts)>> = HashMap::new();
-        for (key, facts) in
-            cache.pods.iter().filter(|(_, f)| !f.finished && f.terminate_at.is_none_or(|t| t > now))
-        {
+        for (key, facts) in cache.pods.iter().filter(|(_, f)| !f.finished) {
             by_node.entry(facts.node.as_str()).or_default().push((key, facts));
         }
         let (all_nodes, _) = store.list(&nodes(), None, None, None);
@@ -244,9 +267,9 @@ impl Kubelet {
                 .min_by(|(a_key, a), (b_key, b)| a.priority.cmp(&b.priority).then(a_key.cmp(b_key)));
             if let Some(((namespace, victim), _)) = victim {
                 let pod = store.get(&pods(), namespace, victim)?;
-                let grace = if hard { Duration::ZERO } else { self.grace_of(Pod(&pod)) };
-                self.begin_eviction(store, Pod(&pod), now + grace, available)?;
-                wake(now + grace);
+                let grace = if hard { IMMEDIATE_EVICTION_GRACE } else { self.grace_of(Pod(&pod)) };
+                self.begin_eviction(store, Pod(&pod), grace, available)?;
+                wake(now);
             }
         }
         Ok(next)
@@ -257,46 +280,47 @@ impl Kubelet {
         Duration::from_secs(own).min(self.max_pod_grace)
     }
 
+    /// Begins an eviction: the pod is stopped within `grace` (its hooks, then SIGTERM), and
+    /// marked evicted once its containers have exited.
     fn begin_eviction(
         &self,
         store: &Store,
         pod: Pod<'_>,
-        kill_at: Duration,
+        grace: Duration,
         available: f64,
     ) -> Result<(), ApiError> {
+        let now = store.clock().elapsed();
         let message = format!(
             "The node was low on resource: memory. Threshold quantity: {}Mi, available: {}Mi.",
             (self.soft_threshold / 1048576.0).round(),
             (available / 1048576.0).round()
         );
-        let conditions = with_disruption_target(pod.0, REASON, &message, &store.clock().timestamp());
-        let patch = Patch::Merge(json!({
-            "metadata": {"annotations": {KILL_AT_ANNOTATION: kill_at.as_millis().to_string()}},
-            "status": {"conditions": conditions, "message": message},
-        }));
+        let patch = Patch::Merge(json!({"metadata": {"annotations": {
+            KILL_AT_ANNOTATION: (now + grace).as_millis().to_string(),
+            termination::STOPPING_SINCE_ANNOTATION: now.as_millis().to_string(),
+            EVICTION_MESSAGE_ANNOTATION: message,
+        }}}));
         store.patch(&pods(), pod.meta().namespace(), pod.meta().name(), &patch, false)?;
         Ok(())
     }
 
-    /// The grace period is over: the pod fails as Evicted, and a VM still running in it stops.
-    fn kill(&self, store: &Store, pod: Pod<'_>) -> Result<(), ApiError> {
-        let message = pod.message().unwrap_or_default();
-        let patch =
-            Patch::Merge(json!({"status": {"phase": "Failed", "reason": "Evicted", "message": message}}));
-        store.patch(&pods(), pod.meta().namespace(), pod.meta().name(), &patch, false)?;
-        stop_vm(store, pod, "Evicted")
-    }
-
-    /// A deleted pod's grace period is over: its containers are stopped (the VM with them,
-    /// unless it migrated away) and the pod is removed.
-    fn terminate(&self, store: &Store, pod: Pod<'_>) -> Result<(), ApiError> {
-        stop_vm(store, pod, stop_reason(pod))?;
-        match store.delete(&pods(), pod.meta().namespace(), pod.meta().name(), false) {
-            Err(e) if e.code == 404 => Ok(()),
-            other => other.map(|_| ()),
+    /// A pod's containers have all exited: an evicted pod stays `Failed` as `Evicted`; a deleted
+    /// one is removed.
+    fn stopped(&self, store: &Store, pod: Pod<'_>) -> Result<(), ApiError> {
+        if pod.meta().annotation(TERMINATE_AT_ANNOTATION).is_some() {
+            return match store.delete(&pods(), pod.meta().namespace(), pod.meta().name(), false) {
+                Err(e) if e.code == 404 => Ok(()),
+                other => other.map(|_| ()),
+            };
         }
+        let message = pod.meta().annotation(EVICTION_MESSAGE_ANNOTATION).unwrap_or_default();
+        termination::evicted(store, pod, message)
     }
 }
+
+/// How often the kubelet looks at a pod whose `preStop` hook runs: its hold endpoint answers as
+/// soon as it knows (the simulator asks it again at this pace, and on every change of pods).
+const HOOK_POLL: Duration = Duration::from_secs(1);
 
 /// Publishes the node's memory working set as metrics-server does: its NodeMetrics
 /// (`metrics.k8s.io/v1beta1`, `usage.memory` from the kubelet's `node_memory_working_set_bytes`,
@@ -328,28 +352,6 @@ fn publish_metrics(store: &Store, node: &str, working_set: f64) -> Result<(), Ap
             store.create(&kind, "", metrics, false)?;
         }
         Err(e) => return Err(e),
-    }
-    Ok(())
-}
-
-/// Why a VM stopped with its pod: the component that disrupted the pod (its `DisruptionTarget`
-/// reason), else a plain deletion.
-fn stop_reason(pod: Pod<'_>) -> &str {
-    pod.condition("DisruptionTarget").and_then(|c| c.reason()).unwrap_or("PodDeleted")
-}
-
-/// Stops the VM a launcher pod still runs (it did not migrate away in time): its VMI fails.
-fn stop_vm(store: &Store, pod: Pod<'_>, reason: &str) -> Result<(), ApiError> {
-    let namespace = pod.meta().namespace();
-    let Some(vmi) = pod.vmi() else { return Ok(()) };
-    if let Ok(current) = store.get(&vmis(), namespace, vmi) {
-        let current = Vmi(&current);
-        let running_here =
-            current.node_name().is_some() && current.node_name() == pod.node_name() && !current.is_final();
-        if running_here {
-            let patch = Patch::Merge(json!({"status": {"phase": "Failed", "reason": reason}}));
-            store.patch(&vmis(), namespace, vmi, &patch, false)?;
-        }
     }
     Ok(())
 }

@@ -488,7 +488,8 @@ impl MigrationController {
         self.set_phase(store, migration, "Succeeded", end)
     }
 
-    /// The target pod: the VMI's launcher pod again, away from its own pods.
+    /// The target pod: the VMI's launcher pod again (`RenderMigrationManifest`, the same
+    /// manifest, created through the pod's admission), away from its own pods.
     fn create_target_pod(
         &self,
         store: &Store,
@@ -496,42 +497,18 @@ impl MigrationController {
         vmi: Vmi<'_>,
         source: Pod<'_>,
     ) -> Result<(), ApiError> {
-        let name = vmi.meta().name();
         let uid = vmi.meta().uid();
-        let mut pod = (*source.0).clone();
-        let meta = pod["metadata"].as_object_mut().expect("a stored pod has metadata");
-        for server_owned in [
-            "name",
-            "uid",
-            "resourceVersion",
-            "creationTimestamp",
-            "deletionTimestamp",
-            "deletionGracePeriodSeconds",
-        ] {
-            meta.remove(server_owned);
+        let mut pod = super::launcher::render(vmi);
+        pod["metadata"]["annotations"][MIGRATION_JOB_ANNOTATION] = json!(migration.meta().name());
+        pod["metadata"]["labels"][MIGRATION_JOB_LABEL] = json!(migration.meta().uid());
+        if let Some(selector) = source.node_selector() {
+            pod["spec"]["nodeSelector"] = json!(selector);
         }
-        meta.insert("generateName".into(), json!(format!("virt-launcher-{name}-")));
-        // Only the template's annotations: none of the source pod's disruption carries over.
-        meta.insert(
-            "annotations".into(),
-            json!({evac_core::kubevirt::DOMAIN_ANNOTATION: name,
-                   MIGRATION_JOB_ANNOTATION: migration.meta().name(),
-                   evac_core::kubevirt::REQUEST_EVICT_ONLY_ANNOTATION: ""}),
-        );
-        let labels = meta.entry("labels").or_insert_with(|| json!({}));
-        labels[MIGRATION_JOB_LABEL] = json!(migration.meta().uid());
-        labels[CREATED_BY_LABEL] = json!(uid);
-        let spec = pod["spec"].as_object_mut().expect("a stored pod has a spec");
-        spec.remove("nodeName");
-        spec.insert(
-            "affinity".into(),
-            json!({"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
-                "labelSelector": {"matchLabels": {CREATED_BY_LABEL: uid}},
-                "topologyKey": "kubernetes.io/hostname",
-            }]}}),
-        );
-        pod["status"] = json!({"phase": "Pending"});
-        let created = store.create(&pods(), migration.meta().namespace(), pod, false)?;
+        pod["spec"]["affinity"] = json!({"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
+            "labelSelector": {"matchLabels": {CREATED_BY_LABEL: uid}},
+            "topologyKey": "kubernetes.io/hostname",
+        }]}});
+        let created = store.create_pod(migration.meta().namespace(), pod)?;
         let named =
             json!({"metadata": {"annotations": {TARGET_POD_ANNOTATION: Pod(&created).meta().name()}}});
         store.patch(

@@ -6,6 +6,7 @@ pub mod descheduler;
 pub mod drain;
 pub mod gc;
 pub mod kubelet;
+pub mod launcher;
 pub mod migration;
 pub(crate) use evac_core::model::quantity;
 pub mod scheduler;

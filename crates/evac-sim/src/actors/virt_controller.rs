@@ -120,8 +120,7 @@ impl VirtController {
                 Err(e) if e.code == 409 => continue,
                 Err(e) => return Err(e),
             };
-            let created = Vmi(&created);
-            store.create(&pods(), namespace, launcher_pod(created), false)?;
+            store.create_pod(namespace, super::launcher::render(Vmi(&created)))?;
         }
         Ok(())
     }
@@ -187,9 +186,8 @@ impl VirtController {
                                  "labels": {super::NODE_NAME_LABEL: null}},
                     "status": {"phase": "Scheduling", "nodeName": null, "evacuationNodeName": null, "reason": null},
                 }));
-                store.patch(&vmis(), namespace, name, &patch, false)?;
-                let pod = launcher_pod(vmi);
-                store.create(&pods(), namespace, pod, false)?;
+                let restarted = store.patch(&vmis(), namespace, name, &patch, false)?;
+                store.create_pod(namespace, super::launcher::render(Vmi(&restarted)))?;
             } else if vmi.phase() == Some("Scheduling") {
                 let selector = evac_cluster::LabelSelector::parse(LAUNCHER_SELECTOR).ok();
                 let (launchers, _) = store.list(&pods(), Some(namespace), selector.as_ref(), None);
@@ -205,24 +203,6 @@ impl VirtController {
         }
         Ok(())
     }
-}
-
-/// A new launcher pod of a VMI, for the scheduler to place, as virt-controller's VMI controller
-/// creates one (the VMI's tolerations copied).
-fn launcher_pod(vmi: Vmi<'_>) -> Value {
-    let (name, uid) = (vmi.meta().name(), vmi.meta().uid());
-    json!({
-        "metadata": {"generateName": format!("virt-launcher-{name}-"),
-                     "labels": {"kubevirt.io": "virt-launcher", "kubevirt.io/created-by": uid},
-                     "annotations": {"kubevirt.io/domain": name},
-                     "ownerReferences": [{"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
-                                          "name": name, "uid": uid, "controller": true}]},
-        "spec": {"containers": [{"name": "compute", "image": "virt-launcher",
-                                 "resources": {"requests": {"memory": vmi.guest_memory().map(|m| m.to_string())}}}],
-                 "tolerations": vmi.0.pointer("/spec/tolerations").cloned().unwrap_or(json!([])),
-                 "terminationGracePeriodSeconds": 30},
-        "status": {"phase": "Pending"},
-    })
 }
 
 impl crate::Actor for VirtController {

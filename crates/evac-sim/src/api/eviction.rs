@@ -4,11 +4,9 @@
 //! pod's PodDisruptionBudget is checked (429 `Cannot evict pod as it would violate the pod's
 //! disruption budget.`), then the pod is deleted (201).
 
-use std::time::Duration;
-
 use serde_json::{json, Value};
 
-use super::virt_api;
+use super::webhooks::{self, Admission, Request, Webhook};
 use crate::actors::Evictor;
 use crate::store::{Kind, Patch, Store};
 use crate::ApiError;
@@ -47,7 +45,8 @@ pub async fn evict(
     // validating/dispatcher.go`, `Dispatch`: "just return the first one"); here, in the order of
     // the configurations' names.
     let mut refusal = None;
-    for webhook in matching_webhooks(store, name) {
+    let request = Request { group: "", resource: "pods/eviction", operation: "CREATE", name };
+    for webhook in webhooks::matching(store, Admission::Validating, &request) {
         if let Err(e) = admit(store, &webhook, namespace, name, &eviction, dry_run).await {
             refusal.get_or_insert(e);
         }
@@ -61,107 +60,8 @@ pub async fn evict(
     Ok(json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}))
 }
 
-/// A webhook of a ValidatingWebhookConfiguration, with the configuration's name for messages.
-struct Webhook {
-    name: String,
-    url: Option<String>,
-    /// `clientConfig.service`: namespace, name.
-    service: Option<(String, String)>,
-    // How a webhook by URL is called: read only where the simulator has an HTTP client.
-    #[cfg_attr(not(feature = "http"), allow(dead_code))]
-    ca_bundle: Option<String>,
-    #[cfg_attr(not(feature = "http"), allow(dead_code))]
-    timeout: Duration,
-    ignore_failures: bool,
-}
-
-/// The webhooks whose rules cover `pods/eviction` CREATE and whose match conditions hold.
-fn matching_webhooks(store: &Store, pod: &str) -> Vec<Webhook> {
-    let kind = Kind::new("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration");
-    let (configurations, _) = store.list(&kind, None, None, None);
-    let mut webhooks = Vec::new();
-    for configuration in configurations {
-        for webhook in configuration.get("webhooks").and_then(Value::as_array).into_iter().flatten() {
-            let rules = webhook.get("rules").and_then(Value::as_array).cloned().unwrap_or_default();
-            if !rules.iter().any(covers_pod_eviction) || !match_conditions_hold(webhook, pod) {
-                continue;
-            }
-            let text = |pointer: &str| webhook.pointer(pointer).and_then(Value::as_str).map(str::to_owned);
-            webhooks.push(Webhook {
-                name: text("/name").unwrap_or_default(),
-                url: text("/clientConfig/url"),
-                service: text("/clientConfig/service/namespace").zip(text("/clientConfig/service/name")),
-                ca_bundle: text("/clientConfig/caBundle"),
-                timeout: Duration::from_secs(
-                    webhook.get("timeoutSeconds").and_then(Value::as_u64).unwrap_or(10),
-                ),
-                ignore_failures: text("/failurePolicy").as_deref() == Some("Ignore"),
-            });
-        }
-    }
-    webhooks
-}
-
-fn covers_pod_eviction(rule: &Value) -> bool {
-    let has = |field: &str, wanted: &[&str]| {
-        rule.get(field)
-            .and_then(Value::as_array)
-            .is_some_and(|values| values.iter().filter_map(Value::as_str).any(|v| wanted.contains(&v)))
-    };
-    has("apiGroups", &["", "*"])
-        && has("apiVersions", &["v1", "*"])
-        && has("operations", &["CREATE", "*"])
-        && has("resources", &["pods/eviction", "pods/*", "*/*", "*/eviction"])
-}
-
-/// The match conditions the simulator evaluates: disjunctions of `request.name.startsWith('…')`,
-/// the form evac's own webhook uses. A condition in any other form is taken to hold, so the
-/// webhook is called (the cautious side: a webhook is never skipped by mistake).
-fn match_conditions_hold(webhook: &Value, name: &str) -> bool {
-    webhook.get("matchConditions").and_then(Value::as_array).into_iter().flatten().all(|condition| {
-        let expression = condition.get("expression").and_then(Value::as_str).unwrap_or_default();
-        let prefixes: Option<Vec<&str>> = expression
-            .split("||")
-            .map(|term| {
-                let term = term.trim();
-                let inner = term.strip_prefix("request.name.startsWith(")?.strip_suffix(')')?.trim();
-                inner
-                    .strip_prefix('\'')?
-                    .strip_suffix('\'')
-                    .or_else(|| inner.strip_prefix('"')?.strip_suffix('"'))
-            })
-            .collect();
-        match prefixes {
-            Some(prefixes) => prefixes.iter().any(|p| name.starts_with(p)),
-            None => true,
-        }
-    })
-}
-
-/// A service of the simulated cluster that answers admission webhooks in process (evac's policy
-/// server in `evac demo`), registered with [`Store::register_service`].
-pub trait WebhookService: Send + Sync {
-    /// Answers an AdmissionReview with an AdmissionReview.
-    fn review<'a>(
-        &'a self,
-        store: &'a Store,
-        review: &'a Value,
-    ) -> futures::future::BoxFuture<'a, Result<Value, WebhookError>>;
-}
-
-/// A webhook call that brought no answer: the API server reports it as `failed calling webhook`.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct WebhookError(pub String);
-
-impl From<String> for WebhookError {
-    fn from(why: String) -> Self {
-        Self(why)
-    }
-}
-
-/// Calls one webhook; a denial or (unless its failure policy is Ignore) a failed call refuses
-/// the eviction, as the API server does.
+/// Calls one validating webhook with the eviction; a denial or (unless its failure policy is
+/// Ignore) a failed call refuses the eviction, as the API server does.
 async fn admit(
     store: &Store,
     webhook: &Webhook,
@@ -170,109 +70,27 @@ async fn admit(
     eviction: &Value,
     dry_run: bool,
 ) -> Result<(), ApiError> {
-    let review = json!({
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": uuid_like(),
-            "kind": {"group": "policy", "version": "v1", "kind": "Eviction"},
-            "resource": {"group": "", "version": "v1", "resource": "pods"},
-            "subResource": "eviction",
-            "requestKind": {"group": "policy", "version": "v1", "kind": "Eviction"},
-            "requestResource": {"group": "", "version": "v1", "resource": "pods"},
-            "requestSubResource": "eviction",
-            "name": name,
-            "namespace": namespace,
-            "operation": "CREATE",
-            "userInfo": {"username": "system:admin", "groups": ["system:masters", "system:authenticated"]},
-            "object": eviction,
-            "oldObject": null,
-            "dryRun": dry_run,
-            "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions"},
-        }
-    });
-    let in_process = webhook.service.as_ref().and_then(|(ns, name)| store.service(ns, name));
-    let virt_api =
-        webhook.service.as_ref().is_some_and(|(ns, name)| (ns.as_str(), name.as_str()) == virt_api::SERVICE);
-    let answer = match in_process {
-        Some(service) => service.review(store, &review).await,
-        None if virt_api => virt_api::review(store, &review).await,
-        None => call(webhook, &review).await.map_err(WebhookError),
-    };
-    let answer = match answer {
-        Ok(answer) => answer,
-        Err(e) if webhook.ignore_failures => {
-            tracing::warn!(webhook = %webhook.name, "ignoring a failed webhook call: {e}");
-            return Ok(());
-        }
-        Err(e) => {
-            return Err(ApiError {
-                code: 500,
-                reason: "InternalError",
-                message: format!("Internal error occurred: failed calling webhook \"{}\": {e}", webhook.name),
-            })
-        }
-    };
-    let response = &answer["response"];
-    if response["allowed"].as_bool() == Some(true) {
-        return Ok(());
+    let review = webhooks::review(json!({
+        "uid": webhooks::uid(),
+        "kind": {"group": "policy", "version": "v1", "kind": "Eviction"},
+        "resource": {"group": "", "version": "v1", "resource": "pods"},
+        "subResource": "eviction",
+        "requestKind": {"group": "policy", "version": "v1", "kind": "Eviction"},
+        "requestResource": {"group": "", "version": "v1", "resource": "pods"},
+        "requestSubResource": "eviction",
+        "name": name,
+        "namespace": namespace,
+        "operation": "CREATE",
+        "userInfo": {"username": "system:admin", "groups": ["system:masters", "system:authenticated"]},
+        "object": eviction,
+        "oldObject": null,
+        "dryRun": dry_run,
+        "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions"},
+    }));
+    match webhooks::call(store, webhook, &review).await? {
+        Some(response) => webhooks::denial(webhook, &response).map_or(Ok(()), Err),
+        None => Ok(()),
     }
-    let denied_by = format!("admission webhook \"{}\" denied the request", webhook.name);
-    let message = response.pointer("/status/message").and_then(Value::as_str).filter(|m| !m.is_empty());
-    let reason = response.pointer("/status/reason").and_then(Value::as_str).filter(|r| !r.is_empty());
-    let code = response.pointer("/status/code").and_then(Value::as_u64).filter(|c| *c >= 400).unwrap_or(400);
-    Err(ApiError {
-        code: u16::try_from(code).unwrap_or(400),
-        reason: if code == 429 { "TooManyRequests" } else { "" },
-        message: match (message, reason) {
-            (Some(message), _) => format!("{denied_by}: {message}"),
-            (None, Some(reason)) => format!("{denied_by}: {reason}"),
-            (None, None) => format!("{denied_by} without explanation"),
-        },
-    })
-}
-
-/// Calls a webhook by its URL over HTTPS, trusting its `caBundle` only.
-#[cfg(feature = "http")]
-async fn call(webhook: &Webhook, review: &Value) -> Result<Value, String> {
-    use base64::Engine as _;
-    let url = webhook
-        .url
-        .as_deref()
-        .ok_or("the simulator calls webhooks by clientConfig.url (or KubeVirt's virt-api service), which this one lacks")?;
-    let mut client = reqwest::Client::builder().timeout(webhook.timeout).tls_built_in_root_certs(false);
-    if let Some(bundle) = &webhook.ca_bundle {
-        let pem = base64::engine::general_purpose::STANDARD
-            .decode(bundle)
-            .map_err(|e| format!("invalid caBundle: {e}"))?;
-        for cert in
-            reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| format!("invalid caBundle: {e}"))?
-        {
-            client = client.add_root_certificate(cert);
-        }
-    }
-    let client = client.build().map_err(|e| e.to_string())?;
-    let response = client
-        .post(url)
-        .header("content-type", "application/json")
-        .body(review.to_string())
-        .send()
-        .await
-        .map_err(|e| format!("Post \"{url}\": {e}"))?;
-    let status = response.status();
-    let body = response.bytes().await.map_err(|e| e.to_string())?;
-    if !status.is_success() {
-        return Err(format!("the server responded with {status}: {}", String::from_utf8_lossy(&body).trim()));
-    }
-    serde_json::from_slice(&body).map_err(|e| format!("the response is not an AdmissionReview: {e}"))
-}
-
-/// Without an HTTP client (the simulator built without `http`, as in a browser), only webhooks
-/// served in process answer; a webhook by URL fails as an unreachable one does.
-#[cfg(not(feature = "http"))]
-async fn call(webhook: &Webhook, _review: &Value) -> Result<Value, String> {
-    let url = webhook.url.as_deref().unwrap_or("(no url)");
-    Err(format!("Post \"{url}\": this simulator was built without HTTP (feature `http`) and calls in-process webhooks only"))
 }
 
 /// The PodDisruptionBudget check: a running pod covered by a budget with no disruption left is
@@ -316,12 +134,6 @@ fn selects(pdb: &Value, pod: &Value) -> bool {
     pdb.pointer("/spec/selector")
         .map(LabelSelector::from_object)
         .is_some_and(|selector| selector.is_ok_and(|selector| selector.matches_object(pod)))
-}
-
-fn uuid_like() -> String {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static NEXT: AtomicU64 = AtomicU64::new(1);
-    format!("5e1c0000-0000-4000-8000-{:012x}", NEXT.fetch_add(1, Ordering::Relaxed))
 }
 
 /// Evictions for actors (`kubectl drain`, the descheduler): the API's `pods/eviction` path, called

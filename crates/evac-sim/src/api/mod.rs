@@ -9,6 +9,7 @@
 pub mod eviction;
 #[cfg(feature = "http")]
 mod openapi;
+pub mod pods;
 // The discovery documents are served only by the HTTP server.
 #[cfg_attr(not(feature = "http"), allow(dead_code))]
 mod resources;
@@ -17,6 +18,7 @@ mod server;
 pub mod virt_api;
 #[cfg(feature = "http")]
 mod watch;
+pub mod webhooks;
 
 pub use resources::{Resource, RESOURCES};
 #[cfg(feature = "http")]

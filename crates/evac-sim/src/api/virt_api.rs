@@ -21,7 +21,7 @@ pub const SERVICE: (&str, &str) = ("kubevirt", "virt-api");
 
 /// Answers an AdmissionReview for `pods/eviction` as virt-api does, marking the VMI when the
 /// eviction triggers an evacuation.
-pub async fn review(store: &Store, review: &Value) -> Result<Value, super::eviction::WebhookError> {
+pub async fn review(store: &Store, review: &Value) -> Result<Value, super::webhooks::WebhookError> {
     let bytes = serde_json::to_vec(&review["request"]).map_err(|e| e.to_string())?;
     let request: AdmissionRequest<'_> =
         serde_json::from_slice(&bytes).map_err(|e| format!("cannot decode the AdmissionReview: {e}"))?;

@@ -1,13 +1,17 @@
 //! The cluster a scenario describes, as the objects the simulator stores: nodes, the KubeVirt CR
-//! and KubeVirt's eviction webhook, and for each VM its VMI and virt-launcher pod.
+//! and KubeVirt's eviction webhook ([`install`]), and for each VM its VMI and virt-launcher pod
+//! ([`create_vms`]).
 
 use crate::actors::NODE_NAME_LABEL;
 use serde_json::{json, Value};
 
 use super::spec::{RunStrategy, Scenario};
+use crate::actors::kubelet::termination::GUEST_SHUTDOWN_ANNOTATION;
+use crate::actors::launcher;
 use crate::actors::migration::DIRTY_RATE_ANNOTATION;
 use crate::actors::virt_controller::RUN_STRATEGY_ANNOTATION;
 use crate::api::virt_api;
+use crate::objects::Vmi;
 use crate::store::{Kind, Store};
 use crate::ApiError;
 
@@ -19,14 +23,10 @@ pub const EVAC_WEBHOOK_CONFIGURATION: &str = "evac-pod-eviction";
 /// evac's webhook on `pods/eviction`.
 pub const EVAC_WEBHOOK: &str = "pod-eviction.evac.kubevirt.io";
 
-/// Creates the scenario's cluster in an empty store; returns how many VMs it has. `with_evac`:
-/// evac's webhook is registered beside KubeVirt's, or, `replacing`, in its place.
-pub fn populate(
-    store: &Store,
-    scenario: &Scenario,
-    with_evac: bool,
-    replacing: bool,
-) -> Result<usize, ApiError> {
+/// Installs the scenario's cluster in an empty store: its nodes, the KubeVirt CR and KubeVirt's
+/// eviction webhook. `with_evac`: evac's webhook is registered beside KubeVirt's, or,
+/// `replacing`, in its place.
+pub fn install(store: &Store, scenario: &Scenario, with_evac: bool, replacing: bool) -> Result<(), ApiError> {
     virt_api::register(store);
     let nodes = scenario.node_names();
     let mut memory_of_node = Vec::with_capacity(nodes.len());
@@ -58,12 +58,25 @@ pub fn populate(
             store.create(&webhooks, "", evac, false)?;
         }
     }
+    Ok(())
+}
+
+/// Creates the scenario's VMs: for each, its VMI and its launcher pod as virt-controller renders
+/// it ([`launcher::render`]), created through the pod's admission (a mutating webhook evac
+/// registered shapes it, as in a cluster where evac was installed before the VMs started) and
+/// running on its node. Returns how many VMs there are.
+pub fn create_vms(store: &Store, scenario: &Scenario) -> Result<usize, ApiError> {
+    let nodes = scenario.node_names();
     let mut vms = 0;
-    for group in &scenario.cluster.vms {
+    for (g, group) in scenario.cluster.vms.iter().enumerate() {
         let tolerations = serde_json::Value::Array(group.tolerations.clone());
         let placement: Vec<&String> =
             if group.nodes.is_empty() { nodes.iter().collect() } else { group.nodes.iter().collect() };
         let width = group.count.to_string().len().max(2);
+        let shutdown = group
+            .guest_shutdown_ms(&format!("cluster.vms[{g}].guestShutdown"))
+            .map_err(ApiError::bad_request)?
+            .map_or_else(|| "never".to_owned(), |ms| ms.to_string());
         for i in 1..=group.count {
             let name = if group.count == 1 {
                 group.name_prefix.clone()
@@ -72,9 +85,11 @@ pub fn populate(
             };
             let node = placement[(vms + i - 1) % placement.len()];
             let mut vmi = json!({
-                "metadata": {"name": name, "annotations": {}, "labels": {NODE_NAME_LABEL: node}},
-                // KubeVirt copies the VMI's tolerations to its launcher pods.
-                "spec": {"domain": {"memory": {"guest": group.memory.0}}, "tolerations": tolerations.clone()},
+                "metadata": {"name": name, "labels": {NODE_NAME_LABEL: node},
+                             "annotations": {GUEST_SHUTDOWN_ANNOTATION: shutdown,
+                                             launcher::PRIORITY_ANNOTATION: group.priority.to_string()}},
+                "spec": {"domain": {"memory": {"guest": group.memory.0}}, "tolerations": tolerations.clone(),
+                         "terminationGracePeriodSeconds": group.termination_grace_period_seconds},
                 "status": {"phase": "Running", "nodeName": node, "conditions": [migratable(group.migratable)]},
             });
             if let Some(strategy) = group.eviction_strategy {
@@ -86,36 +101,20 @@ pub fn populate(
             if group.run_strategy == RunStrategy::Always {
                 vmi["metadata"]["annotations"][RUN_STRATEGY_ANNOTATION] = json!("Always");
             }
+            if !group.request_evict_only {
+                vmi["metadata"]["annotations"][launcher::NO_REQUEST_EVICT_ONLY_ANNOTATION] = json!("true");
+            }
             let vmi = store.create(
                 &Kind::new("kubevirt.io/v1", "VirtualMachineInstance"),
                 &group.namespace,
                 vmi,
                 false,
             )?;
-            let uid = vmi.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or_default();
-            let mut annotations = json!({"kubevirt.io/domain": name});
-            if group.request_evict_only {
-                annotations["descheduler.alpha.kubernetes.io/request-evict-only"] = json!("");
-            }
-            let pod = json!({
-                "metadata": {
-                    "generateName": format!("virt-launcher-{name}-"),
-                    "labels": {"kubevirt.io": "virt-launcher", "kubevirt.io/created-by": uid},
-                    "annotations": annotations,
-                    "ownerReferences": [{"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
-                                         "name": name, "uid": uid, "controller": true, "blockOwnerDeletion": true}],
-                },
-                "spec": {
-                    "nodeName": node,
-                    "priority": group.priority,
-                    "terminationGracePeriodSeconds": group.termination_grace_period_seconds,
-                    "tolerations": tolerations,
-                    "containers": [{"name": "compute", "image": "virt-launcher",
-                                    "resources": {"requests": {"memory": group.memory.0}}}],
-                },
-                "status": {"phase": "Running"},
-            });
-            store.create(&Kind::new("v1", "Pod"), &group.namespace, pod, false)?;
+            // Running on its node from the start.
+            let mut pod = launcher::render(Vmi(&vmi));
+            pod["spec"]["nodeName"] = json!(node);
+            pod["status"] = json!({"phase": "Running"});
+            store.create_pod(&group.namespace, pod)?;
         }
         vms += group.count;
     }

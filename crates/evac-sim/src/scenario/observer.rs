@@ -262,11 +262,13 @@ impl Observed {
             return;
         }
         match (before.as_str(), phase.as_str()) {
-            (_, "Failed") => {
+            // Failed (killed), or Succeeded: its guest powered off when asked.
+            (_, "Failed" | "Succeeded") => {
                 self.vms.entry(key.clone()).or_default().stops += 1;
                 let reason = vmi.reason().unwrap_or_default();
                 let node = vmi.node_name().unwrap_or_default();
-                self.log(at, format!("VM {key} shut down on {node} ({reason})"));
+                let how = if phase == "Failed" { "killed" } else { "shut down" };
+                self.log(at, format!("VM {key} {how} on {node} ({reason})"));
             }
             (_, "Scheduling") => self.log(at, format!("VM {key} restarting (run strategy Always)")),
             ("Scheduling", "Running") => {

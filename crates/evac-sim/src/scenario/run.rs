@@ -46,8 +46,22 @@ pub fn run(scenario: &Scenario, mode: &Mode, progress: &mut dyn Progress) -> Res
     let store = Arc::new(Store::new(Arc::new(SimClock::default()), HISTORY));
     let with_evac = matches!(mode, Mode::Evac(_));
     let replacing = matches!(mode, Mode::Evac(evac) if evac.replaces_kubevirt());
-    let total_vms = build::populate(&store, scenario, with_evac, replacing)
-        .map_err(|error| ScenarioError::Cluster { what: "cannot build the cluster", error })?;
+    let cluster_error = |error| ScenarioError::Cluster { what: "cannot build the cluster", error };
+    build::install(&store, scenario, with_evac, replacing).map_err(cluster_error)?;
+    // evac is installed before the VMs start, so that its admission shapes their pods.
+    let evac = match mode {
+        Mode::KubeVirt => None,
+        Mode::Evac(evac) => {
+            let mut restarts = Vec::new();
+            for (i, disruption) in scenario.disruptions.iter().enumerate() {
+                if let Action::RestartEvacControl {} = disruption.action {
+                    restarts.push(disruption.at.duration(&format!("disruptions[{i}].at"))?);
+                }
+            }
+            Some(evac.start(&store, scenario, restarts)?)
+        }
+    };
+    let total_vms = build::create_vms(&store, scenario).map_err(cluster_error)?;
     let placement: HashMap<String, String> = list(&store, &vmis())
         .iter()
         .map(|vmi| (key(vmi), Vmi(vmi).node_name().unwrap_or_default().to_owned()))
@@ -60,20 +74,9 @@ pub fn run(scenario: &Scenario, mode: &Mode, progress: &mut dyn Progress) -> Res
     let observer = Arc::new(Observer::new(store.revision(), Arc::clone(&evictor), placement.clone()));
     let (actors, drains, descheduler) = actors(scenario, &evictor, !replacing)?;
     let mut all: Vec<Box<dyn Actor>> = actors;
-    let evac = match mode {
-        Mode::KubeVirt => None,
-        Mode::Evac(evac) => {
-            let mut restarts = Vec::new();
-            for (i, disruption) in scenario.disruptions.iter().enumerate() {
-                if let Action::RestartEvacControl {} = disruption.action {
-                    restarts.push(disruption.at.duration(&format!("disruptions[{i}].at"))?);
-                }
-            }
-            let running = evac.start(&store, scenario, restarts)?;
-            all.extend(running.actors());
-            Some(running)
-        }
-    };
+    if let Some(running) = &evac {
+        all.extend(running.actors());
+    }
     all.push(Box::new(Arc::clone(&observer)));
     let simulation = Simulation::new(Arc::clone(&store), all);
 
@@ -261,6 +264,7 @@ fn actors(
         soft_grace: kubelet.eviction_soft_grace_period.duration("evictionSoftGracePeriod")?,
         max_pod_grace: kubelet.eviction_max_pod_grace_period.duration("evictionMaxPodGracePeriod")?,
         hard_threshold: kubelet.eviction_hard.bytes("evictionHard")?,
+        virt_handler: kubevirt.virt_handler,
         ..Kubelet::default()
     }));
     actors.push(Box::new(TaintManager::default()));

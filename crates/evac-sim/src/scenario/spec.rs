@@ -121,9 +121,15 @@ pub struct VmGroup {
     /// `Always`: a VM that stops is started again; `Once` (default): it stays stopped.
     #[serde(default)]
     pub run_strategy: RunStrategy,
-    /// The launcher pod's `terminationGracePeriodSeconds` (KubeVirt: the VMI's grace period + 15).
+    /// The VMI's `terminationGracePeriodSeconds` (KubeVirt's default: 30): how long the guest
+    /// gets to shut down once asked. Its launcher pod's grace period is 30 s more
+    /// (`services/template.go`).
     #[serde(default = "default_grace")]
     pub termination_grace_period_seconds: u64,
+    /// How long the guest takes to power off once asked (ACPI or its agent), or `never` for a
+    /// guest that ignores the request (killed at its grace period).
+    #[serde(default = "default_guest_shutdown")]
+    pub guest_shutdown: Text,
     #[serde(default)]
     pub priority: i64,
     /// Nodes to place the VMs on, round robin; unset: every node.
@@ -143,12 +149,26 @@ fn default_namespace() -> String {
     "default".into()
 }
 
+impl VmGroup {
+    /// [`VmGroup::guest_shutdown`] in milliseconds, or `None` for `never`.
+    pub fn guest_shutdown_ms(&self, at: &str) -> Result<Option<u128>, String> {
+        if self.guest_shutdown.0 == "never" {
+            return Ok(None);
+        }
+        self.guest_shutdown.duration(at).map(|d| Some(d.as_millis())).map_err(|e| format!("{e}, nor `never`"))
+    }
+}
+
 fn yes() -> bool {
     true
 }
 
 fn default_grace() -> u64 {
-    45
+    30
+}
+
+fn default_guest_shutdown() -> Text {
+    Text("5s".into())
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -195,6 +215,11 @@ pub struct KubeVirtSettings {
     pub bandwidth_per_migration: Text,
     #[serde(default = "default_timeout")]
     pub completion_timeout_per_gib: Text,
+    /// What virt-handler does with a VM whose launcher pod gets SIGTERM: `stock` (KubeVirt as
+    /// shipped: it shuts the guest down at once) or `proposal` (the node-pressure design and VEP
+    /// 55: the guest runs until its pod's grace period ends).
+    #[serde(default)]
+    pub virt_handler: evac_core::hold::VirtHandler,
 }
 
 impl Default for KubeVirtSettings {
@@ -206,6 +231,7 @@ impl Default for KubeVirtSettings {
             parallel_outbound_migrations_per_node: two(),
             bandwidth_per_migration: default_bandwidth(),
             completion_timeout_per_gib: default_timeout(),
+            virt_handler: evac_core::hold::VirtHandler::default(),
         }
     }
 }
@@ -334,6 +360,9 @@ pub enum Action {
     /// evac's controller restarts: it forgets all it knew and starts over from the cluster
     /// (with evac only; KubeVirt alone ignores it).
     RestartEvacControl {},
+    /// evac's hold endpoint on a node restarts: the hooks waiting on it see their connection
+    /// reset, which ends them (with evac only).
+    RestartEvacHold { node: String },
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -383,12 +412,23 @@ impl Scenario {
             // serde's words for a disruption of no known kind name its internals; say what is known.
             let e = e.to_string().replace(
                 "no variant of enum Action found in flattened data",
-                "a disruption is one of drain, uncordon, taint, memoryPressure, preempt, descheduler, evict, deleteVm, cancelEvacuation, restartEvacControl (plus `at`)",
+                "a disruption is one of drain, uncordon, taint, memoryPressure, preempt, descheduler, evict, deleteVm, cancelEvacuation, restartEvacControl, restartEvacHold (plus `at`)",
             );
             ScenarioError::Invalid(format!("{file}: {e}"))
         })?;
         scenario.check().map_err(|e| ScenarioError::Invalid(format!("{file}: {e}")))?;
         Ok(scenario)
+    }
+
+    /// When evac's hold endpoint restarts on which node (`restartEvacHold`), in simulated time.
+    pub fn hold_endpoint_restarts(&self) -> Result<Vec<(String, Duration)>, String> {
+        let mut restarts = Vec::new();
+        for (i, disruption) in self.disruptions.iter().enumerate() {
+            if let Action::RestartEvacHold { node } = &disruption.action {
+                restarts.push((node.clone(), disruption.at.duration(&format!("disruptions[{i}].at"))?));
+            }
+        }
+        Ok(restarts)
     }
 
     /// The node names, in order.
@@ -458,6 +498,7 @@ impl Scenario {
             if let Some(rate) = &group.dirty_rate {
                 rate.bytes(&format!("{at}.dirtyRate"))?;
             }
+            group.guest_shutdown_ms(&format!("{at}.guestShutdown"))?;
             for node in &group.nodes {
                 node_exists(&format!("{at}.nodes"), node)?;
             }
@@ -496,7 +537,9 @@ impl Scenario {
             let at = format!("disruptions[{i}]");
             disruption.at.duration(&format!("{at}.at"))?;
             match &disruption.action {
-                Action::Drain { node } | Action::Uncordon { node } => node_exists(&at, node)?,
+                Action::Drain { node } | Action::Uncordon { node } | Action::RestartEvacHold { node } => {
+                    node_exists(&at, node)?
+                }
                 Action::Taint { node, effect, .. } => {
                     node_exists(&at, node)?;
                     if !matches!(effect.as_str(), "NoSchedule" | "PreferNoSchedule" | "NoExecute") {

@@ -109,8 +109,11 @@ fn apply(store: &Store, action: &Action, evictor: &dyn Evictor) -> Result<(), Ap
                 tracing::info!(vm = %vm, "evacuate/cancel refused: {}", e.message);
             }
         }
-        // Actors of their own.
-        Action::Drain { .. } | Action::Descheduler(_) | Action::RestartEvacControl {} => {}
+        // Actors of their own, and evac's own parts (which read their restarts from the scenario).
+        Action::Drain { .. }
+        | Action::Descheduler(_)
+        | Action::RestartEvacControl {}
+        | Action::RestartEvacHold { .. } => {}
     }
     Ok(())
 }
