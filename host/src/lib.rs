@@ -1,10 +1,11 @@
 //! evac: the `evac` binary's library: the command line, the policy server (`evac serve`), the
-//! controller (`evac control`), and evac's place in the embedded simulator (`evac simulate`,
+//! controller (`evac control`), the node-local hold endpoint (`evac hold`), and evac's place in the embedded simulator (`evac simulate`,
 //! `evac demo`). The work is done by the crates under `crates/`: decisions in `evac-core`, the wasm
 //! host in `evac-runtime`, the evaluation pipeline in `evac-evaluator`, clusters in `evac-cluster`,
 //! and the simulated cluster in `evac-sim`.
 
 pub mod cli;
 pub mod control;
+pub mod hold;
 pub mod server;
 pub mod simulation;

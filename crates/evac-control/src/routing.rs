@@ -102,10 +102,13 @@ impl Routing {
             return;
         }
         let reason = pod.disruption_reason();
-        if !pod.is_terminating() && reason.is_none() {
+        // A hold the kubelet's hook began on a pod not being deleted: the kubelet is stopping it
+        // for node pressure, before anything else says so.
+        let held = pod.metadata.annotation(evac_core::hold::HELD_SINCE_ANNOTATION).is_some();
+        if !pod.is_terminating() && reason.is_none() && !held {
             return;
         }
-        let seen = format!("{}|{}", pod.is_terminating(), reason.unwrap_or_default());
+        let seen = format!("{}|{}|{held}", pod.is_terminating(), reason.unwrap_or_default());
         if self.evaluated.get(&uid) != Some(&seen) {
             self.evaluated.insert(uid, seen);
             let (namespace, name) = (pod.metadata.namespace.as_str(), pod.metadata.name.as_str());

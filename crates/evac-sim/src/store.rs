@@ -57,8 +57,8 @@ pub struct HookCall {
 /// A node endpoint's answer to a hook.
 #[derive(Debug, Clone, PartialEq)]
 pub enum HookAnswer {
-    /// No answer yet; the endpoint wants to be asked again at this moment at the latest.
-    Waiting(Option<Duration>),
+    /// No answer yet: the kubelet asks again.
+    Waiting,
     /// An HTTP answer with this status: the hook is over.
     Answered(u16),
     /// The connection failed (refused, reset): the hook is over too.

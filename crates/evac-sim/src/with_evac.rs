@@ -259,7 +259,7 @@ impl NodeEndpoint for HoldEndpoint {
             store.clock().since_epoch().as_secs_f64() - (now.saturating_sub(call.since)).as_secs_f64();
         let text = pod.to_string();
         match store.complete(self.holder.ask(&text, started, &call.container)) {
-            Some(Verdict::Hold(_)) => HookAnswer::Waiting(None),
+            Some(Verdict::Hold(_)) => HookAnswer::Waiting,
             Some(Verdict::Release(_)) => HookAnswer::Answered(200),
             None => HookAnswer::Failed("the hold endpoint could not answer".into()),
         }

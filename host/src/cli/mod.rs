@@ -4,6 +4,7 @@ mod annotate;
 mod control;
 mod demo;
 mod eval;
+mod hold;
 mod inspect;
 mod playground;
 mod serve;
@@ -35,6 +36,9 @@ pub enum Command {
     Demo(demo::DemoArgs),
     /// Run the controller: disruption causes and evacuations, from cluster changes.
     Control(control::ControlArgs),
+    /// Run the node-local hold endpoint: launcher pods' preStop hooks, held while their VM
+    /// migrates away (a DaemonSet on every node).
+    Hold(hold::HoldArgs),
     /// Run a scenario on the simulator: a timeline, then a report of what became of each VM.
     Simulate(simulate::SimulateArgs),
     /// Serve the browser playground (`make playground`) on loopback.
@@ -51,6 +55,7 @@ impl Cli {
             Command::Sim(args) => sim::run(args),
             Command::Simulate(args) => simulate::run(args),
             Command::Control(args) => control::run(args),
+            Command::Hold(args) => hold::run(args),
             Command::Demo(args) => demo::run(args),
             Command::Playground(args) => playground::run(args),
         }

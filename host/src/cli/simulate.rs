@@ -31,13 +31,22 @@ pub struct SimulateArgs {
     /// time, eviction requests) to this file.
     #[arg(long)]
     html: Option<PathBuf>,
+    /// What KubeVirt's virt-handler does with a VM whose launcher pod gets SIGTERM, in place of
+    /// the scenario's `cluster.kubevirt.virtHandler`: `stock` (KubeVirt as shipped: the guest is
+    /// shut down at once) or `proposal` (the proposals' virt-handler: it runs until the pod's
+    /// grace period ends), to see what the proposals' design adds.
+    #[arg(long, value_parser = ["stock", "proposal"])]
+    virt_handler: Option<String>,
 }
 
 pub fn run(args: SimulateArgs) -> Result<()> {
     let file = args.scenario.display().to_string();
     let text = std::fs::read_to_string(&args.scenario)
         .with_context(|| format!("cannot read the scenario {file}"))?;
-    let scenario = Scenario::parse(&text, &file)?;
+    let mut scenario = Scenario::parse(&text, &file)?;
+    if let Some(virt_handler) = &args.virt_handler {
+        scenario.cluster.kubevirt.virt_handler = serde_json::from_value(serde_json::json!(virt_handler))?;
+    }
     let timeline = !args.json && !args.quiet && scenario.report.contains(&Section::Timeline);
     if timeline {
         println!("== {}", scenario.name);

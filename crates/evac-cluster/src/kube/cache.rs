@@ -26,9 +26,13 @@ use crate::{list_json, Change, FieldSelector, LabelSelector, ListQuery, ReadErro
 pub(super) struct WatchCache {
     resource: ApiResource,
     namespaced: bool,
+    /// What of the resource is watched: all of it, or what these selectors select.
+    scope: super::Scope,
     state: RwLock<State>,
     /// Flips to `true` once, when the first initial list completes; `wait_synced` waits on it.
     synced: watch::Sender<bool>,
+    /// Counts the changes applied, for whoever waits for the next one.
+    changed: Arc<watch::Sender<u64>>,
 }
 
 #[derive(Default)]
@@ -55,16 +59,56 @@ struct Stored {
 }
 
 impl WatchCache {
-    pub(super) fn new(resource: ApiResource, namespaced: bool) -> Arc<Self> {
+    pub(super) fn new(
+        resource: ApiResource,
+        namespaced: bool,
+        scope: super::Scope,
+        changed: Arc<watch::Sender<u64>>,
+    ) -> Arc<Self> {
         let (synced, _) = watch::channel(false);
-        Arc::new(Self { resource, namespaced, state: RwLock::default(), synced })
+        Arc::new(Self { resource, namespaced, scope, state: RwLock::default(), synced, changed })
+    }
+
+    /// Whether this cache watches the whole resource or a part that covers `query`: its field
+    /// selector is one of the query's terms (a list of the pods `status.nominatedNodeName=n`
+    /// goes to the cache that watches exactly those).
+    pub(super) fn covers(&self, query: Option<&ListQuery<'_>>) -> bool {
+        let within = |scope: Option<&str>, asked: Option<&str>| {
+            scope.is_none_or(|scope| {
+                asked.is_some_and(|asked| asked.split(',').any(|term| term.trim() == scope))
+            })
+        };
+        match query {
+            Some(query) => {
+                within(self.scope.field_selector.as_deref(), query.field_selector)
+                    && within(self.scope.label_selector.as_deref(), query.label_selector)
+            }
+            None => true,
+        }
+    }
+
+    /// Whether the cache holds the whole resource.
+    pub(super) fn is_whole(&self) -> bool {
+        self.scope == super::Scope::default()
+    }
+
+    /// The watcher's configuration: the scope's selectors.
+    fn watcher_config(&self) -> watcher::Config {
+        let mut config = watcher::Config::default();
+        if let Some(labels) = &self.scope.label_selector {
+            config = config.labels(labels);
+        }
+        if let Some(fields) = &self.scope.field_selector {
+            config = config.fields(fields);
+        }
+        config
     }
 
     /// Watches the resource until the task is aborted. The watcher relists by itself after errors
     /// (with kube-rs' default backoff), so this never returns on its own.
     pub(super) async fn run(self: Arc<Self>, client: Client) {
         let api = Api::<DynamicObject>::all_with(client, &self.resource);
-        let events = kube::runtime::watcher(api, watcher::Config::default()).default_backoff();
+        let events = kube::runtime::watcher(api, self.watcher_config()).default_backoff();
         let mut events = std::pin::pin!(events);
         let mut loader = Loader::new(self);
         while let Some(event) = events.next().await {
@@ -83,7 +127,14 @@ impl WatchCache {
         let api = Api::<DynamicObject>::all_with(client, &self.resource);
         let mut loader = Loader::new(Arc::clone(&self));
         loop {
-            match api.list(&kube::api::ListParams::default()).await {
+            let mut params = kube::api::ListParams::default();
+            if let Some(labels) = &self.scope.label_selector {
+                params = params.labels(labels);
+            }
+            if let Some(fields) = &self.scope.field_selector {
+                params = params.fields(fields);
+            }
+            match api.list(&params).await {
                 Ok(list) => {
                     loader.apply(Event::Init);
                     for item in list.items {
@@ -108,9 +159,13 @@ impl WatchCache {
         self.resource.api_version == api_version && self.resource.kind == kind
     }
 
-    /// `apiVersion kind`, for messages.
+    /// `apiVersion kind` and its scope, for messages.
     pub(super) fn describe(&self) -> String {
-        format!("{} {}", self.resource.api_version, self.resource.kind)
+        let mut text = format!("{} {}", self.resource.api_version, self.resource.kind);
+        for selector in [&self.scope.label_selector, &self.scope.field_selector].into_iter().flatten() {
+            text.push_str(&format!(" ({selector})"));
+        }
+        text
     }
 
     pub(super) fn is_synced(&self) -> bool {
@@ -245,6 +300,7 @@ impl WatchCache {
 
     fn edit(&self, edit: impl FnOnce(&mut State)) {
         edit(&mut self.state.write().unwrap_or_else(PoisonError::into_inner));
+        self.changed.send_modify(|count| *count = count.wrapping_add(1));
     }
 
     pub(super) fn record_error(&self, error: &watcher::Error) {

@@ -31,6 +31,42 @@ pub use self::lease::{LeaderElector, LeaseSettings, LEASE_ACCESS};
 use crate::Kind;
 use crate::{Change, ChangeFeed, Cursor, ListQuery, ObjectSource, ReadError};
 
+/// What part of a resource a watch cache holds: all of it, or what the selectors select (a node's
+/// own pods, as a node-local host reads them).
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Scope {
+    /// A label selector, e.g. `kubevirt.io/nodeName=node01`.
+    pub label_selector: Option<String>,
+    /// A field selector, e.g. `spec.nodeName=node01`.
+    pub field_selector: Option<String>,
+}
+
+/// A resource to watch, and the part of it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Watch {
+    /// The resource.
+    pub kind: Kind,
+    /// The part of it.
+    pub scope: Scope,
+}
+
+impl Watch {
+    /// The whole resource.
+    pub fn all(kind: Kind) -> Self {
+        Self { kind, scope: Scope::default() }
+    }
+
+    /// What `field_selector` selects of the resource.
+    pub fn fields(kind: Kind, field_selector: impl Into<String>) -> Self {
+        Self { kind, scope: Scope { label_selector: None, field_selector: Some(field_selector.into()) } }
+    }
+
+    /// What `label_selector` selects of the resource.
+    pub fn labels(kind: Kind, label_selector: impl Into<String>) -> Self {
+        Self { kind, scope: Scope { label_selector: Some(label_selector.into()), field_selector: None } }
+    }
+}
+
 /// A Kubernetes API server, through watch caches of the resources policies read.
 pub struct KubeCluster {
     client: Client,
@@ -42,6 +78,8 @@ pub struct KubeCluster {
     contact: Arc<Contact>,
     /// The caches' watch tasks and the contact probe, stopped when the cluster is dropped.
     tasks: Vec<AbortHandle>,
+    /// Counts every change any cache applied.
+    changed: Arc<tokio::sync::watch::Sender<u64>>,
 }
 
 /// metrics-server's API group: an add-on, so a cluster may not serve it.
@@ -57,21 +95,30 @@ impl KubeCluster {
     /// discovery and starts watching it. The caches fill in the background: see
     /// [`wait_synced`](Self::wait_synced). Runs within a Tokio runtime, which runs the watches.
     pub async fn connect(kubeconfig: Option<&Path>, resources: &[Kind]) -> Result<Self> {
+        let watches: Vec<Watch> = resources.iter().cloned().map(Watch::all).collect();
+        Self::connect_watches(kubeconfig, &watches).await
+    }
+
+    /// [`connect`](Self::connect), watching parts of resources: a resource watched in several
+    /// parts answers a list from the part that covers its selectors, and a get from the first part
+    /// that holds the object.
+    pub async fn connect_watches(kubeconfig: Option<&Path>, watches: &[Watch]) -> Result<Self> {
         let config = discovery::load_config(kubeconfig).await?;
         let server = config.cluster_url.to_string().trim_end_matches('/').to_owned();
         let client = Client::try_from(config)
             .with_context(|| format!("cannot create a client for the Kubernetes API server {server}"))?;
-        let mut resources = resources.to_vec();
-        resources.sort();
-        resources.dedup();
+        let mut watches = watches.to_vec();
+        watches.sort();
+        watches.dedup();
         let found = futures::future::join_all(
-            resources.iter().map(|grant| discovery::resolve(&client, &server, grant)),
+            watches.iter().map(|watch| discovery::resolve(&client, &server, &watch.kind)),
         )
         .await;
         let mut resolved = Vec::with_capacity(found.len());
-        for (grant, found) in resources.iter().zip(found) {
+        for (watch, found) in watches.iter().zip(found) {
+            let grant = &watch.kind;
             match found {
-                Ok(found) => resolved.push(found),
+                Ok(found) => resolved.push((found, watch.scope.clone())),
                 // An add-on's API (metrics-server's) may be missing or down: it is not cached,
                 // and reads of it fail, which decisions take as "no figure".
                 Err(error) if grant.group() == OPTIONAL_GROUP => {
@@ -84,9 +131,10 @@ impl KubeCluster {
         let mut caches = Vec::with_capacity(resolved.len());
         let mut tasks = Vec::with_capacity(resolved.len() + 1);
         let contact = Arc::new(Contact::new());
+        let changed = Arc::new(tokio::sync::watch::channel(0).0);
         tasks.push(tokio::spawn(Arc::clone(&contact).probe(client.clone(), server.clone())).abort_handle());
-        for discovery::Resolved { resource, namespaced, watchable } in resolved {
-            let cache = WatchCache::new(resource, namespaced);
+        for (discovery::Resolved { resource, namespaced, watchable }, scope) in resolved {
+            let cache = WatchCache::new(resource, namespaced, scope, Arc::clone(&changed));
             let task = if watchable {
                 tokio::spawn(Arc::clone(&cache).run(client.clone()))
             } else {
@@ -96,7 +144,13 @@ impl KubeCluster {
             caches.push(cache);
         }
         tracing::info!(%server, resources = caches.len(), "watching the Kubernetes API server");
-        Ok(Self { client, server, caches, contact, tasks })
+        Ok(Self { client, server, caches, contact, tasks, changed })
+    }
+
+    /// A receiver that sees a new value whenever a cache changes: a host waiting for the cluster
+    /// to move awaits its `changed()`.
+    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.changed.subscribe()
     }
 
     /// The namespace of the pod in a cluster (in-cluster config), else of the kubeconfig's
@@ -168,10 +222,22 @@ impl KubeCluster {
         )
     }
 
-    fn cache(&self, api_version: &str, kind: &str) -> Result<&WatchCache, ReadError> {
-        self.caches.iter().find(|cache| cache.is(api_version, kind)).map(|cache| &**cache).ok_or_else(|| {
-            ReadError::other(format!(
+    /// The cache of a kind that covers `query` (a list's selectors; `None` for a get).
+    fn cache(
+        &self,
+        api_version: &str,
+        kind: &str,
+        query: Option<&ListQuery<'_>>,
+    ) -> Result<&WatchCache, ReadError> {
+        let mut of_kind = self.caches.iter().filter(|cache| cache.is(api_version, kind)).peekable();
+        if of_kind.peek().is_none() {
+            return Err(ReadError::other(format!(
                 "{api_version} {kind} is not watched: add it to the policy's contextAwareResources"
+            )));
+        }
+        of_kind.find(|cache| cache.covers(query)).map(|cache| &**cache).ok_or_else(|| {
+            ReadError::other(format!(
+                "{api_version} {kind} is watched only in part, and no part covers this list's selectors"
             ))
         })
     }
@@ -193,11 +259,19 @@ impl ObjectSource for KubeCluster {
         namespace: Option<&str>,
         name: &str,
     ) -> Result<Arc<[u8]>, ReadError> {
-        self.cache(api_version, kind)?.get(namespace, name)
+        // A resource watched in parts: the first part that holds the object.
+        let mut answer = self.cache(api_version, kind, None)?.get(namespace, name);
+        for cache in self.caches.iter().filter(|cache| cache.is(api_version, kind)).skip(1) {
+            match &answer {
+                Err(e) if e.is_not_found() => answer = cache.get(namespace, name),
+                _ => break,
+            }
+        }
+        answer
     }
 
     fn list(&self, api_version: &str, kind: &str, query: &ListQuery<'_>) -> Result<Vec<u8>, ReadError> {
-        self.cache(api_version, kind)?.list(query)
+        self.cache(api_version, kind, Some(query))?.list(query)
     }
 }
 

@@ -452,7 +452,7 @@ fn pod(name: &str) -> DynamicObject {
 
 #[test]
 fn a_relist_replaces_the_contents_at_once() {
-    let cache = WatchCache::new(pods_resource(), true);
+    let cache = WatchCache::new(pods_resource(), true, Default::default(), Default::default());
     let mut loader = Loader::new(Arc::clone(&cache));
     let get = |name: &str| cache.get(Some("default"), name);
 
@@ -512,7 +512,7 @@ fn described(changes: &[Change]) -> Vec<String> {
 
 /// A synced cache of pods `a` and `b`, and the loader that feeds it.
 fn synced_pods() -> (Arc<WatchCache>, Loader) {
-    let cache = WatchCache::new(pods_resource(), true);
+    let cache = WatchCache::new(pods_resource(), true, Default::default(), Default::default());
     let mut loader = Loader::new(Arc::clone(&cache));
     loader.apply(Event::Init);
     loader.apply(Event::InitApply(pod_on("a", "node01")));
@@ -523,7 +523,7 @@ fn synced_pods() -> (Arc<WatchCache>, Loader) {
 
 #[test]
 fn the_change_log_gives_the_changes_after_a_cursor() {
-    let cache = WatchCache::new(pods_resource(), true);
+    let cache = WatchCache::new(pods_resource(), true, Default::default(), Default::default());
     let not_yet = cache.changes_since(None).unwrap_err();
     assert!(not_yet.message.contains("has not completed the initial list"), "{}", not_yet.message);
 
@@ -660,7 +660,7 @@ async fn a_hung_api_server_makes_the_caches_stale_until_it_answers_again() {
 
 #[test]
 fn a_failing_watch_counts_from_its_first_error_until_the_next_event() {
-    let cache = WatchCache::new(pods_resource(), true);
+    let cache = WatchCache::new(pods_resource(), true, Default::default(), Default::default());
     let mut loader = Loader::new(Arc::clone(&cache));
     loader.apply(Event::Init);
     loader.apply(Event::InitDone);
@@ -716,7 +716,7 @@ async fn a_polled_resource_reads_empty_while_its_api_is_down() {
         &GroupVersionKind::gvk("metrics.k8s.io", "v1beta1", "NodeMetrics"),
         "nodes",
     );
-    let cache = WatchCache::new(resource, false);
+    let cache = WatchCache::new(resource, false, Default::default(), Default::default());
     let task = tokio::spawn(Arc::clone(&cache).poll(client, Duration::from_millis(50)));
     let count = |cache: &WatchCache| cache.list(&ListQuery::default()).map(|l| names(&l).len());
     eventually("the first list", || count(&cache) == Ok(1)).await;

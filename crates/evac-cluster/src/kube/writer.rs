@@ -94,9 +94,11 @@ impl KubeCluster {
         }
     }
 
-    /// Shows a write in the watch cache of its kind at once (when that kind is watched).
+    /// Shows a write in the watch cache of its kind at once (when that kind is watched whole; a
+    /// cache of a part of it sees the write when its watch brings it, if the object is in its part).
     fn observe_write(&self, kind: &Kind, object: DynamicObject) {
-        if let Ok(cache) = self.cache(&kind.api_version, &kind.kind) {
+        if let Some(cache) = self.caches.iter().find(|c| c.is(&kind.api_version, &kind.kind) && c.is_whole())
+        {
             cache.observe_write(object);
         }
     }

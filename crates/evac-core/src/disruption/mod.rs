@@ -16,6 +16,7 @@ mod pressure;
 mod settings;
 #[cfg(test)]
 mod tests;
+mod tolerated;
 
 pub use pressure::{select_covering, Candidate};
 pub use settings::{NodePressure, Settings};
@@ -194,7 +195,12 @@ where
             decide_pod(request, settings, cluster, trace)
         }
         ("", "Node", "UPDATE" | "CREATE") => {
-            trace.note(|| format!("node {} of {}: its memory pressure", request.operation, request.name));
+            trace.note(|| {
+                format!(
+                    "node {} of {}: its memory pressure, and NoExecute taints tolerated for a while",
+                    request.operation, request.name
+                )
+            });
             let decision = pressure::decide_node(request, settings, cluster);
             if let Ok(decision) = &decision {
                 trace.note(|| {
@@ -308,6 +314,12 @@ fn decide_pod<C: ClusterReader + ?Sized>(
         });
         return Ok(decision);
     }
+    if node_is_down(cluster, node)? {
+        trace.note(|| {
+            format!("node {node} is down: no VM migrates away from it -> allow, the cause recorded")
+        });
+        return Ok(decision);
+    }
     let config = KubeVirtConfig::read(settings.kubevirt.as_ref(), cluster)?;
     if !config.feature_gate_enabled(gate) {
         trace.note(|| format!("feature gate {gate} is off -> allow, the cause recorded"));
@@ -369,6 +381,19 @@ fn read_vmi<C: ClusterReader + ?Sized>(
     name: &str,
 ) -> Result<Option<Vec<u8>>, ReadError> {
     cluster::fetch_if_exists(cluster, VMI_API_VERSION, "VirtualMachineInstance", namespace, name)
+}
+
+/// Whether the node is down ([`Node::is_down`]); a node that is gone (or unnamed) is not read as
+/// down (its pods are the pod GC's).
+fn node_is_down<C: ClusterReader + ?Sized>(cluster: &C, node: &str) -> Result<bool, ReadError> {
+    if node.is_empty() {
+        return Ok(false);
+    }
+    match cluster::fetch(cluster, "v1", "Node", "", node) {
+        Ok(raw) => Ok(cluster::decode::<Node<'_>>(&raw, "Node")?.is_down()),
+        Err(e) if e.is_not_found() => Ok(false),
+        Err(e) => Err(e),
+    }
 }
 
 /// Whether the node reports `MemoryPressure`; a node that is gone (or unnamed) does not.

@@ -9,7 +9,7 @@ use std::cmp::Ordering;
 
 use super::{strategy_marks, Cause, DecideError, Settings, CAUSE_AUDIT_ANNOTATION, NODE_PRESSURE_GATE};
 use crate::cluster::{self, ClusterReader, ListResourcesAll};
-use crate::effect::{EvacuationSource, ObjectRef};
+use crate::effect::{Effect, EvacuationSource, ObjectRef};
 use crate::eviction::VMI_API_VERSION;
 use crate::kubevirt_config::KubeVirtConfig;
 use crate::model::{AdmissionRequest, Node, VirtualMachineInstance};
@@ -49,12 +49,22 @@ pub(super) fn decide_node<C: ClusterReader + ?Sized>(
     let wanted = levels.mark_below();
     let available = node.memory_available();
     let pressure = node.has_memory_pressure();
+    // NoExecute taints tolerated for a while: a window before the taint manager deletes.
+    let tolerated = super::tolerated::requests(&node, settings, cluster, request.is_dry_run())?;
     // The common case, every status update of a healthy node, reads nothing more.
     if !pressure && available.is_none_or(|available| available >= wanted) {
-        return Ok(Decision::allow());
+        return Ok(match tolerated.as_slice() {
+            [] => Decision::allow(),
+            _ => Decision {
+                effects: tolerated,
+                ..Decision::allow()
+                    .with_audit_annotation(CAUSE_AUDIT_ANNOTATION, Cause::TaintManager.as_str())
+            },
+        });
     }
-    let decision =
+    let mut decision =
         Decision::allow().with_audit_annotation(CAUSE_AUDIT_ANNOTATION, Cause::NodePressure.as_str());
+    decision.effects = tolerated;
     let config = KubeVirtConfig::read(settings.kubevirt.as_ref(), cluster)?;
     if !config.feature_gate_enabled(NODE_PRESSURE_GATE) {
         return Ok(decision);
@@ -120,6 +130,15 @@ pub(super) fn decide_node<C: ClusterReader + ?Sized>(
             placement.reserve(name, candidate.memory, tolerations).is_ok()
         });
     }
+    // A VM asked to leave for a taint already frees its memory here.
+    chosen.retain(|candidate| {
+        !decision.effects.iter().any(|effect| match effect {
+            Effect::RequestEvacuation { vmi, .. } | Effect::MarkForEvacuation { vmi, .. } => {
+                *vmi == candidate.vmi
+            }
+            _ => false,
+        })
+    });
     let dry_run = request.is_dry_run();
     let cluster_wide = config.eviction_strategy.as_ref();
     let external = |candidate: &Candidate| {

@@ -64,6 +64,8 @@ pub enum Release {
     VmiBeingDeleted,
     /// The pod's node is gone.
     NodeGone,
+    /// The pod's node is down (not Ready, or tainted unreachable).
+    NodeDown,
     /// The disruption is one evac does not turn into an evacuation.
     NotEvacuated(Cause),
     /// The kubelet stops the pod and the node shows no memory pressure (a failed liveness probe).
@@ -99,6 +101,7 @@ impl Release {
             Self::NoVmi => "no-vmi",
             Self::VmiBeingDeleted => "vmi-deleted",
             Self::NodeGone => "node-gone",
+            Self::NodeDown => "node-down",
             Self::NotEvacuated(_) => "not-evacuated",
             Self::NoPressure => "no-pressure",
             Self::NotRunning(_) => "not-running",
@@ -120,6 +123,7 @@ impl core::fmt::Display for Release {
             Self::NoVmi => f.write_str("the pod's VMI does not exist"),
             Self::VmiBeingDeleted => f.write_str("the VMI is being deleted: its user stops the VM"),
             Self::NodeGone => f.write_str("the pod's node is gone"),
+            Self::NodeDown => f.write_str("the pod's node is down: no VM migrates away from it"),
             Self::NotEvacuated(cause) => {
                 write!(f, "a disruption evac does not evacuate for ({})", cause.as_str())
             }
@@ -291,6 +295,9 @@ fn answer<C: ClusterReader + ?Sized>(
         Err(e) => return Err(e.into()),
     };
     let mut node = cluster::decode::<Node<'_>>(&raw_node, "Node")?;
+    if node.is_down() {
+        return Ok(Answer::Release(Release::NodeDown));
+    }
 
     let cause = if pod.is_terminating() {
         classify(pod.disruption_reason(), false, false)

@@ -29,7 +29,10 @@ pub use kubevirt::{
 pub use lazy::Lazy;
 pub use meta::{Condition, ObjectMeta, OwnerReference};
 pub use migration::{Migration, MigrationSpec, MigrationState, MigrationStatus, PhaseTransition};
-pub use node::{Node, NodeSpec, NodeStatus, Taint, Toleration, DRAIN_TAINT_KEY, MEMORY_PRESSURE_CONDITION};
+pub use node::{
+    Node, NodeSpec, NodeStatus, Taint, Toleration, DRAIN_TAINT_KEY, MEMORY_PRESSURE_CONDITION,
+    NODE_DOWN_TAINT_KEYS,
+};
 pub use node_metrics::{NodeMetrics, NODE_METRICS_API_VERSION, NODE_METRICS_KIND};
 pub use pod::{Pod, PodRole, PodSpec, PodStatus, APP_LABEL, DISRUPTION_TARGET_CONDITION, DOMAIN_ANNOTATION};
 pub use raw_map::RawMap;

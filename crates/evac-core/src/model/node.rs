@@ -107,6 +107,10 @@ pub const UNSCHEDULABLE_TAINT_KEY: &str = "node.kubernetes.io/unschedulable";
 pub const DRAIN_TAINT_KEY: &str = "kubevirt.io/drain";
 /// The node condition the kubelet sets while memory is short.
 pub const MEMORY_PRESSURE_CONDITION: &str = "MemoryPressure";
+/// The taints the node lifecycle controller puts on a node whose kubelet stopped reporting
+/// (`pkg/controller/nodelifecycle`, `UnreachableTaintTemplate`, `NotReadyTaintTemplate`).
+pub const NODE_DOWN_TAINT_KEYS: [&str; 2] =
+    ["node.kubernetes.io/unreachable", "node.kubernetes.io/not-ready"];
 
 impl Node<'_> {
     /// Whether the node has a taint with this key and effect, whatever its value.
@@ -133,6 +137,16 @@ impl Node<'_> {
     /// Whether the node carries KubeVirt's drain taint.
     pub fn is_drain_tainted(&self) -> bool {
         self.has_taint(DRAIN_TAINT_KEY, "NoSchedule")
+    }
+
+    /// Whether the node is down: its `Ready` condition is not `True`, or the node lifecycle
+    /// controller tainted it unreachable or not ready. Nothing runs a hook there, and no VM
+    /// migrates away from it (its virt-handler is gone with its kubelet). A node that reports no
+    /// conditions at all is not taken for down.
+    pub fn is_down(&self) -> bool {
+        let ready = self.status.conditions.iter().find(|c| c.type_ == "Ready");
+        ready.is_some_and(|c| c.status != "True")
+            || self.spec.taints.iter().any(|t| NODE_DOWN_TAINT_KEYS.contains(&t.key.as_str()))
     }
 
     /// Whether the kubelet reports the `MemoryPressure` condition `True`.

@@ -152,6 +152,7 @@ fn pressure_marks(names: &[&str]) -> Expected {
 pub fn disruption_cases() -> Vec<Case> {
     let mut cases = Vec::new();
     causes(&mut cases);
+    down_nodes(&mut cases);
     user_deletions(&mut cases);
     pods(&mut cases);
     node_pressure(&mut cases);
@@ -311,6 +312,33 @@ fn causes(cases: &mut Vec<Case>) {
                     }
                 }
             }
+        }
+    }
+}
+
+/// A node that is down (its kubelet stopped reporting: not Ready, tainted unreachable by the node
+/// lifecycle controller) runs no hook and migrates no VM away: its pods' deletions by the taint
+/// manager, or by preemption, are recorded and ask for nothing.
+fn down_nodes(cases: &mut Vec<Case>) {
+    let not_ready = with(node(NODE, false, None), "/status/conditions/1/status", json!("Unknown"));
+    let unreachable = with(
+        node(NODE, false, None),
+        "/spec/taints",
+        json!([{"key": "node.kubernetes.io/unreachable", "effect": "NoExecute"},
+               {"key": "node.kubernetes.io/unreachable", "effect": "NoSchedule"}]),
+    );
+    for (how, down) in [("not Ready", not_ready), ("tainted unreachable", unreachable)] {
+        for (reason, cause) in
+            [("DeletionByTaintManager", "taint-manager"), ("PreemptionByScheduler", "preemption")]
+        {
+            let objects = vec![vm(VM, Some("LiveMigrate"), true), kubevirt(&ALL_GATES, None), down.clone()];
+            let name = format!("node down ({how}): {reason}");
+            cases.push(Case::new(
+                name,
+                objects,
+                Op::UpdateTerminating.request(launcher(Some(reason))),
+                caused(cause, []),
+            ));
         }
     }
 }

@@ -268,6 +268,19 @@ fn the_vm_and_its_node(cases: &mut Vec<Case>) {
         no_node,
         release("node-gone", "the pod's node is gone"),
     ));
+    let mut down = cluster(vm.clone(), &ALL_GATES);
+    down[1] = with(
+        node(NODE, false, None),
+        "/spec/taints",
+        json!([{"key": "node.kubernetes.io/unreachable", "effect": "NoExecute"}]),
+    );
+    cases.push(row(
+        "the node is down",
+        pod.clone(),
+        STARTED,
+        down,
+        release("node-down", "the pod's node is down: no VM migrates away from it"),
+    ));
     let moved = with(vm.clone(), "/status/nodeName", json!(OTHER_NODE));
     cases.push(row(
         "the VM has migrated",

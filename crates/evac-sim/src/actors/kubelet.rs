@@ -46,6 +46,8 @@ pub(crate) const KILL_AT_ANNOTATION: &str = "sim.evac.io/kill-at-ms";
 /// The message of the kubelet's eviction of the pod (`evictionMessage`), written on the pod with
 /// its `DisruptionTarget` condition once it has stopped.
 pub(crate) const EVICTION_MESSAGE_ANNOTATION: &str = "sim.evac.io/eviction-message";
+/// The node annotation `"true"` on a node that is down: its kubelet does nothing any more.
+pub const DOWN_ANNOTATION: &str = "sim.evac.io/down";
 /// When the node came under memory pressure, in milliseconds of simulated time.
 const PRESSURE_SINCE_ANNOTATION: &str = "sim.evac.io/memory-pressure-since-ms";
 
@@ -197,11 +199,20 @@ impl Kubelet {
         let mut wake = |at: Duration| next = Some(next.map_or(at, |n: Duration| n.min(at)));
         let mut cache = self.cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         cache.refresh(store);
+        let (all_nodes, _) = store.list(&nodes(), None, None, None);
+        // A node that is down has no kubelet to act.
+        let down: std::collections::HashSet<String> = all_nodes
+            .iter()
+            .map(|n| Node(n))
+            .filter(|n| n.meta().annotation(DOWN_ANNOTATION) == Some("true"))
+            .map(|n| n.name().to_owned())
+            .collect();
 
         // Pods being stopped whose next step is due; each is read again, as it is now.
         let due: Vec<(String, String)> = cache
             .pods
             .iter()
+            .filter(|(_, f)| !down.contains(&f.node))
             .filter(|(_, f)| f.stopping().is_some_and(|s| s.sigterm.is_none() || s.next() <= now))
             .map(|(key, _)| key.clone())
             .collect();
@@ -209,24 +220,28 @@ impl Kubelet {
             let Ok(pod) = store.get(&pods(), namespace, name) else { continue };
             let facts = PodFacts::of(Pod(&pod));
             let Some(stopping) = facts.stopping() else { continue };
-            match termination::advance(store, Pod(&pod), stopping, self.virt_handler, now)? {
-                Step::Wait(at) => wake(at.max(now + Duration::from_millis(1)).min(now + HOOK_POLL)),
-                Step::Done => self.stopped(store, Pod(&pod))?,
+            // A pod still waiting is woken below, from what it records.
+            if let Step::Done = termination::advance(store, Pod(&pod), stopping, self.virt_handler, now)? {
+                self.stopped(store, Pod(&pod))?;
             }
         }
         if !due.is_empty() {
             cache.refresh(store);
         }
-        for stopping in cache.pods.values().filter_map(PodFacts::stopping) {
-            wake(if stopping.sigterm.is_none() { now + HOOK_POLL } else { stopping.next() });
+        for stopping in cache.pods.values().filter(|f| !down.contains(&f.node)).filter_map(PodFacts::stopping)
+        {
+            // While its hooks run a pod is looked at every HOOK_POLL; then at its next step.
+            wake(match stopping.sigterm {
+                None => (now + HOOK_POLL).min(stopping.grace_end.max(now + Duration::from_millis(1))),
+                Some(_) => stopping.next(),
+            });
         }
 
         let mut by_node: HashMap<&str, Vec<(&PodKey, &PodFacts)>> = HashMap::new();
         for (key, facts) in cache.pods.iter().filter(|(_, f)| !f.finished) {
             by_node.entry(facts.node.as_str()).or_default().push((key, facts));
         }
-        let (all_nodes, _) = store.list(&nodes(), None, None, None);
-        for node in all_nodes.iter().map(|n| Node(n)) {
+        for node in all_nodes.iter().map(|n| Node(n)).filter(|n| !down.contains(n.name())) {
             let name = node.name();
             let Some(capacity) = node.capacity_memory() else { continue };
             let on_node = by_node.get(name).map(Vec::as_slice).unwrap_or_default();
@@ -252,7 +267,8 @@ impl Kubelet {
                 }
             };
             let hard = available < self.hard_threshold;
-            if terminating && !hard {
+            // The eviction manager waits for its victim to stop (`killPodNow`), whatever the threshold.
+            if terminating {
                 continue;
             }
             if !hard && now < since + self.soft_grace {
@@ -275,9 +291,12 @@ impl Kubelet {
         Ok(next)
     }
 
+    /// A soft eviction's grace period: `min(evictionMaxPodGracePeriod, the pod's)`, and never
+    /// under a second (`pod_workers.go`, `calculateEffectiveGracePeriod`: "no matter what, we always
+    /// supply a grace period of 1"), so the kubelet's default of 0 is 1 s.
     fn grace_of(&self, pod: Pod<'_>) -> Duration {
         let own = pod.termination_grace_period().unwrap_or(30);
-        Duration::from_secs(own).min(self.max_pod_grace)
+        Duration::from_secs(own).min(self.max_pod_grace).max(Duration::from_secs(1))
     }
 
     /// Begins an eviction: the pod is stopped within `grace` (its hooks, then SIGTERM), and

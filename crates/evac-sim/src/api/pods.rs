@@ -15,13 +15,38 @@ use crate::kinds::pods;
 use crate::store::Store;
 use crate::ApiError;
 
-/// Creates `pod` in `namespace` after its mutating admission.
+/// How long a pod stays on a node that is not ready or unreachable, unless it says otherwise
+/// (`plugin/pkg/admission/defaulttolerationseconds`, `--default-not-ready-toleration-seconds`).
+const DEFAULT_TOLERATION_SECONDS: u64 = 300;
+
+/// The `DefaultTolerationSeconds` admission plugin: a pod that does not tolerate the
+/// `node.kubernetes.io/not-ready` and `unreachable` `NoExecute` taints tolerates them for 300 s.
+fn default_tolerations(pod: &mut Value) {
+    let Some(spec) = pod.get_mut("spec").and_then(Value::as_object_mut) else { return };
+    let tolerations = spec.entry("tolerations").or_insert_with(|| json!([]));
+    let Some(list) = tolerations.as_array_mut() else { return };
+    for key in evac_core::model::NODE_DOWN_TAINT_KEYS {
+        let tolerated = list.iter().any(|t| {
+            let (k, effect) = (t.get("key").and_then(Value::as_str), t.get("effect").and_then(Value::as_str));
+            (k == Some(key) || k.is_none()) && (effect == Some("NoExecute") || effect.is_none())
+        });
+        if !tolerated {
+            list.push(json!({"key": key, "operator": "Exists", "effect": "NoExecute",
+                             "tolerationSeconds": DEFAULT_TOLERATION_SECONDS}));
+        }
+    }
+}
+
+/// Creates `pod` in `namespace` after its admission: `DefaultTolerationSeconds`, then the
+/// mutating webhooks (the API server's plugin order runs its built-in mutating plugins before
+/// `MutatingAdmissionWebhook`).
 pub async fn create(
     store: &Store,
     namespace: &str,
     mut pod: Value,
     dry_run: bool,
 ) -> Result<Arc<Value>, ApiError> {
+    default_tolerations(&mut pod);
     let name = pod.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_owned();
     let request = Request { group: "", resource: "pods", operation: "CREATE", name: &name };
     for webhook in webhooks::matching(store, Admission::Mutating, &request) {

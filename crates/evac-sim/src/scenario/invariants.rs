@@ -139,3 +139,43 @@ pub fn events(store: &Store) -> Vec<EventLine> {
     lines.sort_by(|a, b| (&a.vm, &a.reason, &a.message).cmp(&(&b.vm, &b.reason, &b.message)));
     lines
 }
+
+/// The holds seen, with why each ended: the `TerminationReleased` event evac's hold endpoint
+/// recorded on the pod (its reason's code), the kubelet's `FailedPreStopHook` (the hook's
+/// connection failed), or, without either, the grace period's end.
+pub fn holds(
+    store: &Store,
+    seen: &std::collections::BTreeMap<String, super::observer::HoldTrack>,
+) -> Vec<super::report::HoldRecord> {
+    let (events, _) = store.list(&Kind::new("v1", "Event"), None, None, None);
+    let text = |e: &serde_json::Value, pointer: &str| {
+        e.pointer(pointer).and_then(|v| v.as_str()).unwrap_or_default().to_owned()
+    };
+    seen.iter()
+        .map(|(pod, track)| {
+            let about = |e: &&std::sync::Arc<serde_json::Value>| {
+                format!("{}/{}", text(e, "/involvedObject/namespace"), text(e, "/involvedObject/name"))
+                    == *pod
+            };
+            let released = events.iter().filter(about).find(|e| text(e, "/reason") == "TerminationReleased");
+            let failed = events.iter().filter(about).find(|e| text(e, "/reason") == "FailedPreStopHook");
+            let reason = match (released, failed) {
+                (Some(e), _) => {
+                    let message = text(e, "/message");
+                    let why = message.split_once(": ").map_or(message.as_str(), |(_, why)| why);
+                    why.split_once(':').map_or(why, |(code, _)| code).to_owned()
+                }
+                (None, Some(e)) => format!("hook failed: {}", text(e, "/message")),
+                (None, None) if track.ended_at.is_some() => "grace period over".to_owned(),
+                (None, None) => "still held".to_owned(),
+            };
+            super::report::HoldRecord {
+                pod: pod.clone(),
+                vm: track.vm.clone(),
+                started_at: track.started_at,
+                ended_at: track.ended_at,
+                reason,
+            }
+        })
+        .collect()
+}

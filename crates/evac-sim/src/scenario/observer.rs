@@ -33,6 +33,36 @@ pub struct VmHistory {
     pub stops: usize,
     /// What first disrupted it.
     pub cause: Option<String>,
+    /// When something first acted on it (simulated seconds).
+    pub disrupted_at: Option<f64>,
+    /// When its launcher pod's hold ended (its SIGTERM), if its pod was held.
+    pub held_until: Option<f64>,
+    /// When it first stopped.
+    pub stopped_at: Option<f64>,
+    /// When its last migration succeeded.
+    pub migrated_at: Option<f64>,
+}
+
+/// A launcher pod evac held, as seen from outside.
+#[derive(Debug, Clone, Default)]
+pub struct HoldTrack {
+    /// The VM (namespace/name).
+    pub vm: String,
+    /// When the hold was first seen on the pod.
+    pub started_at: f64,
+    /// When the pod's containers got SIGTERM: the hold's end.
+    pub ended_at: Option<f64>,
+}
+
+/// A pod that preempted others, as seen from outside.
+#[derive(Debug, Clone, Default)]
+pub struct PreemptorTrack {
+    /// The node it was pinned to or nominated for.
+    pub node: String,
+    /// When it was created.
+    pub created_at: f64,
+    /// When it was bound to a node.
+    pub bound_at: Option<f64>,
 }
 
 #[derive(Debug, Default)]
@@ -76,6 +106,10 @@ pub struct Observed {
     unfinished: HashMap<String, std::collections::BTreeSet<String>>,
     /// Broken invariants, each once.
     pub violations: Vec<String>,
+    /// Held launcher pods, by pod (namespace/name).
+    pub holds: std::collections::BTreeMap<String, HoldTrack>,
+    /// The scenario's high-priority pods, by pod (namespace/name).
+    pub preemptors: std::collections::BTreeMap<String, PreemptorTrack>,
     /// The run over time, for pictures.
     pub recorder: Recorder,
 }
@@ -191,7 +225,8 @@ impl Observed {
     fn eviction(&mut self, at: f64, record: &EvictionRecord) {
         let pod = format!("{}/{}", record.namespace, record.pod);
         if !record.vmi.is_empty() {
-            self.note_cause(&format!("{}/{}", record.namespace, record.vmi), &cause_name(&record.requester));
+            let vm = format!("{}/{}", record.namespace, record.vmi);
+            self.note_cause_at(&vm, &cause_name(&record.requester), record.at_ms as f64 / 1000.0);
         }
         if record.code == 201 {
             self.log(at, format!("{}: evicted pod {pod}", record.requester));
@@ -215,6 +250,46 @@ impl Observed {
             self.in_progress_pods.remove(&key);
             return;
         }
+        if pod.meta().label("app") == Some("high-priority") {
+            let track = self.preemptors.entry(key.clone()).or_insert_with(|| PreemptorTrack {
+                node: String::new(),
+                created_at: at,
+                bound_at: None,
+            });
+            if let Some(node) = pod.node_name().or(pod.nominated_node_name()) {
+                track.node = node.to_owned();
+            }
+            if track.bound_at.is_none() && pod.node_name().is_some() {
+                track.bound_at = Some(at);
+            }
+        }
+        // A running VM's launcher pod (not a migration's target) that something began to stop.
+        if let Some(vm) =
+            pod.vmi().filter(|_| pod.meta().label(crate::actors::migration::MIGRATION_JOB_LABEL).is_none())
+        {
+            let vm = vm_key(pod.0, vm);
+            let annotation = |key: &str| pod.meta().annotation(key);
+            if annotation(evac_core::hold::HELD_SINCE_ANNOTATION).is_some() && !self.holds.contains_key(&key)
+            {
+                self.holds.insert(key.clone(), HoldTrack { vm: vm.clone(), started_at: at, ended_at: None });
+            }
+            let sigterm = annotation(crate::actors::kubelet::termination::SIGTERM_AT_ANNOTATION)
+                .and_then(|ms| ms.parse::<f64>().ok())
+                .map(|ms| ms / 1000.0);
+            if let (Some(hold), Some(sigterm)) = (self.holds.get_mut(&key), sigterm) {
+                if hold.ended_at.is_none() {
+                    hold.ended_at = Some(sigterm);
+                    self.vms.entry(vm.clone()).or_default().held_until = Some(sigterm);
+                }
+            }
+            let stopping =
+                annotation(crate::actors::kubelet::termination::STOPPING_SINCE_ANNOTATION).is_some();
+            if pod.is_terminating() && pod.condition("DisruptionTarget").is_none() {
+                self.note_cause_at(&vm, "pod deleted", at);
+            } else if stopping && !pod.is_terminating() && pod.condition("DisruptionTarget").is_none() {
+                self.note_cause_at(&vm, &cause_name("TerminationByKubelet"), at);
+            }
+        }
         let in_progress =
             pod.meta().annotation(evac_core::kubevirt::EVICTION_IN_PROGRESS_ANNOTATION) == Some("true");
         if in_progress && self.in_progress_pods.insert(key.clone()) {
@@ -231,7 +306,7 @@ impl Observed {
         let node = pod.node_name().unwrap_or_default();
         self.log(at, format!("{reason}: pod {name} on {node} is a disruption target"));
         if let Some(vm) = pod.vmi() {
-            self.note_cause(&vm_key(pod.0, vm), &cause_name(reason));
+            self.note_cause_at(&vm_key(pod.0, vm), &cause_name(reason), at);
         }
     }
 
@@ -243,6 +318,13 @@ impl Observed {
         }
     }
 
+    /// Records what first disrupted a VM, and when.
+    fn note_cause_at(&mut self, vm: &str, cause: &str, at: f64) {
+        self.note_cause(vm, cause);
+        let history = self.vms.entry(vm.to_owned()).or_default();
+        history.disrupted_at.get_or_insert(at);
+    }
+
     fn vmi(&mut self, at: f64, event: &Event) {
         let vmi = Vmi(&event.object);
         let key = vmi.meta().key();
@@ -251,8 +333,11 @@ impl Observed {
             let before = self.phases.remove(&format!("vmi/{key}")).unwrap_or_default();
             // A VMI deleted while it ran stops its VM (one that had stopped already is counted).
             if !matches!(before.as_str(), "Failed" | "Succeeded") {
-                self.vms.entry(key.clone()).or_default().stops += 1;
+                let history = self.vms.entry(key.clone()).or_default();
+                history.stops += 1;
+                history.stopped_at.get_or_insert(at);
             }
+            self.note_cause_at(&key, "VM deleted", at);
             self.log(at, format!("VM {key} deleted (its VMI)"));
             return;
         }
@@ -264,7 +349,9 @@ impl Observed {
         match (before.as_str(), phase.as_str()) {
             // Failed (killed), or Succeeded: its guest powered off when asked.
             (_, "Failed" | "Succeeded") => {
-                self.vms.entry(key.clone()).or_default().stops += 1;
+                let history = self.vms.entry(key.clone()).or_default();
+                history.stops += 1;
+                history.stopped_at.get_or_insert(at);
                 let reason = vmi.reason().unwrap_or_default();
                 let node = vmi.node_name().unwrap_or_default();
                 let how = if phase == "Failed" { "killed" } else { "shut down" };
@@ -309,7 +396,7 @@ impl Observed {
         // pressure, ahead of the kubelet) has no other cause.
         if event.type_ != EventType::Deleted {
             if let Some(cause) = migration.meta().annotation(evac_core::effect::CAUSE_ANNOTATION) {
-                self.note_cause(&key, &migration_cause_name(cause));
+                self.note_cause_at(&key, &migration_cause_name(cause), at);
             }
         }
         if event.type_ == EventType::Added {
@@ -371,7 +458,9 @@ impl Observed {
             "Succeeded" => {
                 self.finish(&key, &name);
                 self.migrations_succeeded += 1;
-                self.vms.entry(key.clone()).or_default().migrations += 1;
+                let history = self.vms.entry(key.clone()).or_default();
+                history.migrations += 1;
+                history.migrated_at = Some(at);
                 self.log(at, format!("migration {name}: VM {key} now runs on {target}"));
                 let now_on = vmi_node(store, migration.meta().namespace(), migration.vmi_name());
                 if target.is_empty() || now_on.as_deref() != Some(target.as_str()) {

@@ -40,6 +40,13 @@ pub struct Report {
     /// monitor mode (`monitored`), what evac would have done.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub evac_effects: BTreeMap<String, usize>,
+    /// What KubeVirt's virt-handler did at a launcher pod's SIGTERM in this run: `stock` (shut
+    /// the guest down) or `proposal` (kept it running until the pod's grace period ended).
+    pub virt_handler: &'static str,
+    /// The pods that preempted others, and how long they waited.
+    pub preemptors: Vec<PreemptorWait>,
+    /// The launcher pods evac held, and why each hold ended.
+    pub holds: Vec<HoldRecord>,
     /// The events evac recorded on VMIs: evacuations given up, migrations not started and why.
     pub events: Vec<EventLine>,
     /// What must never happen and did: two unfinished migrations of a VMI, a migration
@@ -120,6 +127,48 @@ pub struct VmOutcome {
     pub failed_migrations: usize,
     pub node_before: String,
     pub node_after: String,
+    /// When something first acted on it (an eviction request, a disruption, a deletion, a
+    /// migration with a cause), in simulated seconds.
+    pub disrupted_at: Option<f64>,
+    /// When its launcher pod's hold ended (SIGTERM came), if evac held it.
+    pub held_until: Option<f64>,
+    /// When it first stopped.
+    pub stopped_at: Option<f64>,
+    /// When its last migration succeeded.
+    pub migrated_at: Option<f64>,
+}
+
+/// A pod that preempted others: how long it waited for room.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PreemptorWait {
+    /// namespace/name
+    pub pod: String,
+    /// The node it was pinned to, or bound to.
+    pub node: String,
+    /// When it was created, in simulated seconds.
+    pub created_at: f64,
+    /// When it was bound (none: never).
+    pub bound_at: Option<f64>,
+    /// From its creation to its binding, or to the end of the run.
+    pub waited_seconds: f64,
+}
+
+/// A launcher pod whose termination evac held.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HoldRecord {
+    /// namespace/name of the pod.
+    pub pod: String,
+    /// namespace/name of its VM.
+    pub vm: String,
+    /// When the hold began, in simulated seconds.
+    pub started_at: f64,
+    /// When it ended (the pod's SIGTERM; none: it had not ended).
+    pub ended_at: Option<f64>,
+    /// Why it ended: the hold decision's reason (`migrated`, `given-up`, ...), the hook's failure
+    /// (`hook failed: ...`), or `grace period over`.
+    pub reason: String,
 }
 
 #[derive(Debug, Clone, Default, Serialize)]
@@ -171,7 +220,11 @@ impl Report {
     pub fn render_sections(&self, sections: &[Section]) -> String {
         let mut out = String::new();
         let v = &self.vms;
-        let _ = writeln!(out, "\n== {} ({:.0}s simulated)", self.scenario, self.simulated_seconds);
+        let _ = writeln!(
+            out,
+            "\n== {} ({:.0}s simulated, {} virt-handler)",
+            self.scenario, self.simulated_seconds, self.virt_handler
+        );
         let _ = writeln!(
             out,
             "VMs: {} total: {} migrated, {} shut down, {} restarted, {} untouched",
@@ -200,6 +253,32 @@ impl Report {
                     vm.node_after
                 );
             }
+        }
+        if sections.contains(&Section::Vms) && !self.holds.is_empty() {
+            let mut reasons: BTreeMap<&str, usize> = BTreeMap::new();
+            for hold in &self.holds {
+                *reasons.entry(hold.reason.as_str()).or_default() += 1;
+            }
+            let reasons: Vec<String> = reasons.iter().map(|(why, n)| format!("{n} {why}")).collect();
+            let longest =
+                self.holds.iter().filter_map(|h| Some(h.ended_at? - h.started_at)).fold(0.0, f64::max);
+            let _ = writeln!(
+                out,
+                "\nHolds: {} launcher pods held, the longest {longest:.0} s; ended: {}",
+                self.holds.len(),
+                reasons.join(", ")
+            );
+        }
+        if sections.contains(&Section::Vms) && !self.preemptors.is_empty() {
+            let waits: Vec<String> = self
+                .preemptors
+                .iter()
+                .map(|p| match p.bound_at {
+                    Some(_) => format!("{} {:.0} s", p.pod, p.waited_seconds),
+                    None => format!("{} still pending after {:.0} s", p.pod, p.waited_seconds),
+                })
+                .collect();
+            let _ = writeln!(out, "Preemptors waited: {}", waits.join(", "));
         }
         let m = &self.migrations;
         if sections.contains(&Section::Migrations) {

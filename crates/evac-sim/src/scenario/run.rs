@@ -11,7 +11,9 @@ use super::build;
 use super::evac::Mode;
 use super::invariants;
 use super::observer::{cause_name, Entry, Observer};
-use super::report::{DrainReport, EvictionCounts, MigrationCounts, Outcome, Report, VmCounts, VmOutcome};
+use super::report::{
+    DrainReport, EvictionCounts, MigrationCounts, Outcome, PreemptorWait, Report, VmCounts, VmOutcome,
+};
 use super::spec::{Action, Scenario};
 use super::steps::Steps;
 use super::ScenarioError;
@@ -136,6 +138,10 @@ pub fn run(scenario: &Scenario, mode: &Mode, progress: &mut dyn Progress) -> Res
                 cause: history.cause.unwrap_or_else(|| "evacuation".to_owned()),
                 migrations: history.migrations,
                 failed_migrations: history.failed_migrations,
+                disrupted_at: history.disrupted_at,
+                held_until: history.held_until,
+                stopped_at: history.stopped_at,
+                migrated_at: history.migrated_at,
             });
         }
     }
@@ -193,6 +199,19 @@ pub fn run(scenario: &Scenario, mode: &Mode, progress: &mut dyn Progress) -> Res
                 }
             })
             .collect(),
+        virt_handler: scenario.cluster.kubevirt.virt_handler.as_str(),
+        preemptors: observed
+            .preemptors
+            .iter()
+            .map(|(pod, track)| PreemptorWait {
+                pod: pod.clone(),
+                node: track.node.clone(),
+                created_at: track.created_at,
+                bound_at: track.bound_at,
+                waited_seconds: track.bound_at.unwrap_or(simulated_seconds) - track.created_at,
+            })
+            .collect(),
+        holds: invariants::holds(&store, &observed.holds),
         events: invariants::events(&store),
         invariant_violations: observed.violations.clone(),
         descheduler: descheduler.map(|d| d.stats()),

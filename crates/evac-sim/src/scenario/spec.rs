@@ -344,6 +344,15 @@ pub enum Action {
         #[serde(default = "default_namespace")]
         namespace: String,
     },
+    /// A user deletes the VM's launcher pod (`kubectl delete pod`, its own grace period).
+    DeletePod {
+        vm: String,
+        #[serde(default = "default_namespace")]
+        namespace: String,
+    },
+    /// The node dies: its kubelet and its VMs stop at once, and the node lifecycle controller
+    /// marks it unreachable (Ready `Unknown`, the `node.kubernetes.io/unreachable` taints).
+    NodeDown { node: String },
     /// The VM's VMI is deleted (its launcher pods go with it, as their owner is gone).
     DeleteVm {
         vm: String,
@@ -412,7 +421,7 @@ impl Scenario {
             // serde's words for a disruption of no known kind name its internals; say what is known.
             let e = e.to_string().replace(
                 "no variant of enum Action found in flattened data",
-                "a disruption is one of drain, uncordon, taint, memoryPressure, preempt, descheduler, evict, deleteVm, cancelEvacuation, restartEvacControl, restartEvacHold (plus `at`)",
+                "a disruption is one of drain, uncordon, taint, memoryPressure, preempt, descheduler, evict, deletePod, deleteVm, nodeDown, cancelEvacuation, restartEvacControl, restartEvacHold (plus `at`)",
             );
             ScenarioError::Invalid(format!("{file}: {e}"))
         })?;
@@ -537,9 +546,10 @@ impl Scenario {
             let at = format!("disruptions[{i}]");
             disruption.at.duration(&format!("{at}.at"))?;
             match &disruption.action {
-                Action::Drain { node } | Action::Uncordon { node } | Action::RestartEvacHold { node } => {
-                    node_exists(&at, node)?
-                }
+                Action::Drain { node }
+                | Action::Uncordon { node }
+                | Action::RestartEvacHold { node }
+                | Action::NodeDown { node } => node_exists(&at, node)?,
                 Action::Taint { node, effect, .. } => {
                     node_exists(&at, node)?;
                     if !matches!(effect.as_str(), "NoSchedule" | "PreferNoSchedule" | "NoExecute") {
@@ -568,6 +578,7 @@ impl Scenario {
                     }
                 }
                 Action::Evict { vm, namespace }
+                | Action::DeletePod { vm, namespace }
                 | Action::DeleteVm { vm, namespace }
                 | Action::CancelEvacuation { vm, namespace } => vm_exists(&at, namespace, vm)?,
                 Action::RestartEvacControl {} => {}

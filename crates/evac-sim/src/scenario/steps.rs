@@ -1,6 +1,6 @@
 //! The scenario's one-off disruptions (a taint, an uncordon, memory pressure, high-priority
-//! pods, a lone eviction, a VM deleted, an evacuation cancelled), as an actor that applies each
-//! at its moment. Drains and the descheduler are actors of their own.
+//! pods, a lone eviction, a pod or a VM deleted, a node down, an evacuation cancelled), as an
+//! actor that applies each at its moment. Drains and the descheduler are actors of their own.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -8,11 +8,11 @@ use std::time::Duration;
 use serde_json::json;
 
 use super::spec::Action;
-use crate::actors::kubelet::SYSTEM_MEMORY_ANNOTATION;
+use crate::actors::kubelet::{DOWN_ANNOTATION, SYSTEM_MEMORY_ANNOTATION};
 use crate::actors::Evictor;
 use crate::api::virt_api;
 use crate::kinds::{nodes, pods, vmis};
-use crate::objects::Pod;
+use crate::objects::{Pod, Vmi};
 use crate::store::{Kind, Patch, Store};
 use crate::Actor;
 use crate::ApiError;
@@ -100,6 +100,14 @@ fn apply(store: &Store, action: &Action, evictor: &dyn Evictor) -> Result<(), Ap
                 let _ = evictor.evict(store, namespace, pod.meta().name(), LONE_EVICTION);
             }
         }
+        Action::DeletePod { vm, namespace } => {
+            let (all, _) = store.list(&pods(), Some(namespace), None, None);
+            let pod = all.iter().map(|p| Pod(p)).find(|p| p.vmi() == Some(vm.as_str()) && !p.is_finished());
+            if let Some(pod) = pod {
+                store.delete_gracefully(&pods(), namespace, pod.meta().name(), None, false)?;
+            }
+        }
+        Action::NodeDown { node } => node_down(store, node)?,
         Action::DeleteVm { vm, namespace } => match store.delete(&vmis(), namespace, vm, false) {
             Ok(_) | Err(ApiError { code: 404, .. }) => {}
             Err(e) => return Err(e),
@@ -114,6 +122,37 @@ fn apply(store: &Store, action: &Action, evictor: &dyn Evictor) -> Result<(), Ap
         | Action::Descheduler(_)
         | Action::RestartEvacControl {}
         | Action::RestartEvacHold { .. } => {}
+    }
+    Ok(())
+}
+
+/// A node dies: its kubelet stops (it acts no more on the node's pods: [`DOWN_ANNOTATION`]), the
+/// VMs on it stop with it, and the node lifecycle controller marks it unreachable
+/// (`pkg/controller/nodelifecycle/node_lifecycle_controller.go`: `Ready` `Unknown` after
+/// `nodeMonitorGracePeriod`, then the `node.kubernetes.io/unreachable` `NoSchedule` and `NoExecute`
+/// taints; here at once). KubeVirt fails a dead node's VMIs only once their pods are gone
+/// (`pkg/virt-controller/watch/node/node.go`, `checkVirtLauncherPodsAndUpdateVMIStatus`), which
+/// without a kubelet takes a force deletion: the simulator fails them at once (reason
+/// `NodeUnresponsive`), so that the report counts them as what they are.
+fn node_down(store: &Store, node: &str) -> Result<(), ApiError> {
+    let nodes = nodes();
+    let current = store.get(&nodes, "", node)?;
+    let mut conditions = crate::actors::conditions_without(&current, "Ready");
+    conditions.push(json!({"type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown",
+                           "message": "Kubelet stopped posting node status.",
+                           "lastTransitionTime": store.clock().timestamp()}));
+    let mut taints = current.pointer("/spec/taints").and_then(|t| t.as_array()).cloned().unwrap_or_default();
+    for effect in ["NoSchedule", "NoExecute"] {
+        taints.push(json!({"key": "node.kubernetes.io/unreachable", "effect": effect,
+                           "timeAdded": store.clock().timestamp()}));
+    }
+    let patch = json!({"metadata": {"annotations": {DOWN_ANNOTATION: "true"}},
+                       "spec": {"taints": taints}, "status": {"conditions": conditions}});
+    store.patch(&nodes, "", node, &Patch::Merge(patch), false)?;
+    let (all, _) = store.list(&vmis(), None, None, None);
+    for vmi in all.iter().map(|v| Vmi(v)).filter(|v| v.node_name() == Some(node) && !v.is_final()) {
+        let patch = Patch::Merge(json!({"status": {"phase": "Failed", "reason": "NodeUnresponsive"}}));
+        store.patch(&vmis(), vmi.meta().namespace(), vmi.meta().name(), &patch, false)?;
     }
     Ok(())
 }

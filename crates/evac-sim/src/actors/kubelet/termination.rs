@@ -46,7 +46,8 @@ use evac_core::hold::VirtHandler;
 pub(crate) const STOPPING_SINCE_ANNOTATION: &str = "sim.evac.io/stopping-since-ms";
 /// When the pod's containers got SIGTERM (their `preStop` hooks over), in milliseconds.
 pub(crate) const SIGTERM_AT_ANNOTATION: &str = "sim.evac.io/sigterm-at-ms";
-/// When the VM in the pod stops (decided a second after SIGTERM), in milliseconds.
+/// When the VM in the pod stops (decided a second after SIGTERM), in milliseconds; for a pod
+/// without a VM, when its containers end (SIGKILL).
 pub(crate) const VM_STOPS_AT_ANNOTATION: &str = "sim.evac.io/vm-stops-at-ms";
 /// How the VM in the pod ends: `shutdown` (the guest powered off), `killed`.
 const VM_END_ANNOTATION: &str = "sim.evac.io/vm-end";
@@ -106,8 +107,8 @@ pub(crate) fn stopping_of(pod: Pod<'_>, since: Duration, grace_end: Duration) ->
 
 /// What the kubelet did with a pod it is stopping at `now`.
 pub(crate) enum Step {
-    /// Nothing more now; look again at this moment at the latest.
-    Wait(Duration),
+    /// Nothing more now: the pod records when its next step is due.
+    Waiting,
     /// Its containers have all exited: the pod is done.
     Done,
 }
@@ -126,21 +127,25 @@ pub(crate) fn advance(
         annotations.insert(STOPPING_SINCE_ANNOTATION.into(), json!(stopping.since.as_millis().to_string()));
     }
     if stopping.sigterm.is_none() {
-        match pre_stop(store, pod, &stopping, now) {
-            Some(wait) => {
-                write(store, pod, annotations)?;
-                return Ok(Step::Wait(wait));
-            }
-            None => {
-                stopping.sigterm = Some(now);
-                annotations.insert(SIGTERM_AT_ANNOTATION.into(), json!(now.as_millis().to_string()));
-            }
+        if hooks_running(store, pod, &stopping, now) {
+            write(store, pod, annotations)?;
+            return Ok(Step::Waiting);
         }
+        stopping.sigterm = Some(now);
+        annotations.insert(SIGTERM_AT_ANNOTATION.into(), json!(now.as_millis().to_string()));
     }
     let sigterm = stopping.sigterm.expect("SIGTERM was sent");
     let sigkill = stopping.sigkill().expect("SIGTERM was sent");
-    // A pod without a VM (not a launcher, or its VM migrated away and virt-launcher exited):
-    // its containers exit at SIGTERM.
+    // Any other pod's containers are taken to use their whole grace period.
+    if pod.vmi().is_none() {
+        if stopping.vm_stops.is_none() {
+            annotations.insert(VM_STOPS_AT_ANNOTATION.into(), json!(sigkill.as_millis().to_string()));
+        }
+        write(store, pod, annotations)?;
+        return Ok(if now >= sigkill { Step::Done } else { Step::Waiting });
+    }
+    // A launcher pod whose VM is not running in it (it migrated away, or stopped): virt-launcher
+    // has nothing to wait for, and exits at SIGTERM.
     let vmi = pod.vmi().and_then(|vmi| store.get(&vmis(), namespace, vmi).ok());
     let runs_here = vmi.as_deref().is_some_and(|v| {
         let v = Vmi(v);
@@ -154,7 +159,7 @@ pub(crate) fn advance(
     if stopping.vm_stops.is_none() {
         if now < sigterm + SHUTDOWN_DELAY && virt_handler == VirtHandler::Stock {
             write(store, pod, annotations)?;
-            return Ok(Step::Wait(sigterm + SHUTDOWN_DELAY));
+            return Ok(Step::Waiting);
         }
         let (stops, end) = vm_end(store, Vmi(&vmi), pod, virt_handler, sigterm, sigkill);
         stopping.vm_stops = Some(stops);
@@ -169,21 +174,29 @@ pub(crate) fn advance(
         return Ok(Step::Done);
     }
     write(store, pod, annotations)?;
-    Ok(Step::Wait(stops))
+    Ok(Step::Waiting)
 }
 
-/// The `preStop` hooks: `Some(when to look again)` while they run, `None` once they are over.
-/// The simulator runs a pod's hooks as one: they ask the same endpoint the same question.
-fn pre_stop(store: &Store, pod: Pod<'_>, stopping: &Stopping, now: Duration) -> Option<Duration> {
-    let (container, port, path) = pod.loopback_pre_stop_hooks().into_iter().next()?;
-    // Without time to run a hook the kubelet runs none (`gracePeriod > 0`).
+/// Whether the pod's `preStop` hooks still run. The simulator runs a pod's hooks as one: they ask
+/// the same endpoint the same question.
+fn hooks_running(store: &Store, pod: Pod<'_>, stopping: &Stopping, now: Duration) -> bool {
+    let Some((container, port, path)) = pod.loopback_pre_stop_hooks().into_iter().next() else {
+        return false;
+    };
+    // No hook outlasts the grace period.
     if now >= stopping.grace_end {
-        return None;
+        return false;
     }
     let node = pod.node_name().unwrap_or_default();
     let Some(endpoint) = store.node_endpoint(port) else {
-        tracing::debug!(pod = %pod.meta().key(), "preStop hook: nothing listens on 127.0.0.1:{port}");
-        return None;
+        failed_hook(
+            store,
+            pod,
+            container,
+            path,
+            &format!("dial tcp 127.0.0.1:{port}: connect: connection refused"),
+        );
+        return false;
     };
     let call = HookCall {
         namespace: pod.meta().namespace().to_owned(),
@@ -193,12 +206,43 @@ fn pre_stop(store: &Store, pod: Pod<'_>, stopping: &Stopping, now: Duration) -> 
         since: stopping.since,
     };
     match endpoint.get(store, node, path, &call) {
-        HookAnswer::Waiting(until) => Some(until.map_or(stopping.grace_end, |u| u.min(stopping.grace_end))),
-        HookAnswer::Answered(_) => None,
-        HookAnswer::Failed(why) => {
-            tracing::debug!(pod = %pod.meta().key(), "preStop hook failed: {why}");
-            None
+        HookAnswer::Waiting => true,
+        HookAnswer::Answered(status) if (200..400).contains(&status) => false,
+        HookAnswer::Answered(status) => {
+            failed_hook(
+                store,
+                pod,
+                container,
+                path,
+                &format!("Get \"http://127.0.0.1:{port}{path}\": {status}"),
+            );
+            false
         }
+        HookAnswer::Failed(why) => {
+            failed_hook(store, pod, container, path, &why);
+            false
+        }
+    }
+}
+
+/// The kubelet's `FailedPreStopHook` event (`kuberuntime_container.go`, `executePreStopHook`;
+/// the message of `lifecycle/handlers.go`'s HTTP handler).
+fn failed_hook(store: &Store, pod: Pod<'_>, container: &str, path: &str, error: &str) {
+    let (namespace, name) = (pod.meta().namespace(), pod.meta().name());
+    let message = format!(
+        "HTTP lifecycle hook ({path}) for Container \"{container}\" in Pod \"{name}_{namespace}({})\" failed - error: {error}",
+        pod.meta().uid()
+    );
+    let event = json!({
+        "metadata": {"generateName": format!("{name}."), "namespace": namespace},
+        "involvedObject": {"apiVersion": "v1", "kind": "Pod", "namespace": namespace, "name": name,
+                           "uid": pod.meta().uid(), "fieldPath": format!("spec.containers{{{container}}}")},
+        "reason": "FailedPreStopHook", "message": message, "type": "Warning",
+        "source": {"component": "kubelet", "host": pod.node_name().unwrap_or_default()},
+        "firstTimestamp": store.clock().timestamp(), "lastTimestamp": store.clock().timestamp(), "count": 1,
+    });
+    if let Err(e) = store.create(&crate::store::Kind::new("v1", "Event"), namespace, event, false) {
+        tracing::debug!(pod = %pod.meta().key(), "cannot record FailedPreStopHook: {}", e.message);
     }
 }
 

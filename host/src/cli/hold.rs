@@ -1,0 +1,131 @@
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use axum::http::{header, StatusCode};
+use axum::response::IntoResponse;
+use clap::Args;
+
+use crate::hold::{router, watches, HoldServer};
+use evac_cluster::kube::KubeCluster;
+use evac_cluster::Executor;
+use evac_control::hold::Holder;
+use evac_control::DISRUPTION_CAUSE;
+use evac_evaluator::{Loader, Metrics, Pipeline, PoliciesFile, Registry};
+use evac_runtime::wapc::{EngineOptions, PolicyEngine};
+
+#[derive(Debug, Args)]
+pub struct HoldArgs {
+    /// The policies file (Kubewarden's policies.yml format) with the policy `disruption-cause`,
+    /// which decides when a hold ends.
+    #[arg(long, visible_alias = "config")]
+    policies: PathBuf,
+    /// The node this endpoint runs on (a DaemonSet passes `spec.nodeName`).
+    #[arg(long, env = "NODE_NAME")]
+    node: String,
+    /// Address of the hold endpoint: the node's loopback (the only host a `preStop` `httpGet` may
+    /// name under Pod Security's baseline), at `launcher-hold`'s `port`.
+    #[arg(long, default_value = "127.0.0.1:9190")]
+    addr: SocketAddr,
+    /// Address of /readiness, /liveness and /metrics.
+    #[arg(long, default_value = "127.0.0.1:9191")]
+    probe_addr: SocketAddr,
+    /// The cluster's kubeconfig; without it, the in-cluster config or ~/.kube/config.
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
+    /// Seconds between two questions about a hold when nothing on the node changed.
+    #[arg(long, default_value_t = 5)]
+    recheck_seconds: u64,
+    /// How long to wait for the watch caches' initial lists, in seconds.
+    #[arg(long, default_value_t = 60)]
+    sync_timeout: u64,
+    /// Where compiled modules are cached (see `evac serve --cache-dir`).
+    #[arg(long)]
+    cache_dir: Option<PathBuf>,
+}
+
+pub fn run(args: HoldArgs) -> Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    runtime.block_on(hold(args))
+}
+
+async fn hold(args: HoldArgs) -> Result<()> {
+    if args.node.is_empty() {
+        bail!("--node (or $NODE_NAME) must name the node this endpoint runs on");
+    }
+    let file = PoliciesFile::load(&args.policies)?;
+    if !file.policies.contains_key(DISRUPTION_CAUSE) {
+        bail!(
+            "{} has no policy `{DISRUPTION_CAUSE}`: evac hold asks it when a hold ends",
+            args.policies.display()
+        );
+    }
+    let cluster =
+        Arc::new(KubeCluster::connect_watches(args.kubeconfig.as_deref(), &watches(&args.node)).await?);
+    cluster.wait_synced(Duration::from_secs(args.sync_timeout)).await?;
+    let engine = PolicyEngine::new(EngineOptions {
+        cache_dir: args.cache_dir.clone().or_else(evac_runtime::wapc::usable_default_cache_dir),
+        ..EngineOptions::default()
+    })?;
+    let metrics = Arc::new(Metrics::default());
+    let loader = Loader { engine, source: Arc::clone(&cluster) as _ };
+    let registry = Arc::new(
+        tokio::task::block_in_place(|| Registry::start(&file, loader, Arc::clone(&metrics)))
+            .with_context(|| format!("cannot load {}", args.policies.display()))?,
+    );
+    let pipeline = Pipeline::new(registry, Executor::new(Arc::clone(&cluster) as _), Arc::clone(&metrics))
+        .with_effect_timeout(evac_evaluator::pipeline::DEFAULT_EFFECT_TIMEOUT);
+    let server = Arc::new(HoldServer {
+        holder: Holder::new(pipeline),
+        cluster: Arc::clone(&cluster),
+        node: args.node.clone(),
+        recheck: Duration::from_secs(args.recheck_seconds.max(1)),
+    });
+    let listener = crate::server::http::bind(args.addr).await?;
+    let probes = crate::server::http::bind(args.probe_addr).await?;
+    super::report_listening(&[
+        ("hold", format!("http://{}", listener.local_addr()?)),
+        ("probes", format!("http://{}", probes.local_addr()?)),
+    ]);
+    tracing::info!(node = %args.node, addr = %args.addr, "evac hold started");
+    let timeout = Duration::from_secs(10);
+    // Holds are long polls: many may be open at once, one per held container.
+    let limits = crate::server::http::ConnectionLimits::new(4096, timeout, timeout);
+    let probe_limits = crate::server::http::ConnectionLimits::new(64, timeout, timeout);
+    tokio::select! {
+        () = crate::server::http::serve(listener, router(Arc::clone(&server)), None, limits) => {}
+        () = crate::server::http::serve(probes, probe_router(Arc::clone(&cluster), Arc::clone(&metrics)), None, probe_limits) => {}
+        () = crate::server::shutdown_signal() => tracing::info!("evac hold stopping: its open holds end"),
+    }
+    Ok(())
+}
+
+fn probe_router(cluster: Arc<KubeCluster>, metrics: Arc<Metrics>) -> axum::Router {
+    let ready = move || {
+        let cluster = Arc::clone(&cluster);
+        async move {
+            if !cluster.is_synced() {
+                return (StatusCode::SERVICE_UNAVAILABLE, "the watch caches have not synced\n".to_owned());
+            }
+            match cluster.staleness(Duration::from_secs(30)) {
+                Some(why) => (StatusCode::SERVICE_UNAVAILABLE, why + "\n"),
+                None => (StatusCode::OK, "ready\n".to_owned()),
+            }
+        }
+    };
+    axum::Router::new()
+        .route("/readiness", axum::routing::get(ready))
+        .route("/liveness", axum::routing::get(|| async { "alive\n" }))
+        .route(
+            "/metrics",
+            axum::routing::get(move || {
+                let metrics = Arc::clone(&metrics);
+                async move {
+                    let content_type = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+                    ([(header::CONTENT_TYPE, content_type)], metrics.encode()).into_response()
+                }
+            }),
+        )
+}
