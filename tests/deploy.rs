@@ -85,6 +85,17 @@ fn grant(grants: &mut Grants, api_version: &str, kind: &str, verbs: &[&str]) {
 /// contextAwareResources and `watched`), and the writes of the effects its policies declare
 /// (`io.evac.effects`, each effect's writes as the executor makes them).
 fn needed(objects: &BTreeMap<String, Value>, config_map: &str, watched: &[(&str, &str)]) -> Grants {
+    needed_with(objects, config_map, watched, None)
+}
+
+/// [`needed`], with the effects the component carries out given (`Some`) instead of the ones its
+/// policies declare: the hold endpoint asks disruption-cause about holds only.
+fn needed_with(
+    objects: &BTreeMap<String, Value>,
+    config_map: &str,
+    watched: &[(&str, &str)],
+    effects: Option<&[&str]>,
+) -> Grants {
     let config: ConfigMap = typed(objects, config_map);
     let file = PoliciesFile::parse(&config.data.unwrap()["policies.yml"], "/etc/evac".into()).unwrap();
     let mut grants = Grants::new();
@@ -105,7 +116,11 @@ fn needed(objects: &BTreeMap<String, Value>, config_map: &str, watched: &[(&str,
         }
         let module = file.module_path(&entry.module).unwrap();
         let policy = module.file_stem().unwrap().to_string_lossy().into_owned();
-        for effect in declared_effects(&policy) {
+        let effects = match effects {
+            Some(effects) => effects.iter().map(|e| e.to_string()).collect(),
+            None => declared_effects(&policy),
+        };
+        for effect in effects {
             let writes = evac_cluster::effect_writes(&effect);
             assert!(!writes.is_empty(), "{policy} declares {effect}, which the executor does not know");
             for write in writes {
@@ -146,6 +161,12 @@ fn every_read_and_write_maps_to_a_rule_and_every_rule_to_one() {
         granted(&objects, "ClusterRole/evac-controller"),
         needed(&objects, "ConfigMap/evac-controller-policies", &evac::control::WATCHED)
     );
+    // The hold endpoint: its node's watch caches, the hold recorded on the pod, the events told
+    // on the pod.
+    let mut hold =
+        needed_with(&objects, "ConfigMap/evac-hold-policies", &[], Some(evac_core::hold::HOLD_EFFECTS));
+    hold.entry(("".into(), "events".into())).or_default().insert("create".into());
+    assert_eq!(granted(&objects, "ClusterRole/evac-hold"), hold);
     // The leader election's calls, in the controller's namespace only, bound to its account.
     let role: Role = typed(&objects, "Role/evac-controller-leader-election");
     assert_eq!(role.metadata.namespace.as_deref(), Some("evac-system"));

@@ -109,6 +109,7 @@ fn the_built_module_carries_its_metadata() {
     assert!(!embedded.mutating);
     let grants: BTreeSet<ResourceGrant> = [
         grant("v1", "Node"),
+        grant("v1", "Pod"),
         grant("metrics.k8s.io/v1beta1", "NodeMetrics"),
         grant("kubevirt.io/v1", "VirtualMachineInstance"),
         grant("kubevirt.io/v1", "KubeVirt"),

@@ -57,7 +57,7 @@ fn evac_eval_gives_a_launcher_pod_the_hook_and_a_longer_grace() {
     }
     assert_eq!(pod["metadata"]["annotations"]["evac.kubevirt.io/hold-window"], "300");
     // The rest of the pod is as virt-controller made it.
-    assert_eq!(pod["spec"]["containers"][0]["command"][8], "--grace-period-seconds");
+    assert_eq!(pod["spec"]["containers"][0]["command"][9], "--grace-period-seconds");
     assert_eq!(answer["effects"], json!([]));
 
     let longer = eval("launcher-pod-create.json", Some(r#"{"windowSeconds": 900, "port": 9300}"#));

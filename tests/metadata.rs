@@ -107,12 +107,13 @@ fn a_module_without_metadata_has_none() {
     assert!(format!("{error:#}").contains("not a valid WebAssembly module"), "{error:#}");
 }
 
-/// Every effect a table row expects of pod-eviction or disruption-cause is one its metadata
-/// declares, and each declared one occurs.
+/// Every effect a table row expects of pod-eviction or disruption-cause (its disruptions and its
+/// holds) is one its metadata declares, and each declared one occurs.
 #[test]
 fn the_tables_effects_are_the_declared_ones() {
-    use evac_core::testing::{disruption_cases, eviction_cases};
-    for (policy, cases) in [("pod-eviction", eviction_cases()), ("disruption-cause", disruption_cases())] {
+    use evac_core::testing::{disruption_cases, eviction_cases, hold_cases};
+    let disruptions = disruption_cases().into_iter().chain(hold_cases()).collect();
+    for (policy, cases) in [("pod-eviction", eviction_cases()), ("disruption-cause", disruptions)] {
         let declared = evac_e2e::declared_effects(policy);
         let mut seen = std::collections::BTreeSet::new();
         for case in &cases {
@@ -122,6 +123,8 @@ fn the_tables_effects_are_the_declared_ones() {
                 seen.insert(name);
             }
         }
+        let mut declared = declared;
+        declared.sort();
         assert_eq!(seen.into_iter().collect::<Vec<_>>(), declared, "{policy}: declared but never returned");
     }
 }

@@ -483,7 +483,7 @@ pub fn declared_effects(policy: &str) -> Vec<String> {
     let path = repo_root().join(format!("policies/{policy}/metadata.yml"));
     let metadata: serde_json::Value = serde_yaml::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     let declared = metadata["annotations"]["io.evac.effects"].as_str().expect("io.evac.effects");
-    declared.split(',').map(|effect| effect.trim().to_owned()).collect()
+    declared.split(',').map(|effect| effect.trim().to_owned()).filter(|effect| !effect.is_empty()).collect()
 }
 
 // --- Report pages ------------------------------------------------------------------------------

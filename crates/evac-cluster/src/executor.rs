@@ -265,7 +265,13 @@ impl Executor {
     ) -> Result<Applied, ApiError> {
         let raw = match self.store.get(kind.0, kind.1, Some(&object.namespace), &object.name) {
             Ok(raw) => raw,
-            Err(e) if e.is_not_found() => return Ok(Applied::Unneeded("the object is gone")),
+            Err(e) if e.is_not_found() => {
+                return Ok(Applied::Unneeded(if kind == VMI_KIND {
+                    "the VMI is gone"
+                } else {
+                    "the pod is gone"
+                }))
+            }
             // A read the store could not answer: the API server was unreachable.
             Err(e) => return Err(ApiError::unavailable(e.to_string())),
         };

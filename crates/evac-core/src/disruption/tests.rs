@@ -29,8 +29,9 @@ fn every_row_of_the_table() {
 }
 
 /// Reads are made only as needed: nothing for a pod that is not a disrupted launcher pod or a
-/// healthy node, the VMI alone for a user's deletion, the node only when no condition names the
-/// cause, the configuration only for a cause behind a gate.
+/// healthy node, the VMI alone for a user's deletion, the node when no condition names the cause
+/// or when the cause may call for an evacuation (a node that is down moves nothing), the
+/// configuration only for a cause behind a gate.
 #[test]
 fn reads_are_made_only_as_needed() {
     let cases = disruption_cases();
@@ -53,7 +54,7 @@ fn reads_are_made_only_as_needed() {
     let vmis = "list VirtualMachineInstance kubevirt.io/nodeName=node01";
     let metrics = "get NodeMetrics node01";
     let rows: &[(&str, &[&str])] = &[
-        ("the pod the VM runs in: the VM runs in this pod", &[vmi, "list KubeVirt"]),
+        ("the pod the VM runs in: the VM runs in this pod", &[vmi, "get Node node01", "list KubeVirt"]),
         // Without a condition, the node names the cause.
         ("missing: no node", &[vmi, "get Node node01"]),
         // A cause without a gate reads no configuration.
@@ -65,7 +66,7 @@ fn reads_are_made_only_as_needed() {
         ("missing: the pod names no VMI", &[]),
         // A pod without a node reads none.
         ("missing: a pod without a node", &[vmi]),
-        ("settings: the named CR", &[vmi, "get KubeVirt kubevirt/kv"]),
+        ("settings: the named CR", &[vmi, "get Node node01", "get KubeVirt kubevirt/kv"]),
         // The node's memory.available: its NodeMetrics, first (a node update that is not short of
         // memory reads nothing more).
         ("node pressure: the gate is off", &[metrics, "list KubeVirt"]),

@@ -623,6 +623,15 @@ impl<'i, 'a> Plan<'i, 'a> {
                 reason: EventReason::EvacuationDeferred,
                 message: format!("evac did not start the VMI's migration from node {node_name}: {why}"),
             };
+            // Its pod's SIGTERM has come (a stock virt-handler is shutting the guest down): a
+            // migration started now saves nothing, whatever the bandwidth.
+            if inputs.flavor == Flavor::Evac && c.deadline <= now {
+                let why =
+                    "its pod's containers were told to stop (SIGTERM): its guest is shutting down".to_owned();
+                trace.note(|| format!("{}/{}: deferred, {why}", c.namespace, c.name));
+                self.events.push(deferred(why));
+                continue;
+            }
             if inputs.flavor == Flavor::Evac && bandwidth_known && c.deadline.is_finite() && c.hopeless(now) {
                 let why = format!("{}: it cannot leave in time", c.why_hopeless(now));
                 trace.note(|| format!("{}/{}: deferred, {why}", c.namespace, c.name));

@@ -23,7 +23,8 @@
 //!
 //! While it holds, the decision records the hold on the pod ([`HELD_SINCE_ANNOTATION`],
 //! [`HOLD_DEADLINE_ANNOTATION`]), so that `evac control` asks for the evacuation and orders it by
-//! that deadline; when a hold ends, the deadline becomes the moment it ended.
+//! that deadline; when the hook of a pod ends (a hold that ends, or one never begun), the deadline
+//! becomes that moment: SIGTERM follows, and no migration started after it saves the VM.
 
 use std::collections::BTreeMap;
 
@@ -204,8 +205,9 @@ pub fn decide<C: ClusterReader + ?Sized>(
             trace.note(|| format!("-> release (allow): {why}"));
             let mut decision = Decision::allow()
                 .with_audit_annotation(HOLD_RELEASED_AUDIT_ANNOTATION, format!("{}: {why}", why.as_str()));
-            // A pod that was held: its SIGTERM comes now, which is the VM's deadline from here on.
-            if pod.metadata.annotation(HELD_SINCE_ANNOTATION).is_some() {
+            // A pod with the hook (held, or released at once): its SIGTERM comes now, which is the
+            // VM's deadline from here on.
+            if pod.metadata.annotation(HELD_SINCE_ANNOTATION).is_some() || window_of(pod).is_some() {
                 let ended = timestamp(now);
                 if pod.metadata.annotation(HOLD_DEADLINE_ANNOTATION).as_deref() != Some(ended.as_str()) {
                     let annotations = BTreeMap::from([(HOLD_DEADLINE_ANNOTATION.to_owned(), Some(ended))]);

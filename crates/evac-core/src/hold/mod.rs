@@ -30,6 +30,9 @@ pub use decision::{decide, HoldOptions, Release};
 pub use mutation::mutate;
 pub use settings::{HoldSettings, LauncherHoldSettings};
 
+/// The effects a hold decision returns (the hold recorded on its pod): what the hold endpoint
+/// carries out, and all it may write besides the events it tells on pods.
+pub const HOLD_EFFECTS: &[&str] = &["AnnotatePod"];
 /// The pod annotation `launcher-hold` sets: the hold window in seconds. Its presence says the
 /// pod's containers call the hold endpoint before SIGTERM.
 pub const HOLD_WINDOW_ANNOTATION: &str = "evac.kubevirt.io/hold-window";

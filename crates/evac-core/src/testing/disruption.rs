@@ -320,7 +320,12 @@ fn causes(cases: &mut Vec<Case>) {
 /// lifecycle controller) runs no hook and migrates no VM away: its pods' deletions by the taint
 /// manager, or by preemption, are recorded and ask for nothing.
 fn down_nodes(cases: &mut Vec<Case>) {
-    let not_ready = with(node(NODE, false, None), "/status/conditions/1/status", json!("Unknown"));
+    let not_ready = with(
+        node(NODE, false, None),
+        "/status/conditions",
+        json!([{"type": "MemoryPressure", "status": "False"},
+               {"type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown"}]),
+    );
     let unreachable = with(
         node(NODE, false, None),
         "/spec/taints",

@@ -118,17 +118,23 @@ fn recorded(until: &str) -> Effect {
     }
 }
 
-/// Released (allowed), for this reason.
-fn release(code: &str, why: &str) -> Expected {
+/// Released (allowed), for this reason, a pod without the hook: nothing to record.
+fn release_unhooked(code: &str, why: &str) -> Expected {
     Expected::allow().with_audit_annotation(HOLD_RELEASED_AUDIT_ANNOTATION, &format!("{code}: {why}"))
 }
 
-/// Released from a hold that was recorded: its deadline becomes now.
-fn release_held(code: &str, why: &str) -> Expected {
-    release(code, why).with_effect(Effect::AnnotatePod {
+/// Released, for this reason: the pod's hook ends now, and so does its VM's time (its deadline
+/// becomes now).
+fn release(code: &str, why: &str) -> Expected {
+    release_unhooked(code, why).with_effect(Effect::AnnotatePod {
         pod: pod_ref(),
         annotations: BTreeMap::from([(HOLD_DEADLINE_ANNOTATION.to_owned(), Some(NOW.to_owned()))]),
     })
+}
+
+/// Released from a hold that was recorded: the same.
+fn release_held(code: &str, why: &str) -> Expected {
+    release(code, why)
 }
 
 /// A row: the objects besides the pod (which the request carries, and the cluster holds too).
@@ -155,9 +161,13 @@ pub fn hold_cases() -> Vec<Case> {
     cases
 }
 
+/// A deletion's cause: its name in the rows, its `DisruptionTarget` reason, and the gate and
+/// cause name of an evacuation it may ask for.
+type Cause = (&'static str, Option<&'static str>, Option<(&'static str, &'static str)>);
+
 /// Each cause of a deletion, with its gate on and off.
 fn causes(cases: &mut Vec<Case>) {
-    let causes: [(&str, Option<&'static str>, Option<(&str, &str)>); 6] = [
+    let causes: [Cause; 6] = [
         ("preemption", Some("PreemptionByScheduler"), Some((PREEMPTION_GATE, "preemption"))),
         ("taint manager", Some("DeletionByTaintManager"), Some((NOEXECUTE_TAINT_GATE, "taint-manager"))),
         ("api eviction", Some("EvictionByEvictionAPI"), None),
@@ -515,7 +525,7 @@ fn requests_and_reads(cases: &mut Vec<Case>) {
         other,
         STARTED,
         cluster(vm.clone(), &ALL_GATES),
-        release("not-a-launcher", "not a virt-launcher pod"),
+        release_unhooked("not-a-launcher", "not a virt-launcher pod"),
     ));
     let pod = held_pod(Disruption::Deleted(Some("PreemptionByScheduler")));
     let mut request = hold_request(pod.clone(), STARTED);

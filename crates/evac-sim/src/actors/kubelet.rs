@@ -101,6 +101,11 @@ impl Kubelet {
     }
 }
 
+/// Whether the kubelet marked the pod evicted (its stop is over).
+fn evicted(pod: Pod<'_>) -> bool {
+    pod.phase() == Some("Failed") && pod.condition("DisruptionTarget").is_some()
+}
+
 /// The grace period of an eviction at the hard threshold (`immediateEvictionGracePeriodSeconds`).
 const IMMEDIATE_EVICTION_GRACE: Duration = Duration::from_secs(1);
 
@@ -131,7 +136,13 @@ impl PodFacts {
         let deletion_grace = pod.meta().deletion_grace_period().map(Duration::from_secs).unwrap_or_default();
         let stopping = match (terminate_at, kill_at) {
             (Some(end), _) => Some(termination::stopping_of(pod, end.saturating_sub(deletion_grace), end)),
-            (None, Some(end)) if !pod.is_finished() => Some(termination::stopping_of(pod, end, end)),
+            // Until the kubelet has marked it evicted: a launcher pod whose VM migrated away
+            // during the hook completed on its own, and its hook still runs.
+            (None, Some(end))
+                if pod.meta().annotation(EVICTION_MESSAGE_ANNOTATION).is_some() && !evicted(pod) =>
+            {
+                Some(termination::stopping_of(pod, end, end))
+            }
             _ => None,
         };
         Self {
@@ -213,7 +224,10 @@ impl Kubelet {
             .pods
             .iter()
             .filter(|(_, f)| !down.contains(&f.node))
-            .filter(|(_, f)| f.stopping().is_some_and(|s| s.sigterm.is_none() || s.next() <= now))
+            // A pod that finished on its own (its VM migrated away) is done with at once.
+            .filter(|(_, f)| {
+                f.stopping().is_some_and(|s| s.sigterm.is_none() || f.finished || s.next() <= now)
+            })
             .map(|(key, _)| key.clone())
             .collect();
         for (namespace, name) in &due {
