@@ -13,7 +13,7 @@ PLAYGROUND   := dist/playground
 # The wasm-bindgen the page is built with: the CLI must match the crate's version exactly.
 WASM_BINDGEN := 0.2.130
 
-.PHONY: all build host policies playground bench-playground test test-core test-e2e lint fmt demo demo-evictions bench bench-control bench-load bench-sim mutants fuzz image clean setup
+.PHONY: all build host policies playground bench-playground test test-core test-e2e lint fmt demo demo-evictions bench bench-control bench-hold bench-load bench-sim mutants fuzz image clean setup
 
 all: build
 
@@ -87,6 +87,11 @@ bench-playground: build playground
 bench-sim: build
 	/usr/bin/time -f "%e s wall, %M KB max RSS" $(EVAC) simulate --quiet examples/scenarios/drain-500-nodes.yaml
 	/usr/bin/time -f "%e s wall, %M KB max RSS" $(EVAC) simulate --quiet --evac examples/scenarios/drain-500-nodes.yaml
+
+## The hold on a 500-node, 10,000-VM simulated API server, every piece a process: from a hook's
+## call to the evacuation asked for, and the hold endpoint's memory and watch traffic.
+bench-hold: build
+	bench/hold.py $(EVAC)
 
 ## evac control's passes on the 500-node, 10,000-VM drain (time per reconcile, in the report).
 bench-control: build

@@ -289,3 +289,52 @@ async fn policies_whose_shared_settings_differ_are_refused() {
     assert!(matches!(refusals.as_slice(), [r] if r.contains("differ")), "{refusals:?}");
     assert!(Arc::ptr_eq(&served, &pipeline.registry().current()), "the served set stays");
 }
+
+/// A pass whose time is up leaves what it did not evaluate for the next passes, which take it
+/// up in order: a disrupted launcher pod before any node, and every request in the end (as
+/// `evac control` runs, with a budget per pass, so that its first pass over a whole cluster keeps
+/// no newly held pod waiting).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pass_out_of_time_leaves_the_rest_for_the_next() {
+    let (store, dir) = simulated_api(true).await;
+    // A preempted VM on the other node, with the preemption gate on.
+    let gates = json!(["PreemptionEvictionLiveMigration"]);
+    store
+        .insert(with(kubevirt_cr(None), "/spec/configuration/developerConfiguration/featureGates", gates))
+        .unwrap();
+    let db = with(
+        vmi(NS, "db", Some("LiveMigrate"), true, OTHER_NODE),
+        "/metadata/labels",
+        json!({"kubevirt.io/nodeName": OTHER_NODE}),
+    );
+    store.insert(db).unwrap();
+    let preempted = with(
+        with(
+            launcher_pod(NS, "db", OTHER_NODE),
+            "/metadata/deletionTimestamp",
+            json!("2026-01-01T00:00:00Z"),
+        ),
+        "/status/conditions",
+        json!([{"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"}]),
+    );
+    store.insert(preempted).unwrap();
+    let (cluster, _, controller) = controller_on(&dir, "protect").await;
+    let controller = controller.with_pass_budget(Duration::ZERO);
+
+    let first = controller.reconcile(&*cluster, true).await.unwrap();
+    assert_eq!(first.evaluations, 1, "{first:?}");
+    assert!(first.deferred > 0, "{first:?}");
+    let db = store.get(&evac_sim::kinds::vmis(), NS, "db").unwrap();
+    assert_eq!(db["status"]["evacuationNodeName"], OTHER_NODE, "the preempted pod comes first: {db}");
+
+    let mut passes = vec![first];
+    while passes.last().unwrap().deferred > 0 && passes.len() < 50 {
+        passes.push(controller.reconcile(&*cluster, false).await.unwrap());
+    }
+    let last = passes.last().unwrap();
+    assert_eq!(last.deferred, 0, "work left after {} passes: {last:?}", passes.len());
+    assert!(passes.iter().all(|p| p.evaluations <= 1), "{passes:?}");
+    // The drained node's evacuation was evaluated in its turn: the migration exists.
+    let (migrations, _) = store.list(&evac_sim::kinds::migrations(), None, None, None);
+    assert!(!migrations.is_empty(), "no migration after {} passes", passes.len());
+}

@@ -193,6 +193,11 @@ impl FieldSelector {
         })
     }
 
+    /// The field paths it names.
+    pub fn paths(&self) -> impl Iterator<Item = &str> {
+        self.0.iter().map(|(path, _, _)| path.as_str())
+    }
+
     /// The node, when the selector is exactly `spec.nodeName=<node>` (what kubelets and drains
     /// ask for, and what the API server indexes).
     pub fn node_name(&self) -> Option<&str> {

@@ -61,6 +61,9 @@ pub struct Pass {
     pub effects_monitored: usize,
     /// Nodes with evacuations still to finish: the controller must look again (back-offs).
     pub pending_nodes: usize,
+    /// Requests and nodes left for the next pass, its time being up ([`Controller::with_pass_budget`]):
+    /// the next pass should come at once.
+    pub deferred: usize,
     /// Wall time of the pass.
     pub elapsed: Duration,
 }
@@ -68,6 +71,7 @@ pub struct Pass {
 pub struct Controller {
     pipeline: Pipeline,
     state: Mutex<State>,
+    budget: Option<Duration>,
 }
 
 struct State {
@@ -80,7 +84,18 @@ impl Controller {
     pub fn new(pipeline: Pipeline) -> Result<Self> {
         check_policies(&pipeline.registry().current()).map_err(anyhow::Error::msg)?;
         let state = State { cursors: [None; WATCHED.len()], routing: Routing::default() };
-        Ok(Self { pipeline, state: Mutex::new(state) })
+        Ok(Self { pipeline, state: Mutex::new(state), budget: None })
+    }
+
+    /// Bounds a pass's evaluations by wall time: once it has run this long, what it has not
+    /// evaluated waits for the next pass, so that a pass over a whole cluster (the first, which
+    /// sees every node as changed) does not keep a newly held pod waiting behind it. Disrupted
+    /// pods are evaluated first, then changed nodes, then evacuations. Without a budget (the
+    /// simulator, whose runs must not depend on the machine) a pass does everything.
+    #[must_use]
+    pub fn with_pass_budget(mut self, budget: Duration) -> Self {
+        self.budget = Some(budget);
+        self
     }
 
     /// The policies the controller evaluates.
@@ -147,13 +162,27 @@ impl Controller {
     async fn carry_out(&self, set: &PolicySet, work: Work, pass: &mut Pass) {
         let disruption = &set[DISRUPTION_CAUSE];
         let evacuation = &set[EVACUATION];
-        for request in &work.disruptions {
-            self.evaluate(disruption, request, pass).await;
+        // A pass evaluates at least one request, so that deferred work always moves on.
+        let deadline = self.budget.map(|budget| Instant::now() + budget);
+        let time_up = |pass: &Pass| pass.evaluations > 0 && deadline.is_some_and(|at| Instant::now() >= at);
+        let mut pods = work.pods.into_iter();
+        let mut node_changes = work.node_changes.into_iter();
+        while !time_up(pass) {
+            let Some(request) = pods.next().or_else(|| node_changes.next()) else { break };
+            self.evaluate(disruption, &request, pass).await;
         }
-        let evacuated: BTreeSet<&String> = work.nodes.iter().collect();
-        for node in evacuated {
-            let Some(request) = work.node_requests.get(node) else { continue };
+        let evacuated: BTreeSet<String> = work.nodes.into_iter().collect();
+        let mut nodes = evacuated.into_iter();
+        while !time_up(pass) {
+            let Some(node) = nodes.next() else { break };
+            let Some(request) = work.node_requests.get(&node) else { continue };
             self.evaluate(evacuation, request, pass).await;
+        }
+        let (pods, node_changes, nodes): (Vec<_>, Vec<_>, Vec<_>) =
+            (pods.collect(), node_changes.collect(), nodes.collect());
+        pass.deferred = pods.len() + node_changes.len() + nodes.len();
+        if pass.deferred > 0 {
+            self.lock().routing.defer(pods, node_changes, nodes);
         }
     }
 

@@ -14,8 +14,11 @@ use evac_cluster::Change;
 /// What a pass must evaluate.
 #[derive(Default)]
 pub(super) struct Work {
-    /// disruption-cause requests: launcher pods newly disrupted, and changed nodes.
-    pub disruptions: Vec<Box<RawValue>>,
+    /// disruption-cause requests of launcher pods newly disrupted (held, deleted, marked as
+    /// disruption targets): each a VM whose time may be short, so they come first.
+    pub pods: Vec<Box<RawValue>>,
+    /// disruption-cause requests of changed nodes (node pressure, taints).
+    pub node_changes: Vec<Box<RawValue>>,
     /// Nodes to evaluate evacuation on.
     pub nodes: Vec<String>,
     /// The evacuation request of each of those nodes.
@@ -57,7 +60,8 @@ pub(super) struct Routing {
     /// Each node's memory in use (bytes), as its NodeMetrics said when last acted on.
     usage: HashMap<String, f64>,
     dirty: BTreeSet<String>,
-    disruptions: Vec<Box<RawValue>>,
+    pods: Vec<Box<RawValue>>,
+    node_changes: Vec<Box<RawValue>>,
     /// A migration ended since the last pass: a parallel slot is free.
     slot_freed: bool,
     /// Evacuation migrations seen to end since the last pass.
@@ -112,7 +116,7 @@ impl Routing {
         if self.evaluated.get(&uid) != Some(&seen) {
             self.evaluated.insert(uid, seen);
             let (namespace, name) = (pod.metadata.namespace.as_str(), pod.metadata.name.as_str());
-            self.disruptions.push(request(("", "v1", "Pod", "pods"), namespace, name, text));
+            self.pods.push(request(("", "v1", "Pod", "pods"), namespace, name, text));
         }
     }
 
@@ -130,7 +134,7 @@ impl Routing {
             self.drain_tainted.remove(&name);
         }
         // Node pressure is decided on every node change: the module knows the thresholds.
-        self.disruptions.push(request(("", "v1", "Node", "nodes"), "", &name, text));
+        self.node_changes.push(request(("", "v1", "Node", "nodes"), "", &name, text));
         self.nodes.insert(name.clone(), Arc::clone(&change.object));
         self.dirty.insert(name);
     }
@@ -149,7 +153,7 @@ impl Routing {
         self.usage.insert(name.clone(), usage);
         let Some(node) = self.nodes.get(&name) else { return };
         let Ok(node_text) = std::str::from_utf8(node) else { return };
-        self.disruptions.push(request(("", "v1", "Node", "nodes"), "", &name, node_text));
+        self.node_changes.push(request(("", "v1", "Node", "nodes"), "", &name, node_text));
         self.dirty.insert(name);
     }
 
@@ -270,6 +274,19 @@ impl Routing {
 
     /// The work gathered since the last pass. With `resync`, or when a migration ended, every
     /// node with evacuations pending is evaluated again.
+    /// Puts back what a pass left for the next one (its time was up): ahead of what came since,
+    /// in the order it had.
+    pub(super) fn defer(
+        &mut self,
+        pods: Vec<Box<RawValue>>,
+        node_changes: Vec<Box<RawValue>>,
+        nodes: Vec<String>,
+    ) {
+        self.pods.splice(0..0, pods);
+        self.node_changes.splice(0..0, node_changes);
+        self.dirty.extend(nodes);
+    }
+
     pub(super) fn take_work(&mut self, resync: bool) -> Work {
         let mut nodes = std::mem::take(&mut self.dirty);
         if resync || std::mem::take(&mut self.slot_freed) {
@@ -284,7 +301,8 @@ impl Routing {
             })
             .collect();
         Work {
-            disruptions: std::mem::take(&mut self.disruptions),
+            pods: std::mem::take(&mut self.pods),
+            node_changes: std::mem::take(&mut self.node_changes),
             nodes: nodes.into_iter().collect(),
             node_requests,
             ended: std::mem::take(&mut self.ended),

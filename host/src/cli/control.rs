@@ -103,6 +103,10 @@ fn identity() -> String {
     format!("{host}_{:08x}", fastrand::u32(..))
 }
 
+/// How long one pass may evaluate before leaving the rest to the next: a newly disrupted pod
+/// waits at most about this long behind a pass over the whole cluster (the first one).
+const PASS_BUDGET: Duration = Duration::from_millis(200);
+
 pub fn run(args: ControlArgs) -> Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     runtime.block_on(control(args))
@@ -130,7 +134,7 @@ async fn control(args: ControlArgs) -> Result<()> {
     let pipeline =
         Pipeline::new(Arc::clone(&registry), Executor::new(Arc::clone(&cluster) as _), Arc::clone(&metrics))
             .with_effect_timeout(evac_evaluator::pipeline::DEFAULT_EFFECT_TIMEOUT);
-    let controller = Controller::new(pipeline)?;
+    let controller = Controller::new(pipeline)?.with_pass_budget(PASS_BUDGET);
     let listener = tokio::net::TcpListener::bind(args.metrics_addr)
         .await
         .with_context(|| format!("cannot serve metrics on {}", args.metrics_addr))?;
@@ -167,6 +171,8 @@ async fn control(args: ControlArgs) -> Result<()> {
             pass = controller.reconcile(&*cluster, resync) => pass,
             why = lost(&mut leadership) => bail!("{why}; stopping, so that another replica leads"),
         };
+        // Work left for the next pass (the budget ran out) is taken up without waiting.
+        let deferred = matches!(&pass, Ok(pass) if pass.deferred > 0);
         match pass {
             Ok(pass) if pass.evaluations > 0 => tracing::debug!(?pass, "pass"),
             Ok(_) => {}
@@ -189,7 +195,7 @@ async fn control(args: ControlArgs) -> Result<()> {
             }
         }
         tokio::select! {
-            _ = tokio::time::sleep(interval) => {}
+            _ = tokio::time::sleep(if deferred { Duration::ZERO } else { interval }) => {}
             () = &mut shutdown => {
                 tracing::info!("evac control stopping");
                 if let Some(leadership) = leadership {

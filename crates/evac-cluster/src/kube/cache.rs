@@ -56,6 +56,36 @@ struct Stored {
     json: Arc<[u8]>,
     /// A parsed copy of the labels, so that label-selector lists need not parse every object.
     labels: BTreeMap<String, String>,
+    /// The fields a field selector can name ([`SELECTABLE_FIELDS`]), so that a list by node
+    /// need not parse every pod: on a 10,000-pod cache that parse cost ~100 ms a list.
+    fields: Value,
+}
+
+/// The fields the API server lets a field selector name, beside `metadata.name` and
+/// `metadata.namespace` (pods: `pkg/registry/core/pod/strategy.go`, `ToSelectableFields`). A
+/// selector on any other path is matched against the whole object.
+const SELECTABLE_FIELDS: [&str; 10] = [
+    "metadata.name",
+    "metadata.namespace",
+    "spec.nodeName",
+    "spec.restartPolicy",
+    "spec.schedulerName",
+    "spec.serviceAccountName",
+    "spec.hostNetwork",
+    "status.phase",
+    "status.podIP",
+    "status.nominatedNodeName",
+];
+
+/// The object's [`SELECTABLE_FIELDS`], at their paths.
+fn selectable_fields(object: &Value) -> Value {
+    let mut fields = Value::Object(serde_json::Map::new());
+    for path in SELECTABLE_FIELDS {
+        let Some(value) = path.split('.').try_fold(object, |v, key| v.get(key)) else { continue };
+        let (parent, key) = path.split_once('.').expect("a selectable field has two parts");
+        fields[parent][key] = value.clone();
+    }
+    fields
 }
 
 impl WatchCache {
@@ -218,7 +248,10 @@ impl WatchCache {
                 self.describe()
             )));
         }
-        let selected: Vec<Arc<[u8]>> = {
+        let on_selectable =
+            fields.as_ref().is_some_and(|f| f.paths().all(|p| SELECTABLE_FIELDS.contains(&p)));
+        // Each candidate, with whether its fields matched when that is known without parsing it.
+        let selected: Vec<(Arc<[u8]>, Option<bool>)> = {
             let state = self.read();
             let objects = self.synced_objects(&state)?;
             let namespaces: Vec<&BTreeMap<String, Stored>> = match query.namespace {
@@ -229,16 +262,25 @@ impl WatchCache {
                 .into_iter()
                 .flat_map(BTreeMap::values)
                 .filter(|stored| labels.as_ref().is_none_or(|s| s.matches(&stored.labels)))
-                .map(|stored| Arc::clone(&stored.json))
+                .filter_map(|stored| {
+                    let known = match &fields {
+                        None => Some(true),
+                        Some(selector) if on_selectable => Some(selector.matches_object(&stored.fields)),
+                        Some(_) => None,
+                    };
+                    (known != Some(false)).then(|| (Arc::clone(&stored.json), known))
+                })
                 .collect()
         };
-        // Field selectors are rare and may name any field: parse the candidates outside the lock.
-        let matches_fields = |json: &Arc<[u8]>| {
-            fields.as_ref().is_none_or(|selector| {
-                serde_json::from_slice::<Value>(json).is_ok_and(|object| selector.matches_object(&object))
+        // A selector on other fields than the selectable ones parses the candidates, outside the lock.
+        let matches_fields = |(json, known): &(Arc<[u8]>, Option<bool>)| {
+            known.unwrap_or_else(|| {
+                fields.as_ref().is_none_or(|selector| {
+                    serde_json::from_slice::<Value>(json).is_ok_and(|object| selector.matches_object(&object))
+                })
             })
         };
-        Ok(list_json(selected.iter().filter(|json| matches_fields(json)).map(|json| &**json)))
+        Ok(list_json(selected.iter().filter(|candidate| matches_fields(candidate)).map(|(json, _)| &**json)))
     }
 
     /// The changes after `cursor` and the cursor to resume from. Without a cursor, or with one the
@@ -329,8 +371,12 @@ impl WatchCache {
         };
         let namespace = object.metadata.namespace.clone().unwrap_or_default();
         let labels = object.metadata.labels.clone().unwrap_or_default();
-        match serde_json::to_vec(&object) {
-            Ok(json) => Some((namespace, name, Stored { json: json.into(), labels })),
+        match serde_json::to_value(&object).and_then(|value| Ok((serde_json::to_vec(&value)?, value))) {
+            Ok((json, value)) => Some((
+                namespace,
+                name,
+                Stored { json: json.into(), labels, fields: selectable_fields(&value) },
+            )),
             Err(error) => {
                 tracing::warn!(resource = %self.describe(), %namespace, %name, %error, "cannot serialize a watched object");
                 None

@@ -291,6 +291,16 @@ async fn reads_are_answered_from_the_watch_caches() {
     assert_eq!(names(&in_other), ["nginx"]);
     let on_node02 = cluster.list("v1", "Pod", &pod_query(None, None, Some("spec.nodeName=node02"))).unwrap();
     assert_eq!(names(&on_node02), ["nginx"]);
+    // Selectable fields are matched from what the cache kept of them; others from the object.
+    let running_not_node01 =
+        pod_query(None, None, Some("status.phase=Running,spec.nodeName!=node01,metadata.namespace=other"));
+    assert_eq!(names(&cluster.list("v1", "Pod", &running_not_node01).unwrap()), ["nginx"]);
+    let unnominated =
+        cluster.list("v1", "Pod", &pod_query(None, None, Some("status.nominatedNodeName="))).unwrap();
+    assert_eq!(names(&unnominated), ["virt-launcher-web-1-abcde", "nginx"]);
+    let by_other_field =
+        cluster.list("v1", "Pod", &pod_query(None, None, Some("metadata.resourceVersion=11"))).unwrap();
+    assert_eq!(names(&by_other_field), ["nginx"]);
     let none = cluster.list("v1", "Pod", &pod_query(Some("default"), Some("app=nginx"), None)).unwrap();
     assert!(names(&none).is_empty());
     let invalid = cluster.list("v1", "Pod", &pod_query(None, Some("app in (x"), None)).unwrap_err();

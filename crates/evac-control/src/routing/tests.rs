@@ -57,7 +57,7 @@ fn node_metrics_count_by_the_step() {
     let decided = |routing: &mut Routing, working_set: &str| {
         routing.observe("NodeMetrics", &change(metrics("node01", working_set)));
         let work = routing.take_work(false);
-        assert_eq!(work.disruptions.len(), work.nodes.len());
+        assert_eq!(work.pods.len() + work.node_changes.len(), work.nodes.len());
         !work.nodes.is_empty()
     };
     assert!(decided(&mut routing, "1000Mi"), "the first figure");
