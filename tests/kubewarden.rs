@@ -96,15 +96,22 @@ fn write_review(dir: &Path, review: &Value) -> PathBuf {
     path
 }
 
-#[tokio::test]
-async fn every_case_gets_one_verdict_under_evac_and_kubewarden() {
-    let Some(kubewarden) = kubewarden_dir() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let dir = dir.path();
+/// The objects of [`objects`] served by a simulated API server, and the context file they came
+/// from (evac's own hosts read it); `dir` also gets the policy server's download directory.
+async fn simulated_cluster(dir: &Path) -> (PathBuf, SimulatedApi) {
     std::fs::create_dir_all(dir.join("downloads")).unwrap();
     let context = dir.join("context.json");
     std::fs::write(&context, objects().to_string()).unwrap();
     let api = start_simulated_api(dir, &context).await;
+    (context, api)
+}
+
+#[tokio::test]
+async fn every_case_gets_one_verdict_under_evac_and_kubewarden() {
+    let Some(kubewarden) = kubewarden_dir() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let (context, api) = simulated_cluster(dir).await;
     let policies = policies_file(dir);
     let policy_server = start_policy_server(&kubewarden, dir, &api.kubeconfig, &policies).await;
     let (client, module) = (client(), policy_path());
@@ -140,7 +147,7 @@ async fn every_case_gets_one_verdict_under_evac_and_kubewarden() {
 fn kwctl_inspects_every_built_module() {
     let Some(kubewarden) = kubewarden_dir() else { return };
     let home = tempfile::tempdir().unwrap();
-    for policy in ["pod-eviction", "disruption-cause", "evacuation"] {
+    for policy in ["pod-eviction", "disruption-cause", "evacuation", "launcher-hold"] {
         let module = repo_root().join(format!("dist/policies/{policy}.wasm"));
         let mut command = Command::new(kubewarden.join("kwctl"));
         command.env("HOME", home.path()).env_remove("RUST_BACKTRACE").args(["inspect", "--output", "yaml"]);
@@ -165,6 +172,91 @@ fn kwctl_inspects_every_built_module() {
         };
         assert_eq!(set(&metadata["contextAwareResources"]), set(&ours["contextAwareResources"]), "{policy}");
         assert_eq!(metadata["rules"], ours["rules"], "{policy}");
-        assert_eq!(metadata["mutating"], json!(false), "{policy}");
+        assert_eq!(metadata["mutating"], json!(policy == "launcher-hold"), "{policy}");
     }
+}
+
+/// launcher-hold's policies file: the module allowed to mutate, as `deploy/policies.yaml` has it.
+fn launcher_hold_policies(dir: &Path) -> PathBuf {
+    let module = format!("file://{}", repo_root().join("dist/policies/launcher-hold.wasm").display());
+    let text = format!(
+        "launcher-hold:\n  module: {module}\n  allowedToMutate: true\n  settings: {{windowSeconds: 300, port: 9190}}\n"
+    );
+    let path = dir.join("launcher-hold-policies.yml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// The object an AdmissionResponse's JSON patch (`patch`, base64) makes of `object`; `object`
+/// itself when the response has none.
+fn patched(object: &Value, response: &Value) -> Result<Value, String> {
+    use base64::Engine as _;
+    let Some(encoded) = response["patch"].as_str() else { return Ok(object.clone()) };
+    if response["patchType"] != "JSONPatch" {
+        return Err(format!("patchType {} is not JSONPatch", response["patchType"]));
+    }
+    let bytes = base64::engine::general_purpose::STANDARD.decode(encoded).map_err(|e| e.to_string())?;
+    let patch: json_patch::Patch = serde_json::from_slice(&bytes).map_err(|e| e.to_string())?;
+    let mut result = object.clone();
+    json_patch::patch(&mut result, &patch).map_err(|e| e.to_string())?;
+    Ok(result)
+}
+
+/// launcher-hold's mutation, alike under every host: the pod each one's answer makes (evac eval's
+/// `mutated_object`; the others' JSON patch applied to the request's pod) is the same, a launcher
+/// pod with the hook and the longer grace, any other pod unchanged.
+#[tokio::test]
+async fn launcher_hold_mutates_alike_under_evac_and_kubewarden() {
+    let Some(kubewarden) = kubewarden_dir() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let (context, api) = simulated_cluster(dir).await;
+    let policies = launcher_hold_policies(dir);
+    let policy_server = start_policy_server(&kubewarden, dir, &api.kubeconfig, &policies).await;
+    let evac_serve = start_evac_serve(dir, &policies, &context, &cache_dir()).await;
+    let client = client();
+    let module = repo_root().join("dist/policies/launcher-hold.wasm");
+    let settings = json!({"windowSeconds": 300, "port": 9190});
+
+    let mut disagreements = Vec::new();
+    for example in ["launcher-pod-create.json", "other-pod-create.json"] {
+        let path = repo_root().join("examples/hold").join(example);
+        let review: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let object = &review["request"]["object"];
+        let evaluation = Evaluation { module: &module, review: &path, settings: &settings, refused: false };
+        let (verdict, response) = evac_eval(&evaluation, &context, &cache_dir()).unwrap();
+        assert!(verdict.allowed, "{example}: {response}");
+        let expected = match &response["mutated_object"] {
+            Value::Null => object.clone(),
+            mutated => mutated.clone(),
+        };
+        let launcher = example.starts_with("launcher");
+        assert_eq!(expected != *object, launcher, "{example}: only a launcher pod is changed");
+        let url = format!("{}/validate/launcher-hold", evac_serve.url);
+        let answers = [
+            ("evac serve", post_review_response(&client, &url, &review).await),
+            ("kwctl run", kwctl_run_response(&kubewarden, dir, &api.kubeconfig, &evaluation)),
+            (
+                "policy-server",
+                post_review_response(
+                    &client,
+                    &format!("{}/validate/launcher-hold", policy_server.url),
+                    &review,
+                )
+                .await,
+            ),
+        ];
+        for (host, answer) in answers {
+            let pod = answer.and_then(|response| {
+                if response["allowed"] != true {
+                    return Err(format!("not allowed: {response}"));
+                }
+                patched(object, &response)
+            });
+            if pod.as_ref() != Ok(&expected) {
+                disagreements.push(format!("{example}: {host} made {pod:?}, evac eval {expected}"));
+            }
+        }
+    }
+    assert!(disagreements.is_empty(), "the hosts disagree:\n{}", disagreements.join("\n"));
 }

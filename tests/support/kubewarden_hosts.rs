@@ -108,6 +108,16 @@ pub fn kwctl_run(
     kubeconfig: &Path,
     evaluation: &Evaluation<'_>,
 ) -> Result<Verdict, String> {
+    Verdict::of_response(&kwctl_run_response(kubewarden, home, kubeconfig, evaluation)?)
+}
+
+/// [`kwctl_run`]'s whole AdmissionResponse (with a mutation's `patch`).
+pub fn kwctl_run_response(
+    kubewarden: &Path,
+    home: &Path,
+    kubeconfig: &Path,
+    evaluation: &Evaluation<'_>,
+) -> Result<Value, String> {
     let mut command = Command::new(kubewarden.join("kwctl"));
     command.env("KUBECONFIG", kubeconfig).env_remove("RUST_BACKTRACE").env("HOME", home);
     command.args(["run", "--allow-context-aware"]);
@@ -123,9 +133,8 @@ pub fn kwctl_run(
     if !output.status.success() {
         return Err(format!("kwctl run failed: {}", first_lines(&String::from_utf8_lossy(&output.stderr))));
     }
-    let response: Value = serde_json::from_slice(&output.stdout)
-        .map_err(|e| format!("kwctl run: {e}: {}", String::from_utf8_lossy(&output.stdout)))?;
-    Verdict::of_response(&response)
+    serde_json::from_slice(&output.stdout)
+        .map_err(|e| format!("kwctl run: {e}: {}", String::from_utf8_lossy(&output.stdout)))
 }
 
 /// Kubewarden's error output without the log lines and backtraces around it.
@@ -138,6 +147,15 @@ fn first_lines(text: &str) -> String {
 
 /// POSTs an AdmissionReview to a server's `url`; the verdict of its answer.
 pub async fn post_review(client: &reqwest::Client, url: &str, review: &Value) -> Result<Verdict, String> {
+    Verdict::of_response(&post_review_response(client, url, review).await?)
+}
+
+/// [`post_review`]'s whole AdmissionResponse (with a mutation's `patch`).
+pub async fn post_review_response(
+    client: &reqwest::Client,
+    url: &str,
+    review: &Value,
+) -> Result<Value, String> {
     let request = client.post(url).header("content-type", "application/json");
     let response = request.body(review.to_string()).send().await.map_err(|e| format!("{url}: {e}"))?;
     let status = response.status();
@@ -146,7 +164,7 @@ pub async fn post_review(client: &reqwest::Client, url: &str, review: &Value) ->
         return Err(format!("{url}: HTTP {status}: {text}"));
     }
     let answer: Value = serde_json::from_str(&text).map_err(|e| format!("{url}: {e}: {text}"))?;
-    Verdict::of_response(&answer["response"])
+    Ok(answer["response"].clone())
 }
 
 /// A plain-HTTP client with a deadline, for the servers on loopback.

@@ -54,6 +54,9 @@ pub struct Event {
     pub type_: EventType,
     /// The object after the change (its last state for a deletion).
     pub object: Arc<Value>,
+    /// The object before a modification: a watch with a selector tells from it whether the
+    /// object entered or left what it selects.
+    pub previous: Option<Arc<Value>>,
 }
 
 /// namespace ("" when cluster-scoped), name.
@@ -483,7 +486,7 @@ impl MemoryStore {
         if !dry_run {
             let old = inner.objects.entry(kind.clone()).or_default().insert(key.clone(), Arc::clone(&object));
             inner.index(kind, &key, old.as_deref(), Some(&object));
-            self.record(inner, kind, type_, &object);
+            self.record(inner, kind, type_, &object, old);
         }
         Ok(object)
     }
@@ -529,7 +532,7 @@ impl MemoryStore {
         let mut deleted = (*object).clone();
         metadata(&mut deleted).insert("resourceVersion".into(), json!((inner.revision + 1).to_string()));
         let deleted = Arc::new(deleted);
-        self.record(&mut inner, kind, EventType::Deleted, &deleted);
+        self.record(&mut inner, kind, EventType::Deleted, &deleted, None);
         Ok(object)
     }
 
@@ -557,7 +560,14 @@ impl MemoryStore {
         Ok((events, inner.revision.max(revision)))
     }
 
-    fn record(&self, inner: &mut Inner, kind: &Kind, type_: EventType, object: &Arc<Value>) {
+    fn record(
+        &self,
+        inner: &mut Inner,
+        kind: &Kind,
+        type_: EventType,
+        object: &Arc<Value>,
+        previous: Option<Arc<Value>>,
+    ) {
         inner.revision += 1;
         let revision = inner.revision;
         match inner.kind_revisions.get_mut(kind) {
@@ -571,6 +581,7 @@ impl MemoryStore {
             kind: kind.clone(),
             type_,
             object: Arc::clone(object),
+            previous,
         });
         while inner.history.len() > self.history_limit {
             inner.history.pop_front();

@@ -59,7 +59,8 @@ pub struct HoldOptions {
 pub enum Release {
     /// The pod is not a virt-launcher pod.
     NotALauncher,
-    /// The pod's VMI does not exist.
+    /// The pod's VMI is not among the VMIs on the pod's node: deleted, or (for an endpoint that
+    /// reads only its node) migrated away.
     NoVmi,
     /// The VMI is being deleted: its user wants the VM stopped.
     VmiBeingDeleted,
@@ -121,7 +122,9 @@ impl core::fmt::Display for Release {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self {
             Self::NotALauncher => f.write_str("not a virt-launcher pod"),
-            Self::NoVmi => f.write_str("the pod's VMI does not exist"),
+            // The hold endpoint reads only its node's VMIs: one that migrated away is gone from
+            // its view as a deleted one is.
+            Self::NoVmi => f.write_str("the pod's VMI is not on its node: deleted, or migrated away"),
             Self::VmiBeingDeleted => f.write_str("the VMI is being deleted: its user stops the VM"),
             Self::NodeGone => f.write_str("the pod's node is gone"),
             Self::NodeDown => f.write_str("the pod's node is down: no VM migrates away from it"),

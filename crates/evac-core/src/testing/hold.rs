@@ -267,7 +267,7 @@ fn the_vm_and_its_node(cases: &mut Vec<Case>) {
         pod.clone(),
         STARTED,
         no_vmi,
-        release("no-vmi", "the pod's VMI does not exist"),
+        release("no-vmi", "the pod's VMI is not on its node: deleted, or migrated away"),
     ));
     let mut no_node = cluster(vm.clone(), &ALL_GATES);
     no_node.remove(1);

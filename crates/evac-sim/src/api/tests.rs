@@ -139,6 +139,36 @@ async fn watches_resume_from_a_resource_version() {
     );
 }
 
+/// A watch with a selector sees an object that stops matching as DELETED and one that starts
+/// matching as ADDED, as kube-apiserver's watch cache tells it (`cacheWatcher.convertToWatchEvent`):
+/// a cache of one node's pods (virt-handler's, evac hold's) must lose a pod relabelled away.
+#[tokio::test]
+async fn a_selecting_watch_sees_objects_leave_and_enter() {
+    let api = serve(1000).await;
+    let pods: Api<Pod> = Api::namespaced(api.client.clone(), "default");
+    pods.create(&PostParams::default(), &pod("a", "node01", "web")).await.unwrap();
+    pods.create(&PostParams::default(), &pod("b", "node01", "db")).await.unwrap();
+    let from = api.store.revision().to_string();
+    let params = WatchParams::default().labels("app=web").timeout(5);
+    let mut events = pods.watch(&params, &from).await.unwrap().boxed();
+    let relabel =
+        |app: &str| kube::api::Patch::Merge(serde_json::json!({"metadata": {"labels": {"app": app}}}));
+    pods.patch("a", &kube::api::PatchParams::default(), &relabel("db")).await.unwrap();
+    pods.patch("b", &kube::api::PatchParams::default(), &relabel("web")).await.unwrap();
+    let mut seen = Vec::new();
+    while seen.len() < 2 {
+        match events.try_next().await.unwrap().unwrap() {
+            WatchEvent::Added(p) => seen.push(format!("ADDED {}", p.metadata.name.unwrap())),
+            WatchEvent::Deleted(p) => {
+                let app = p.metadata.labels.unwrap_or_default().get("app").cloned().unwrap_or_default();
+                seen.push(format!("DELETED {} (app={app})", p.metadata.name.unwrap()));
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(seen, ["DELETED a (app=web)", "ADDED b"]);
+}
+
 #[tokio::test]
 async fn a_watch_from_a_compacted_version_gets_410() {
     let api = serve(2).await;

@@ -59,8 +59,26 @@ pub fn stream(
         loop {
             match store.events_since(&kind, seen) {
                 Ok((events, revision)) => {
-                    for event in events.iter().filter(|e| selected(&e.object)) {
-                        if tx.send(line(event.type_.as_str(), &event.object)).await.is_err() {
+                    for event in &events {
+                        // As kube-apiserver's watch cache tells a selecting watcher
+                        // (`cacheWatcher.convertToWatchEvent`): an object that stops matching is
+                        // DELETED (as it was), one that starts matching is ADDED.
+                        let now = selected(&event.object);
+                        let before = event.previous.as_deref().is_some_and(selected);
+                        let sent = match (event.type_, before, now) {
+                            (crate::EventType::Modified, true, false) => {
+                                // The object as it was, at the change's resource version (as the
+                                // watch cache stamps the previous object), so a client resumes after it.
+                                let mut was = (**event.previous.as_ref().expect("matched before")).clone();
+                                was["metadata"]["resourceVersion"] =
+                                    event.object["metadata"]["resourceVersion"].clone();
+                                line("DELETED", &was)
+                            }
+                            (crate::EventType::Modified, false, true) => line("ADDED", &event.object),
+                            (_, _, true) => line(event.type_.as_str(), &event.object),
+                            (_, _, false) => continue,
+                        };
+                        if tx.send(sent).await.is_err() {
                             return;
                         }
                     }
