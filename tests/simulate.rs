@@ -128,7 +128,10 @@ fn bad_scenario_files_get_errors_that_say_where() {
         ("name: x\ncluster: {nodes: [{namePrefix: n, memory: 1Gi}]}\ndisruptions: [{at: soon, drain: {node: n}}]\n", "disruptions[0].at: \"soon\" is not a duration"),
         ("name: x\ncluster: {nodes: [{namePrefix: n, memory: 1Gi}]}\ndisruptions: [{drain: {node: m}}]\n", "disruptions[0]: the cluster has no node \"m\""),
         ("name: x\ncluster: {nodes: [{namePrefix: n, memory: 1Gi}], vms: [{namePrefix: v, memory: 1Gi, evictionStrategy: Sometimes}]}\n", "unknown variant `Sometimes`"),
-        ("name: x\ncluster: {nodes: [{namePrefix: n, memory: 1Gi}]}\ndisruptions: [{explode: {node: n}}]\n", "disruptions[0]: a disruption is one of drain, uncordon, taint"),
+        ("name: x\ncluster: {nodes: [{namePrefix: n, memory: 1Gi}]}\ndisruptions: [{explode: {node: n}}]\n", "disruptions[0]: explode: unknown variant `explode`, expected one of `drain`, `uncordon`, `taint`"),
+        ("name: x\ncluster: {nodes: [{namePrefix: n, memory: 1Gi}]}\ndisruptions: [{preempt: {pod: 2, memory: 1Gi, priority: 1}}]\n", "disruptions[0]: preempt: unknown field `pod`, expected one of `pods`, `memory`, `priority`, `node`"),
+        ("name: x\ncluster: {nodes: [{namePrefix: n, memory: 1Gi}]}\ndisruptions: [{at: 1s, drain: {node: n}, uncordon: {node: n}}]\n", "disruptions[0]: a disruption is `at` and one of drain, uncordon"),
+        ("name: x\ncluster: {nodes: [{namePrefix: n, memory: 1Gi}]}\ndisruptions: [{restartEvacControl: {now: true}}]\n", "unknown field `now`, there are no fields"),
         ("{ not yaml", "scenario.yaml"),
     ];
     for (text, expected) in cases {

@@ -1,7 +1,8 @@
 //! Node pressure ahead of the kubelet: when a node's `memory.available` nears the kubelet's soft
 //! eviction threshold, mark the fewest VMs whose migration frees enough memory, so they leave
 //! before the kubelet picks pods to kill (design 000 lets a migration race the kill; this starts
-//! it earlier). Only VMs that another node can take without falling under the same level
+//! it earlier). Only VMs KubeVirt migrates on eviction count (an `External` VM is left to its own
+//! controller), and only those that another node can take without falling under the same level
 //! ([`crate::placement`]) are marked: moving the pressure from node to node would bounce VMs and
 //! end in the kubelet's evictions all the same.
 
@@ -80,8 +81,15 @@ pub(super) fn decide_node<C: ClusterReader + ?Sized>(
     // The label may lag behind a migration: the status says where the VM runs.
     let on_node: Vec<&VirtualMachineInstance<'_>> =
         vmis.iter().filter(|v| v.status.node_name == name).collect();
+    let cluster_wide = config.eviction_strategy.as_ref();
+    // Relief counts only VMs that will leave: KubeVirt migrates a VMI on eviction only when
+    // `VMIMigratableOnEviction` (`pkg/util/migrations/migrations.go`) says so, and an `External`
+    // VMI's mark is its own controller's business, freeing nothing until the VM is gone.
+    let moves = |v: &VirtualMachineInstance<'_>| {
+        strategy_marks(v, cluster_wide) && !super::is_external(v, cluster_wide)
+    };
     let marked: Vec<&VirtualMachineInstance<'_>> =
-        on_node.iter().copied().filter(|v| v.is_evacuating_from(name)).collect();
+        on_node.iter().copied().filter(|v| v.is_evacuating_from(name) && moves(v)).collect();
     let mut eligible: Vec<Candidate> = on_node
         .iter()
         .filter(|v| {
@@ -89,7 +97,7 @@ pub(super) fn decide_node<C: ClusterReader + ?Sized>(
                 && !v.is_being_deleted()
                 && !v.is_marked_for_evacuation()
                 && !v.is_requested_from(name)
-                && strategy_marks(v, config.eviction_strategy.as_ref())
+                && moves(v)
         })
         .map(|v| Candidate {
             vmi: ObjectRef::new(v.metadata.namespace.as_str(), v.metadata.name.as_str()),
@@ -140,18 +148,9 @@ pub(super) fn decide_node<C: ClusterReader + ?Sized>(
         })
     });
     let dry_run = request.is_dry_run();
-    let cluster_wide = config.eviction_strategy.as_ref();
-    let external = |candidate: &Candidate| {
-        on_node.iter().any(|v| {
-            v.metadata.name.as_str() == candidate.vmi.name
-                && v.metadata.namespace.as_str() == candidate.vmi.namespace
-                && super::is_external(v, cluster_wide)
-        })
-    };
     Ok(chosen.into_iter().fold(decision, |decision, candidate| {
-        let external = external(&candidate);
         let source = EvacuationSource::NodePressure;
-        decision.with_effect(super::evacuate(settings, candidate.vmi, name, dry_run, source, external))
+        decision.with_effect(super::evacuate(settings, candidate.vmi, name, dry_run, source, false))
     }))
 }
 

@@ -162,9 +162,9 @@ fn exactly_one_active_pod() {
 }
 
 #[test]
-fn backoff_seconds_double_up_to_five_minutes() {
+fn backoff_seconds_double_up_to_kubevirts_320_seconds() {
     let waits: Vec<f64> = [1, 2, 3, 4, 5, 6, 40].into_iter().map(backoff_seconds).collect();
-    assert_eq!(waits, [20.0, 40.0, 80.0, 160.0, 300.0, 300.0, 300.0]);
+    assert_eq!(waits, [20.0, 40.0, 80.0, 160.0, 320.0, 320.0, 320.0]);
 }
 
 /// Failed evacuation migrations of `vm` from NODE, ended these many seconds from NOW.
@@ -235,10 +235,10 @@ fn back_off_after_failed_evacuations() {
 }
 
 #[test]
-fn the_back_off_is_capped_at_five_minutes() {
+fn the_back_off_is_capped_at_320_seconds() {
     // More failures than the default gives up after, so the mark stays.
     let settings = Settings { max_failed_evacuations: 10, ..creating() };
-    for (last, migrates) in [(-299, false), (-300, true)] {
+    for (last, migrates) in [(-319, false), (-320, true)] {
         let migrations = failures("vm", &[-5000, -4000, -3000, -2000, -1000, last]);
         let cluster = cluster_of(Vm::new("vm").marked().objects().into_iter().chain(migrations));
         let expected = if migrates { vec![drain("vm")] } else { vec![] };
@@ -474,7 +474,7 @@ fn evacs_own_marks_are_given_up_after_failing_again_and_again() {
 }
 
 /// The requester of an API eviction was told the VM is leaving: its mark is never given up, and
-/// the VMI retries with KubeVirt's back-off (20 s doubling, at most 5 minutes).
+/// the VMI retries with KubeVirt's back-off (20 s doubling, at most 320 s).
 #[test]
 fn an_api_evictions_mark_retries_for_ever() {
     for source in [None, Some("descheduler")] {
@@ -485,14 +485,14 @@ fn an_api_evictions_mark_retries_for_ever() {
             None => drain("vm"),
             Some(_) => migrate("vm", Cause::Descheduler),
         };
-        // The last of ten failures ended 1000 s ago: the 300 s back-off is over.
+        // The last of ten failures ended 1000 s ago: the 320 s back-off is over.
         let cluster = cluster_of(vm.objects().into_iter().chain(failures("vm", &ten)));
         assert_eq!(run(&cluster, &cordoned()), std::slice::from_ref(&expected), "{source:?}");
-        // The last ended 299 s ago: still backing off, and the mark stays.
+        // The last ended 319 s ago: still backing off, and the mark stays.
         let ending = |last: i64| ten.iter().map(|t| t - ten[9] + last).collect::<Vec<_>>();
-        let cluster = cluster_of(vm.objects().into_iter().chain(failures("vm", &ending(-299))));
+        let cluster = cluster_of(vm.objects().into_iter().chain(failures("vm", &ending(-319))));
         assert_eq!(run(&cluster, &cordoned()), [], "{source:?}");
-        let cluster = cluster_of(vm.objects().into_iter().chain(failures("vm", &ending(-300))));
+        let cluster = cluster_of(vm.objects().into_iter().chain(failures("vm", &ending(-320))));
         assert_eq!(run(&cluster, &cordoned()), [expected], "{source:?}");
     }
     // A drain taint alone has no mark to give up: it retries too.

@@ -2,7 +2,7 @@
 //! nominates pods to move and asks for their eviction through the eviction API, within
 //! `maxNoOfPodsToEvictPerNode` / `PerNamespace` / `Total`. Its one strategy here is a
 //! LowNodeUtilization-like balancing on memory: a node's utilisation is the memory of its live
-//! pods over its allocatable memory; when some node is under `threshold` and others over
+//! pods over its allocatable memory; when some node is at or under `threshold` and others over
 //! `target_threshold`, pods leave the over-utilised nodes (largest first) until each would come
 //! down to the target, or until the under-utilised nodes would be full up to it.
 //!
@@ -67,7 +67,8 @@ pub struct DeschedulerSettings {
     pub max_total: Option<usize>,
     /// How long a cached eviction in background counts as in progress without the pod going.
     pub in_progress_ttl: Duration,
-    /// LowNodeUtilization `thresholds` (memory, percent): below it a node is under-utilised.
+    /// LowNodeUtilization `thresholds` (memory, percent): at or below it a node is under-utilised
+    /// (`isNodeBelowThreshold`).
     pub threshold: f64,
     /// LowNodeUtilization `targetThresholds` (memory, percent): above it a node is over-utilised.
     pub target_threshold: f64,
@@ -333,7 +334,9 @@ impl Descheduler {
             let target = allocatable * self.settings.target_threshold / 100.0;
             // An unschedulable node takes no pods: it is no destination.
             let schedulable = !node.unschedulable();
-            if percent < self.settings.threshold && schedulable {
+            // `isNodeBelowThreshold` (`nodeutilization.go`): at the threshold is under it; above
+            // the target threshold (`isNodeAboveThreshold`) strictly.
+            if percent <= self.settings.threshold && schedulable {
                 any_under = true;
                 room += target - used;
             } else if percent > self.settings.target_threshold {

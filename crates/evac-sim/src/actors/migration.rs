@@ -21,7 +21,9 @@
 //!   `migrationState`; `evacuationNodeName` and the eviction-source annotation cleared) and the
 //!   source pod completes (`Succeeded`, left for whoever evicts it, as virt-launcher exits); on
 //!   failure the target pod goes; a VMI that stops, or leaves its node, before the end fails the
-//!   migration.
+//!   migration;
+//! - of each VMI's finished migrations the newest five are kept, the rest deleted with the pod
+//!   each left behind (`garbageCollectFinalizedMigrations`), so the back-off stops at 320 s.
 //!
 //! The VM's dirty rate is the annotation [`DIRTY_RATE_ANNOTATION`] (bytes per second, a
 //! quantity). The simulator keeps a running migration's end in annotations of the migration
@@ -286,6 +288,8 @@ impl MigrationController {
             }
         }
 
+        collect_finished(store, &world.migrations)?;
+
         // KubeVirt's priority queue (VEP 62): the highest `spec.priority` first, then the oldest.
         waiting.sort_by_key(|m| {
             (
@@ -520,6 +524,46 @@ impl MigrationController {
         )?;
         Ok(())
     }
+}
+
+/// How many finished migrations of a VMI KubeVirt keeps
+/// (`defaultFinalizedMigrationGarbageCollectionBuffer`).
+pub const FINISHED_KEPT_PER_VMI: usize = 5;
+
+/// KubeVirt's `garbageCollectFinalizedMigrations`: of each VMI's finished migrations (not being
+/// deleted), oldest first by creation, all but the newest [`FINISHED_KEPT_PER_VMI`] are deleted,
+/// with the pod each left behind (a failed one's target pod, a succeeded one's source pod). Since
+/// `handleMigrationBackoff` counts only the failures still there, its wait never passes 320 s.
+fn collect_finished(store: &Store, all: &[Arc<Value>]) -> Result<(), ApiError> {
+    let mut finished: HashMap<(&str, &str), Vec<Migration<'_>>> = HashMap::new();
+    for migration in all.iter().map(|m| Migration(m)) {
+        if migration.is_final() && migration.meta().deletion_timestamp().is_none() {
+            finished.entry((migration.meta().namespace(), migration.vmi_name())).or_default().push(migration);
+        }
+    }
+    for (_, mut of_vmi) in finished.into_iter().filter(|(_, m)| m.len() > FINISHED_KEPT_PER_VMI) {
+        of_vmi.sort_by_key(|m| (m.meta().creation_timestamp(), m.meta().resource_version()));
+        let surplus = of_vmi.len() - FINISHED_KEPT_PER_VMI;
+        for migration in &of_vmi[..surplus] {
+            let state = &migration.0["status"]["migrationState"];
+            let defunct = if state["failed"] == true {
+                state["targetPod"].as_str()
+            } else if state["completed"] == true {
+                state["sourcePod"].as_str()
+            } else {
+                None
+            };
+            let namespace = migration.meta().namespace();
+            for (kind, name) in [(pods(), defunct), (migrations(), Some(migration.meta().name()))] {
+                let Some(name) = name.filter(|n| !n.is_empty()) else { continue };
+                match store.delete(&kind, namespace, name, false) {
+                    Ok(_) | Err(ApiError { code: 404, .. }) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Where a migration's target pod is in its wait to be scheduled.

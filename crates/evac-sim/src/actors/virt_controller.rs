@@ -211,7 +211,10 @@ impl crate::Actor for VirtController {
     }
 
     fn watches(&self) -> Option<Vec<crate::store::Kind>> {
+        // Nodes too: the evacuation controller's node add and update handlers
+        // (`evacuation.go`, `addNode`/`updateNode`) start a drain-tainted node's migrations at once.
         crate::driver::kinds(&[
+            ("v1", "Node"),
             ("v1", "Pod"),
             ("kubevirt.io/v1", "VirtualMachineInstance"),
             ("kubevirt.io/v1", "VirtualMachineInstanceMigration"),

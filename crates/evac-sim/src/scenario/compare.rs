@@ -215,6 +215,7 @@ mod tests {
                 })
                 .collect(),
             migrations: Default::default(),
+            migration_timeline: Vec::new(),
             evictions: Default::default(),
             drains: Vec::new(),
             descheduler: None,

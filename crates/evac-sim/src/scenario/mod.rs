@@ -18,7 +18,7 @@ pub use build::{EVAC_FEATURE_GATES, KUBEVIRT_WEBHOOK};
 pub use compare::{line as comparison_line, problems as comparison_problems, summary_table, Tally};
 pub use error::ScenarioError;
 pub use evac::{Evac, EvacRun, Mode, SERVICE as EVAC_SERVICE, WEBHOOK_PATH as EVAC_WEBHOOK_PATH};
-pub use observer::Entry;
+pub use observer::{Entry, MigrationTrack};
 pub use report::{ControllerStats, Outcome, Report};
 pub use run::{run, Progress};
 pub use spec::{Scenario, Section};

@@ -65,8 +65,39 @@ pub struct PreemptorTrack {
     pub bound_at: Option<f64>,
 }
 
+/// One migration's life, as seen from outside: enough to check from the report alone that no
+/// VM had two unfinished migrations and that the parallel limits held.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MigrationTrack {
+    /// Its name.
+    pub name: String,
+    /// The VM (namespace/name).
+    pub vm: String,
+    /// When it was created.
+    pub created_at: f64,
+    /// When it began to count against the parallel limits (KubeVirt counts a migration from
+    /// when its target pod is made, `Scheduling`, until it ends).
+    pub counted_from: Option<f64>,
+    /// When the VM began to move (`Running`).
+    pub started_at: Option<f64>,
+    /// When it ended: finished, or deleted unfinished.
+    pub ended_at: Option<f64>,
+    /// How it ended: `Succeeded`, `Failed`, `Cancelled` (deleted before it started) or
+    /// `Deleted` (deleted while under way); the phase it was last seen in if it has not.
+    pub phase: String,
+    /// The node it leaves (the VM's node when it began to count).
+    pub source: String,
+    /// The node it goes to, once known.
+    pub target: String,
+}
+
 #[derive(Debug, Default)]
 pub struct Observed {
+    /// Every migration, by when it was created.
+    pub migration_tracks: Vec<MigrationTrack>,
+    /// Its index in `migration_tracks`, per migration id.
+    migration_index: HashMap<String, usize>,
     pub timeline: Vec<Entry>,
     pub vms: HashMap<String, VmHistory>,
     pub migrations_created: usize,
@@ -400,6 +431,13 @@ impl Observed {
             }
         }
         if event.type_ == EventType::Added {
+            self.migration_index.insert(id.clone(), self.migration_tracks.len());
+            self.migration_tracks.push(MigrationTrack {
+                name: name.clone(),
+                vm: key.clone(),
+                created_at: at,
+                ..MigrationTrack::default()
+            });
             self.migrations_created += 1;
             let unfinished = self.unfinished.entry(key.clone()).or_default();
             unfinished.insert(name.clone());
@@ -412,6 +450,13 @@ impl Observed {
             // A migration deleted before it finished (its VMI gone) failed: its VM did not move.
             // One deleted before it started (an evacuation called off) tried nothing.
             let before = self.phases.remove(&id).unwrap_or_default();
+            if let Some(track) = self.migration_index.remove(&id).map(|i| &mut self.migration_tracks[i]) {
+                if track.ended_at.is_none() {
+                    track.ended_at = Some(at);
+                    let cancelled = matches!(before.as_str(), "" | "Pending");
+                    track.phase = if cancelled { "Cancelled" } else { "Deleted" }.to_owned();
+                }
+            }
             self.stop_running(at, &id);
             self.recorder.migration(&key, &id, "", "", false);
             self.finish(&key, &name);
@@ -453,6 +498,24 @@ impl Observed {
         let target = migration.target_node().unwrap_or_default().to_owned();
         let from = self.running_from.get(&id).map_or(source.as_str(), String::as_str);
         self.recorder.migration(&key, &id, from, &target, counted);
+        if let Some(track) = self.migration_index.get(&id).map(|&i| &mut self.migration_tracks[i]) {
+            track.phase.clone_from(&phase);
+            if counted && track.counted_from.is_none() {
+                track.counted_from = Some(at);
+            }
+            if phase == "Running" && track.started_at.is_none() {
+                track.started_at = Some(at);
+            }
+            if matches!(phase.as_str(), "Succeeded" | "Failed") {
+                track.ended_at = Some(at);
+            }
+            if !from.is_empty() {
+                track.source = from.to_owned();
+            }
+            if !target.is_empty() {
+                track.target.clone_from(&target);
+            }
+        }
         match phase.as_str() {
             "Running" => self.log(at, format!("migration {name}: VM {key} {source} -> {target} started")),
             "Succeeded" => {
@@ -474,7 +537,13 @@ impl Observed {
                 self.finish(&key, &name);
                 self.migrations_failed += 1;
                 self.vms.entry(key.clone()).or_default().failed_migrations += 1;
-                self.log(at, format!("migration {name}: VM {key} failed to migrate from {source}"));
+                // One that failed before it ran has no source node in its state.
+                let message = if source.is_empty() {
+                    format!("migration {name}: VM {key} failed before it started, and stays")
+                } else {
+                    format!("migration {name}: VM {key} failed to migrate from {source}")
+                };
+                self.log(at, message);
             }
             _ => {}
         }

@@ -7,6 +7,7 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 pub use super::invariants::{Blocker, EventLine};
+use super::observer::MigrationTrack;
 use super::spec::Section;
 use super::track::Track;
 use crate::actors::descheduler::DeschedulerStats;
@@ -26,6 +27,9 @@ pub struct Report {
     pub disrupted_vms: Vec<VmOutcome>,
     /// Migrations created, succeeded and failed, and the most running at once.
     pub migrations: MigrationCounts,
+    /// Every migration's life (created, counted against the limits, started, ended, how, from
+    /// and to), in the order they were created.
+    pub migration_timeline: Vec<MigrationTrack>,
     /// Eviction requests (through `pods/eviction`) and disruptions (`DisruptionTarget`), by actor.
     pub evictions: BTreeMap<String, EvictionCounts>,
     /// Each `kubectl drain`: its node, when it finished, and its eviction requests.

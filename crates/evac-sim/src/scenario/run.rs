@@ -200,6 +200,7 @@ pub fn run(scenario: &Scenario, mode: &Mode, progress: &mut dyn Progress) -> Res
             })
             .collect(),
         virt_handler: scenario.cluster.kubevirt.virt_handler.as_str(),
+        migration_timeline: observed.migration_tracks.clone(),
         preemptors: observed
             .preemptors
             .iter()

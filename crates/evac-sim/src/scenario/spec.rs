@@ -23,7 +23,7 @@ pub struct Scenario {
     /// `cluster`: the nodes, the VMs, and KubeVirt's and the kubelet's settings.
     pub cluster: Cluster,
     /// `disruptions`: what happens to the cluster, and when.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "numbered")]
     pub disruptions: Vec<Disruption>,
     /// Simulated time to run for at most: the run ends earlier when nothing is left to happen.
     #[serde(default = "default_duration")]
@@ -295,21 +295,57 @@ fn default_hard() -> Text {
 }
 
 /// One disruption, applied `at` (simulated time since the start).
-#[derive(Debug, Clone, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone)]
 pub struct Disruption {
-    #[serde(default = "zero")]
     pub at: Text,
-    #[serde(flatten)]
     pub action: Action,
 }
 
-fn zero() -> Text {
-    Text("0s".into())
+/// What a disruption may be, in errors.
+const DISRUPTIONS: &str = "drain, uncordon, taint, memoryPressure, preempt, descheduler, evict, deletePod, deleteVm, nodeDown, cancelEvacuation, restartEvacControl, restartEvacHold";
+
+/// The disruptions, each error numbered with the disruption's place in the list (YAML's own
+/// location points at the list).
+fn numbered<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Vec<Disruption>, D::Error> {
+    use serde::de::Error;
+    let raw = Vec::<serde_yaml::Value>::deserialize(deserializer)?;
+    raw.into_iter()
+        .enumerate()
+        .map(|(i, value)| {
+            Disruption::deserialize(value).map_err(|e| D::Error::custom(format!("disruptions[{i}]: {e}")))
+        })
+        .collect()
+}
+
+impl<'de> Deserialize<'de> for Disruption {
+    /// `at` beside exactly one action. Written out rather than with `#[serde(flatten)]`, which
+    /// cannot refuse unknown fields: every unknown field, at either level, is an error that names
+    /// it and the valid ones.
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let mut fields = serde_yaml::Mapping::deserialize(deserializer)?;
+        let at = match fields.remove("at") {
+            Some(at) => Text::deserialize(at).map_err(|e| D::Error::custom(format!("at: {e}")))?,
+            None => Text("0s".into()),
+        };
+        let keys: Vec<String> = fields.keys().map(|k| k.as_str().unwrap_or("?").to_owned()).collect();
+        if keys.len() != 1 {
+            return Err(D::Error::custom(format!(
+                "a disruption is `at` and one of {DISRUPTIONS}; found {}",
+                if keys.is_empty() { "none".to_owned() } else { keys.join(", ") }
+            )));
+        }
+        // serde_yaml reads an enum from a `Value` only as a tagged value (`!drain {...}`).
+        let (_, value) = fields.into_iter().next().expect("one field, checked above");
+        let tagged = serde_yaml::value::TaggedValue { tag: serde_yaml::value::Tag::new(&keys[0]), value };
+        let action = Action::deserialize(serde_yaml::Value::Tagged(Box::new(tagged)))
+            .map_err(|e| D::Error::custom(format!("{}: {e}", keys[0])))?;
+        Ok(Self { at, action })
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub enum Action {
     /// `kubectl drain <node> --ignore-daemonsets --delete-emptydir-data`.
     Drain { node: String },
@@ -417,14 +453,8 @@ fn default_target() -> f64 {
 impl Scenario {
     /// Parses a scenario file's text; `file` names it in errors.
     pub fn parse(text: &str, file: &str) -> Result<Self, ScenarioError> {
-        let scenario: Self = serde_yaml::from_str(text).map_err(|e| {
-            // serde's words for a disruption of no known kind name its internals; say what is known.
-            let e = e.to_string().replace(
-                "no variant of enum Action found in flattened data",
-                "a disruption is one of drain, uncordon, taint, memoryPressure, preempt, descheduler, evict, deletePod, deleteVm, nodeDown, cancelEvacuation, restartEvacControl, restartEvacHold (plus `at`)",
-            );
-            ScenarioError::Invalid(format!("{file}: {e}"))
-        })?;
+        let scenario: Self =
+            serde_yaml::from_str(text).map_err(|e| ScenarioError::Invalid(format!("{file}: {e}")))?;
         scenario.check().map_err(|e| ScenarioError::Invalid(format!("{file}: {e}")))?;
         Ok(scenario)
     }
