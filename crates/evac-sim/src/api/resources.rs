@@ -46,7 +46,8 @@ impl Resource {
 /// Every resource the API server serves: namespaces, nodes, pods, events, DaemonSets (which
 /// `kubectl drain --ignore-daemonsets` looks up for their pods), PodDisruptionBudgets, Leases
 /// (leader election), ValidatingWebhookConfigurations, KubeVirt's VMIs, migrations and
-/// KubeVirt CRs, and metrics-server's NodeMetrics.
+/// KubeVirt CRs, metrics-server's NodeMetrics, and, read-only and empty, the resources common
+/// controllers inform on ([`read_only`]).
 pub const RESOURCES: &[Resource] = &[
     Resource {
         group: "",
@@ -88,6 +89,11 @@ pub const RESOURCES: &[Resource] = &[
         subresources: &[],
         verbs: VERBS,
     },
+    read_only("", "persistentvolumeclaims", "PersistentVolumeClaim", true, &["pvc"]),
+    read_only("", "persistentvolumes", "PersistentVolume", false, &["pv"]),
+    read_only("", "services", "Service", true, &["svc"]),
+    read_only("", "replicationcontrollers", "ReplicationController", true, &["rc"]),
+    read_only("", "configmaps", "ConfigMap", true, &["cm"]),
     Resource {
         group: "apps",
         version: "v1",
@@ -98,6 +104,9 @@ pub const RESOURCES: &[Resource] = &[
         subresources: &["status"],
         verbs: VERBS,
     },
+    read_only("apps", "replicasets", "ReplicaSet", true, &["rs"]),
+    read_only("apps", "statefulsets", "StatefulSet", true, &["sts"]),
+    read_only("apps", "deployments", "Deployment", true, &["deploy"]),
     Resource {
         group: "policy",
         version: "v1",
@@ -170,7 +179,35 @@ pub const RESOURCES: &[Resource] = &[
         subresources: &[],
         verbs: &["get", "list"],
     },
+    read_only("batch", "jobs", "Job", true, &[]),
+    read_only("storage.k8s.io", "storageclasses", "StorageClass", false, &["sc"]),
+    read_only("scheduling.k8s.io", "priorityclasses", "PriorityClass", false, &["pc"]),
 ];
+
+/// A resource the simulator has no objects of, served read-only and empty (`get`, `list`,
+/// `watch`), so that the informers of common controllers (the descheduler's on PVCs, priority
+/// classes, owners) start against it as against a real API server.
+const fn read_only(
+    group: &'static str,
+    plural: &'static str,
+    kind: &'static str,
+    namespaced: bool,
+    short_names: &'static [&'static str],
+) -> Resource {
+    Resource {
+        group,
+        version: "v1",
+        plural,
+        kind,
+        namespaced,
+        short_names,
+        subresources: &[],
+        verbs: READ_ONLY,
+    }
+}
+
+/// The verbs of a resource served read-only.
+const READ_ONLY: &[&str] = &["get", "list", "watch"];
 
 /// The resource served at `group`/`version`/`plural`.
 pub fn find(group: &str, version: &str, plural: &str) -> Option<&'static Resource> {

@@ -142,8 +142,9 @@ async fn handle(
     }
     match respond(&store, &method, target, &query, &headers, &body) {
         Ok(Reply::Json(code, value)) => json_response(code, &value),
-        Ok(Reply::Watch { resource, namespace, from, labels, fields, timeout }) => {
-            watch::stream(store, resource, namespace, from, labels, fields, timeout)
+        Ok(Reply::Watch { resource, namespace, from, start, labels, fields, timeout }) => {
+            let selection = watch::Selection { resource, namespace, labels, fields };
+            watch::stream(store, selection, from, start, timeout)
         }
         Err(error) => status_response(&error),
     }
@@ -155,6 +156,7 @@ enum Reply {
         resource: &'static Resource,
         namespace: Option<String>,
         from: Option<u64>,
+        start: watch::Start,
         labels: Option<LabelSelector>,
         fields: Option<FieldSelector>,
         timeout: std::time::Duration,
@@ -199,9 +201,11 @@ fn respond(
             let labels = selector(query, "labelSelector", LabelSelector::parse)?;
             let fields = selector(query, "fieldSelector", FieldSelector::parse)?;
             if query.get("watch").is_some_and(|w| w == "true" || w == "1") {
-                let from = match query.get("resourceVersion").map(String::as_str) {
-                    None | Some("") | Some("0") => None,
-                    Some(version) => Some(version.parse().map_err(|_| {
+                let version = query.get("resourceVersion").map(String::as_str).unwrap_or_default();
+                let start = watch_start(query, version)?;
+                let from = match version {
+                    "" | "0" => None,
+                    version => Some(version.parse().map_err(|_| {
                         ApiError::bad_request(format!("invalid resourceVersion {version:?}"))
                     })?),
                 };
@@ -213,6 +217,7 @@ fn respond(
                     resource,
                     namespace: namespace.map(str::to_owned),
                     from,
+                    start,
                     labels,
                     fields,
                     timeout,
@@ -307,6 +312,49 @@ fn delete_precondition(body: &[u8]) -> Result<Option<String>, ApiError> {
             "DeleteOptions.preconditions.resourceVersion: invalid value {other}"
         ))),
     }
+}
+
+/// How a watch starts, from its list options as kube-apiserver reads them: `SetListOptionsDefaults`
+/// (a watch from no resource version, or "0", sends the initial events), then
+/// `validateWatchOptions` (`apimachinery/pkg/apis/meta/internalversion/validation`), whose
+/// violations are a 422. A watch-list (`sendInitialEvents=true`) that allows bookmarks ends its
+/// initial events with a bookmark annotated `k8s.io/initial-events-end`, which client-go's
+/// reflector and kube-rs's streaming lists wait for.
+fn watch_start(query: &HashMap<String, String>, version: &str) -> Result<watch::Start, ApiError> {
+    let flag = |name: &str| query.get(name).map(|v| matches!(v.as_str(), "true" | "1" | "True" | "t"));
+    let mut initial = flag("sendInitialEvents");
+    let mut matching = query.get("resourceVersionMatch").map(String::as_str).unwrap_or_default();
+    if initial.is_none() && matching.is_empty() && matches!(version, "" | "0") {
+        initial = Some(true);
+        matching = "NotOlderThan";
+    }
+    let mut errors = Vec::new();
+    if initial.is_some() && matching != "NotOlderThan" {
+        errors.push(
+            "resourceVersionMatch: Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan"
+                .to_owned(),
+        );
+    }
+    if !matching.is_empty() {
+        if initial.is_none() {
+            errors.push(
+                "resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided"
+                    .to_owned(),
+            );
+        }
+        if matching != "NotOlderThan" {
+            errors.push(format!(
+                "resourceVersionMatch: Unsupported value: {matching:?}: supported values: \"NotOlderThan\""
+            ));
+        }
+    }
+    if !errors.is_empty() {
+        return Err(ApiError::invalid("ListOptions.meta.k8s.io", "", &format!("[{}]", errors.join(", "))));
+    }
+    Ok(watch::Start {
+        initial_events: initial == Some(true),
+        bookmarks: flag("allowWatchBookmarks") == Some(true),
+    })
 }
 
 fn selector<T>(

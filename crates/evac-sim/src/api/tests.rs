@@ -644,3 +644,88 @@ async fn the_node_proxy_serves_the_kubelets_configz() {
     let missing = api.client.request_text(request("/api/v1/nodes/gone/proxy/configz")).await;
     assert!(matches!(missing, Err(kube::Error::Api(ref s)) if s.code == 404), "{missing:?}");
 }
+
+/// Informers with streaming lists (client-go's and kube-rs's watch-list) start: the initial events
+/// end with the `k8s.io/initial-events-end` bookmark, on the resources the simulator has objects of
+/// and on those common controllers inform on that it serves read-only and empty (the descheduler's
+/// PVCs and priority classes, owners' replica sets and stateful sets, ...); then they follow.
+#[tokio::test]
+async fn informers_with_streaming_lists_start_and_follow() {
+    use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
+    use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Service};
+    use k8s_openapi::api::scheduling::v1::PriorityClass;
+    use kube::runtime::watcher;
+
+    /// Its initial objects, once the watcher says they are all there.
+    async fn initial<K>(api: Api<K>) -> Vec<String>
+    where
+        K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + 'static,
+    {
+        let config = watcher::Config::default().streaming_lists();
+        let mut events = watcher(api, config).boxed();
+        let mut names = Vec::new();
+        let read = async {
+            loop {
+                match events.try_next().await.unwrap().unwrap() {
+                    watcher::Event::Init => {}
+                    watcher::Event::InitApply(object) => names.push(object.meta().name.clone().unwrap()),
+                    watcher::Event::InitDone => return,
+                    other => panic!("before the initial events ended: {other:?}"),
+                }
+            }
+        };
+        tokio::time::timeout(std::time::Duration::from_secs(10), read)
+            .await
+            .expect("the initial events end with a bookmark");
+        names
+    }
+
+    let api = serve(1000).await;
+    let pods: Api<Pod> = Api::namespaced(api.client.clone(), "default");
+    pods.create(&PostParams::default(), &pod("a", "node01", "web")).await.unwrap();
+    pods.create(&PostParams::default(), &pod("b", "node02", "web")).await.unwrap();
+    let all = |client: &Client| Api::<Pod>::all(client.clone());
+    assert_eq!(initial(all(&api.client)).await, ["a", "b"]);
+    assert!(initial(Api::<PersistentVolumeClaim>::all(api.client.clone())).await.is_empty());
+    assert!(initial(Api::<PersistentVolume>::all(api.client.clone())).await.is_empty());
+    assert!(initial(Api::<Service>::all(api.client.clone())).await.is_empty());
+    assert!(initial(Api::<ReplicaSet>::all(api.client.clone())).await.is_empty());
+    assert!(initial(Api::<StatefulSet>::all(api.client.clone())).await.is_empty());
+    assert!(initial(Api::<PriorityClass>::all(api.client.clone())).await.is_empty());
+
+    // After the bookmark, the stream follows the store.
+    let mut events = watcher(all(&api.client), watcher::Config::default().streaming_lists()).boxed();
+    while !matches!(events.try_next().await.unwrap(), Some(watcher::Event::InitDone)) {}
+    pods.create(&PostParams::default(), &pod("c", "node01", "db")).await.unwrap();
+    match events.try_next().await.unwrap().unwrap() {
+        watcher::Event::Apply(p) => assert_eq!(p.metadata.name.as_deref(), Some("c")),
+        other => panic!("expected c applied, got {other:?}"),
+    }
+
+    // The read-only resources refuse writes, as the API server refuses a verb it does not serve.
+    let claim = serde_json::from_value::<PersistentVolumeClaim>(json!({"metadata": {"name": "x"}})).unwrap();
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(api.client.clone(), "default");
+    let refused = claims.create(&PostParams::default(), &claim).await.unwrap_err();
+    assert!(matches!(&refused, kube::Error::Api(e) if e.code == 405), "{refused:?}");
+
+    // The list options of a watch, checked as kube-apiserver's validateWatchOptions does.
+    let http = reqwest::Client::new();
+    let cases = [
+        (
+            "watch=true&resourceVersion=5&resourceVersionMatch=NotOlderThan",
+            "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
+        ),
+        (
+            "watch=true&sendInitialEvents=true",
+            "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+        ),
+        ("watch=true&sendInitialEvents=true&resourceVersionMatch=Exact", "Unsupported value: \"Exact\""),
+    ];
+    for (query, message) in cases {
+        let response = http.get(format!("{}/api/v1/pods?{query}", api.url)).send().await.unwrap();
+        assert_eq!(response.status(), 422, "{query}");
+        let status: serde_json::Value = serde_json::from_slice(&response.bytes().await.unwrap()).unwrap();
+        assert_eq!(status["reason"], "Invalid", "{query}: {status}");
+        assert!(status["message"].as_str().unwrap().contains(message), "{query}: {status}");
+    }
+}

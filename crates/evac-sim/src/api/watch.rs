@@ -16,17 +16,36 @@ use super::resources::Resource;
 use crate::store::Store;
 use evac_cluster::{FieldSelector, LabelSelector};
 
+/// What a watch follows.
+pub struct Selection {
+    pub resource: &'static Resource,
+    pub namespace: Option<String>,
+    pub labels: Option<LabelSelector>,
+    pub fields: Option<FieldSelector>,
+}
+
+/// How a watch starts ([`super::server`] reads it from the list options).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Start {
+    /// Send the current objects first, as `ADDED` (`sendInitialEvents`).
+    pub initial_events: bool,
+    /// Bookmarks allowed (`allowWatchBookmarks`): with the initial events, one marks their end.
+    pub bookmarks: bool,
+}
+
+/// The annotation of the bookmark that ends a watch's initial events.
+const INITIAL_EVENTS_END: &str = "k8s.io/initial-events-end";
+
 pub fn stream(
     store: Arc<Store>,
-    resource: &'static Resource,
-    namespace: Option<String>,
+    selection: Selection,
     from: Option<u64>,
-    labels: Option<LabelSelector>,
-    fields: Option<FieldSelector>,
+    start: Start,
     timeout: Duration,
 ) -> Response {
     let (tx, rx) = mpsc::channel::<Bytes>(256);
     tokio::spawn(async move {
+        let Selection { resource, namespace, labels, fields } = selection;
         let kind = resource.store_kind();
         let selected = |object: &Value| {
             let in_namespace = namespace.as_deref().is_none_or(|ns| {
@@ -40,14 +59,27 @@ pub fn stream(
             Bytes::from(format!("{}\n", json!({"type": type_, "object": object})))
         };
         let mut changes = store.subscribe();
-        // Without a resource version, a watch starts with the current objects, as ADDED events.
-        let mut seen = match from {
-            Some(version) => version,
-            None => {
+        // The initial events: the current objects as ADDED (a resource version given with them is
+        // one the state is not older than), then, where bookmarks are allowed, the bookmark that
+        // says they are over. Without them, the watch follows from the version given, or from now.
+        let mut seen = match (start.initial_events, from) {
+            (false, Some(version)) => version,
+            (false, None) => store.revision_of(std::slice::from_ref(&kind)),
+            (true, _) => {
                 let (items, revision) =
                     store.list(&kind, namespace.as_deref(), labels.as_ref(), fields.as_ref());
                 for item in items {
                     if tx.send(line("ADDED", &item)).await.is_err() {
+                        return;
+                    }
+                }
+                if start.bookmarks {
+                    let bookmark = json!({
+                        "kind": resource.kind, "apiVersion": resource.api_version(),
+                        "metadata": {"resourceVersion": revision.to_string(),
+                                     "annotations": {INITIAL_EVENTS_END: "true"}},
+                    });
+                    if tx.send(line("BOOKMARK", &bookmark)).await.is_err() {
                         return;
                     }
                 }
