@@ -55,6 +55,7 @@ const SCENARIOS: &[&str] = &[
     "pressure-target",
     "pressure-relieved",
     "target-taints",
+    "untaint",
     "fidelity-relief-unmovable",
     "fidelity-proactive-no-pressure",
     "fidelity-proactive-saves",
@@ -1198,6 +1199,31 @@ fn target_taints_and_tolerations() {
         2,
         "KubeVirt fails a migration after 5 minutes unschedulable: intolerant and bigtol once each (~320 s); retries fail after the 480 s end",
     );
+    c.finish();
+}
+
+#[test]
+fn a_taint_removed_before_the_toleration_ends() {
+    let mut c = Checks::new("untaint");
+    let (base, evac) = c.both();
+    common(&mut c, &base, &evac);
+    let cancelled = "taint_eviction.go handleNodeUpdate: a node left without NoExecute taints has its scheduled deletions cancelled";
+    for (mode, r) in [(BASELINE, &base), (EVAC, &evac)] {
+        expect_vm(&mut c, mode, r, "none", "untouched", cancelled);
+        expect_field(&mut c, mode, r, &["vms", "shutDown"], 0, cancelled);
+        let deleted = accepted_evictions(r, "NoExecute taint");
+        c.check(deleted == 0, || {
+            format!("{mode}: {deleted} pod(s) deleted by the taint manager (rule: {cancelled})")
+        });
+    }
+    expect_vm(&mut c, BASELINE, &base, "tol", "untouched", cancelled);
+    let tol = outcome(&evac, "tol");
+    c.check(tol == "untouched" || tol == "migrated", || {
+        format!(
+            "{EVAC}: VM tol ended {tol} {} (rule: moved while the taint stood, or left; never stopped)",
+            describe(&evac, "tol")
+        )
+    });
     c.finish();
 }
 

@@ -131,3 +131,42 @@ async fn readiness_fails_while_the_api_server_is_gone() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+/// `evac sim serve --scenario` starts from the scenario's cluster (its nodes and VMs, running),
+/// with the namespaces every cluster has; at `--speed 10` the simulated clock starts in the past,
+/// so no timestamp lies ahead of the client's clock.
+#[tokio::test]
+async fn a_scenario_s_cluster_served_with_its_namespaces_and_no_future_timestamps() {
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    let scenario = repo_root().join("examples/scenarios/drain.yaml");
+    let args = ["sim", "serve", "--addr", "127.0.0.1:0", "--speed", "10", "--kubeconfig"];
+    let mut args: Vec<&str> = args.to_vec();
+    args.extend([kubeconfig.to_str().unwrap(), "--scenario", scenario.to_str().unwrap()]);
+    let (_api, listening) = spawn(&args, &dir.path().join("sim.log"));
+    let url = listening.url("api").to_owned();
+    wait_for(&format!("{url}/api"), "the simulated API", &dir.path().join("sim.log")).await;
+    let http = reqwest::Client::new();
+    let names = |list: &Value| -> Vec<String> {
+        list["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["metadata"]["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let namespaces = names(&json_of(http.get(format!("{url}/api/v1/namespaces"))).await);
+    for expected in ["default", "kube-system", "kubevirt"] {
+        assert!(namespaces.iter().any(|n| n == expected), "{namespaces:?}");
+    }
+    assert_eq!(names(&json_of(http.get(format!("{url}/api/v1/nodes"))).await).len(), 4);
+    let vmis = json_of(http.get(format!("{url}/apis/kubevirt.io/v1/virtualmachineinstances"))).await;
+    assert_eq!(names(&vmis).len(), 24, "the scenario's 24 VMs");
+    let now = chrono::Utc::now();
+    for vmi in vmis["items"].as_array().unwrap() {
+        assert_eq!(vmi["status"]["phase"], "Running", "{vmi}");
+        let created = vmi["metadata"]["creationTimestamp"].as_str().unwrap();
+        let created = chrono::DateTime::parse_from_rfc3339(created).unwrap();
+        assert!(created <= now, "{created} is after {now}");
+    }
+}

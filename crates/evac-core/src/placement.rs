@@ -73,6 +73,18 @@ impl<'n, 'a> Placement<'n, 'a> {
         Self { nodes: nodes.iter().map(|n| (n, n.memory_available())).collect(), level }
     }
 
+    /// Whether a VM of `memory` bytes leaving `source`, whose pod has `tolerations`, keeps the
+    /// level on *every* node that would take it: the scheduler picks the target by requests, not
+    /// by available memory, so only then is a move free of risk wherever it lands. Nodes without
+    /// a figure count as clear, as in [`Placement::reserve`].
+    pub fn clear_everywhere(&self, source: &str, memory: f64, tolerations: &[Toleration<'_>]) -> bool {
+        self.nodes.iter().all(|(node, available)| {
+            node.metadata.name == source
+                || !node.accepts(tolerations)
+                || available.is_none_or(|free| free - memory >= self.level)
+        })
+    }
+
     /// Finds room for a VM of `memory` bytes leaving `source`, whose pod has `tolerations`, and
     /// books it on the node with the most memory available.
     pub fn reserve(

@@ -36,11 +36,18 @@ struct ServeArgs {
     /// PodDisruptionBudgets, ValidatingWebhookConfigurations...
     #[arg(long)]
     objects: Option<PathBuf>,
+    /// Start from a scenario's cluster (examples/scenarios/): its nodes, KubeVirt and its
+    /// settings, its VMs, and its kubelets' eviction settings; its disruptions are left to you
+    /// (kubectl drain, taint, ...). Objects from `--objects` are added to it.
+    #[arg(long, conflicts_with = "no_components")]
+    scenario: Option<PathBuf>,
     /// Changes a watch can resume from.
     #[arg(long, default_value_t = 100_000)]
     watch_history: usize,
     /// How much faster than real time the cluster's components (kubelet, scheduler, KubeVirt's
     /// controllers, taint manager) act: grace periods and migrations take 1/speed of their time.
+    /// Above 1, the simulated clock starts (speed - 1) days in the past, so that for a day of
+    /// running no timestamp lies in the clients' future.
     #[arg(long, default_value_t = 1.0)]
     speed: f64,
     /// Turn KubeVirt's evacuation controller off, for an `evac control` whose policies set
@@ -61,16 +68,29 @@ pub fn run(args: SimArgs) -> Result<()> {
 }
 
 fn serve(args: ServeArgs) -> Result<()> {
-    let store = Arc::new(Store::new(Arc::new(SimClock::default()), args.watch_history));
+    if !(args.speed > 0.0 && args.speed.is_finite()) {
+        anyhow::bail!("--speed must be a positive number, got {}", args.speed);
+    }
+    let store = Arc::new(Store::new(Arc::new(clock(args.speed)), args.watch_history));
+    let components = match &args.scenario {
+        Some(path) => {
+            let file = path.display().to_string();
+            let text =
+                std::fs::read_to_string(path).with_context(|| format!("cannot read the scenario {file}"))?;
+            let scenario = evac_sim::scenario::Scenario::parse(&text, &file)?;
+            let components = evac_sim::scenario::cluster(&store, &scenario, !args.replace_kubevirt)?;
+            tracing::info!(scenario = %scenario.name, file, "cluster built");
+            components
+        }
+        None => default_components(!args.replace_kubevirt),
+    };
     if let Some(path) = &args.objects {
         let count = load(&store, path)?;
         tracing::info!(objects = count, file = %path.display(), "cluster loaded");
     }
-    if !(args.speed > 0.0 && args.speed.is_finite()) {
-        anyhow::bail!("--speed must be a positive number, got {}", args.speed);
-    }
+    create_namespaces(&store)?;
     if !args.no_components {
-        start_components(&store, args.speed, args.replace_kubevirt)?;
+        start_components(&store, components, args.speed)?;
     }
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     runtime.block_on(async move {
@@ -85,19 +105,45 @@ fn serve(args: ServeArgs) -> Result<()> {
     })
 }
 
+/// The simulated clock. At a speed above real time it starts `(speed - 1)` days in the past, so
+/// that for the first day of a run no timestamp lies ahead of the clients' clocks (kubectl
+/// prints ages it computes from them, and a timestamp in its future as `<invalid>`).
+fn clock(speed: f64) -> SimClock {
+    use chrono::SubsecRound;
+    let ahead = chrono::Duration::seconds(((speed - 1.0).max(0.0) * 86_400.0).min(1e11) as i64);
+    SimClock::starting_at((chrono::Utc::now() - ahead).trunc_subsecs(0))
+}
+
+/// The namespaces every cluster has, and KubeVirt's, unless the objects bring them.
+fn create_namespaces(store: &Store) -> Result<()> {
+    let kind = evac_sim::Kind::new("v1", "Namespace");
+    for name in ["default", "kube-system", "kube-public", "kube-node-lease", "kubevirt"] {
+        let namespace = serde_json::json!({"apiVersion": "v1", "kind": "Namespace",
+                                           "metadata": {"name": name}, "status": {"phase": "Active"}});
+        match store.create(&kind, "", namespace, false) {
+            Ok(_) => {}
+            Err(e) if e.code == 409 => {}
+            Err(e) => anyhow::bail!("cannot create the namespace {name}: {}", e.message),
+        }
+    }
+    Ok(())
+}
+
+/// The components of a cluster built from objects: KubeVirt's and the kubelets' defaults.
+fn default_components(kubevirt_evacuation: bool) -> Vec<Box<dyn evac_sim::Actor>> {
+    vec![
+        Box::new(Scheduler),
+        Box::new(VirtController::new(kubevirt_evacuation)),
+        Box::new(MigrationController::default()),
+        Box::new(Kubelet::default()),
+        Box::new(TaintManager::default()),
+        Box::new(evac_sim::actors::GarbageCollector::default()),
+    ]
+}
+
 /// Starts the cluster's components on their own thread (they call webhooks synchronously).
-fn start_components(store: &Arc<Store>, speed: f64, replace_kubevirt: bool) -> Result<()> {
-    let components = Simulation::new(
-        Arc::clone(store),
-        vec![
-            Box::new(Scheduler),
-            Box::new(VirtController::new(!replace_kubevirt)),
-            Box::new(MigrationController::default()),
-            Box::new(Kubelet::default()),
-            Box::new(TaintManager::default()),
-            Box::new(evac_sim::actors::GarbageCollector::default()),
-        ],
-    );
+fn start_components(store: &Arc<Store>, components: Vec<Box<dyn evac_sim::Actor>>, speed: f64) -> Result<()> {
+    let components = Simulation::new(Arc::clone(store), components);
     let stop = std::sync::atomic::AtomicBool::new(false);
     std::thread::Builder::new().name("sim-components".into()).spawn(move || {
         if let Err(e) = components.run_realtime(speed, &stop) {

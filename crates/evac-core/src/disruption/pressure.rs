@@ -127,6 +127,10 @@ pub(super) fn decide_node<C: ClusterReader + ?Sized>(
         let mut nodes = cluster::decode_list::<Node<'_>>(&raw_nodes, "Node")?;
         crate::placement::read_working_sets(&mut nodes, cluster);
         let mut placement = Placement::new(&nodes, wanted);
+        // Above the threshold the kubelet does not act: a move there is early, and is made only
+        // when it is free of risk wherever the scheduler puts the VM. Otherwise it could bring
+        // its target under pressure, where the kubelet would kill VMs a stable node never lost.
+        let early = !pressure && available.is_some_and(|available| available >= levels.threshold);
         chosen.retain(|candidate| {
             let tolerations = on_node
                 .iter()
@@ -135,6 +139,9 @@ pub(super) fn decide_node<C: ClusterReader + ?Sized>(
                         && v.metadata.namespace.as_str() == candidate.vmi.namespace
                 })
                 .map_or(&[][..], |v| &v.spec.tolerations[..]);
+            if early && !placement.clear_everywhere(name, candidate.memory, tolerations) {
+                return false;
+            }
             placement.reserve(name, candidate.memory, tolerations).is_ok()
         });
     }

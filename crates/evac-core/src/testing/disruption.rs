@@ -642,6 +642,30 @@ fn pressure_targets(cases: &mut Vec<Case>) {
         )
         .with_settings(settings()),
     );
+
+    // Early: 12.5Gi available is over the threshold (12Gi), where the kubelet does not act, but
+    // under threshold + headroom: 0.5Gi short, d (1Gi) covers it. The scheduler may put d on any
+    // node that takes it, so it moves only if every such node keeps 13Gi after: node03 at 13.5Gi
+    // would keep 12.5Gi. Under the threshold (8Gi) the kubelet will act, and one node with room
+    // is enough.
+    let two_targets =
+        |node03: &str| vec![node(OTHER_NODE, false, Some("18Gi")), node("node03", false, Some(node03))];
+    let rows: Vec<(&str, &str, &str, Vec<&str>)> = vec![
+        ("early, a node the VM would bring under the level: no move", "12800Mi", "13824Mi", vec![]),
+        ("early, every node stays clear: the move", "12800Mi", "14Gi", vec!["d"]),
+        ("under the threshold, one node with room is enough", "8Gi", "13824Mi", vec!["a", "d"]),
+    ];
+    for (row, available, node03, expected) in rows {
+        cases.push(
+            Case::new(
+                format!("node pressure, targets: {row}"),
+                [vms(), two_targets(node03)].concat(),
+                update_node(node_at(available)),
+                pressure_marks(&expected),
+            )
+            .with_settings(settings()),
+        );
+    }
 }
 
 fn pressure_marks_and_levels(cases: &mut Vec<Case>) {

@@ -15,6 +15,8 @@ pub mod pods;
 mod resources;
 #[cfg(feature = "http")]
 mod server;
+#[cfg(feature = "http")]
+mod table;
 pub mod virt_api;
 #[cfg(feature = "http")]
 mod watch;

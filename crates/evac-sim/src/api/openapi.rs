@@ -53,8 +53,39 @@ pub fn group_version(path: &str) -> Option<Value> {
         });
         paths.insert(item, json!({"patch": patch}));
     }
-    Some(
-        json!({"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": "v1.33.0-evac-sim"}, "paths": paths}),
+    Some(json!({"openapi": "3.0.0", "info": {"title": TITLE, "version": VERSION}, "paths": paths}))
+}
+
+/// The title and version of the documents.
+const TITLE: &str = "Kubernetes";
+const VERSION: &str = "v1.33.0-evac-sim";
+
+/// `GET /openapi/v2`: a Swagger 2.0 document with no definitions, as JSON or, as client-go asks
+/// for it (`discovery.OpenAPISchema`), as the protobuf of gnostic's `openapi_v2.Document`.
+/// kubectl's client-side validation (`kubectl apply` of a `v1 List`, whose kind no v3 document
+/// names) looks each item's kind up in it, finds no schema, and skips the item
+/// (`openapivalidation.SchemaValidation.validateResource`): the server validates instead.
+pub fn v2(protobuf: bool) -> (&'static str, Vec<u8>) {
+    if !protobuf {
+        let document = json!({"swagger": "2.0", "info": {"title": TITLE, "version": VERSION}, "paths": {}});
+        return ("application/json", document.to_string().into_bytes());
+    }
+    // Document { swagger = 1; info = 2 }, Info { title = 1; version = 2 }: length-delimited fields.
+    fn field(number: u8, bytes: &[u8]) -> Vec<u8> {
+        let mut out = vec![(number << 3) | 2];
+        let mut len = bytes.len();
+        while len >= 0x80 {
+            out.push((len as u8 & 0x7f) | 0x80);
+            len >>= 7;
+        }
+        out.push(len as u8);
+        out.extend_from_slice(bytes);
+        out
+    }
+    let info = [field(1, TITLE.as_bytes()), field(2, VERSION.as_bytes())].concat();
+    (
+        "application/com.github.proto-openapi.spec.v2.v1.0+protobuf",
+        [field(1, b"2.0"), field(2, &info)].concat(),
     )
 }
 

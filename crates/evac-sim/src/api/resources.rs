@@ -137,6 +137,18 @@ pub const RESOURCES: &[Resource] = &[
         subresources: &[],
         verbs: VERBS,
     },
+    // VirtualMachines are stored as written; no VM controller reads them (a VM's run strategy
+    // is its VMI's annotation, see `actors::virt_controller`).
+    Resource {
+        group: "kubevirt.io",
+        version: "v1",
+        plural: "virtualmachines",
+        kind: "VirtualMachine",
+        namespaced: true,
+        short_names: &["vm", "vms"],
+        subresources: &["status"],
+        verbs: VERBS,
+    },
     Resource {
         group: "kubevirt.io",
         version: "v1",

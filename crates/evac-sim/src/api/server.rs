@@ -11,7 +11,7 @@ use axum::Router;
 use serde_json::{json, Value};
 
 use super::resources::Resource;
-use super::{eviction, openapi, resources, watch};
+use super::{eviction, openapi, resources, table, watch};
 
 use crate::store::{Patch, Store};
 use crate::ApiError;
@@ -123,6 +123,14 @@ async fn handle(
             Err(error) => status_response(&error),
         };
     }
+    if method == Method::GET && uri.path() == "/openapi/v2" {
+        let protobuf = headers
+            .get(header::ACCEPT)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|accept| accept.contains("protobuf"));
+        let (content_type, body) = openapi::v2(protobuf);
+        return (StatusCode::OK, [(header::CONTENT_TYPE, content_type)], body).into_response();
+    }
     let target = match parse_target(uri.path()) {
         Ok(target) => target,
         Err(error) => return status_response(&error),
@@ -226,6 +234,9 @@ fn respond(
             let (items, revision) =
                 store.list(&resource.store_kind(), namespace, labels.as_ref(), fields.as_ref());
             let items: Vec<&Value> = items.iter().map(|i| &**i).collect();
+            if table::wanted(headers) {
+                return ok(&table::of(resource, &items, Some(revision.to_string()), store.clock().now()));
+            }
             ok(&json!({
                 "kind": format!("{}List", resource.kind),
                 "apiVersion": resource.api_version(),
@@ -241,7 +252,11 @@ fn respond(
             Ok(Reply::Json(StatusCode::CREATED, (*created).clone()))
         }
         (&Method::GET, Target::Item { resource, namespace, name, .. }) => {
-            ok(&*store.get(&resource.store_kind(), namespace.unwrap_or_default(), name)?)
+            let object = store.get(&resource.store_kind(), namespace.unwrap_or_default(), name)?;
+            if table::wanted(headers) {
+                return ok(&table::of(resource, &[&*object], None, store.clock().now()));
+            }
+            ok(&object)
         }
         (&Method::PUT, Target::Item { resource, namespace, name, .. }) => {
             let object = parse_body(body)?;

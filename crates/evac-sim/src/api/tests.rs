@@ -249,6 +249,58 @@ async fn kubectl_gets_and_cordons() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "pod/web-2 created");
     assert!(pods.get("web-2").await.is_ok());
+
+    // `kubectl apply` of a v1 List: no v3 document names the kind List, so kubectl validates
+    // on the client with the v2 document, which has no schema for the items: they go to the server.
+    let list = dir.path().join("list.yaml");
+    std::fs::write(&list, "apiVersion: v1\nkind: List\nitems:\n- apiVersion: policy/v1\n  kind: PodDisruptionBudget\n  metadata: {name: web, namespace: default}\n  spec: {minAvailable: 1, selector: {matchLabels: {app: web}}}\n").unwrap();
+    let out = run(&["apply", "-f", list.to_str().unwrap()]).await.unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "poddisruptionbudget.policy/web created");
+
+    // The server's tables: the columns kube-apiserver's printers and KubeVirt's CRDs give.
+    let table = |args: &'static [&'static str]| {
+        let out = run(args);
+        async move {
+            let out = out.await.unwrap();
+            assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+            String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+                .collect::<Vec<_>>()
+        }
+    };
+    let lines = table(&["get", "pods", "-o", "wide"]).await;
+    assert_eq!(
+        lines[0], "NAME READY STATUS RESTARTS AGE IP NODE NOMINATED NODE READINESS GATES",
+        "{lines:?}"
+    );
+    assert!(lines[1].starts_with("web-1 0/1 Pending 0 "), "{lines:?}");
+    assert!(lines[1].ends_with(" <none> node01 <none> <none>"), "{lines:?}");
+    let lines = table(&["get", "nodes"]).await;
+    assert_eq!(lines[0], "NAME STATUS ROLES AGE VERSION", "{lines:?}");
+    assert!(lines[1].starts_with("node01 Unknown,SchedulingDisabled <none> "), "{lines:?}");
+    let vmis: Api<kube::core::DynamicObject> = Api::namespaced_with(
+        api.client.clone(),
+        "default",
+        &kube::core::ApiResource::from_gvk(&kube::core::GroupVersionKind::gvk(
+            "kubevirt.io",
+            "v1",
+            "VirtualMachineInstance",
+        )),
+    );
+    let vmi = serde_json::from_value(json!({
+        "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance", "metadata": {"name": "vm-1"},
+        "status": {"phase": "Running", "nodeName": "node01", "conditions": [{"type": "Ready", "status": "True"}]},
+    }))
+    .unwrap();
+    vmis.create(&PostParams::default(), &vmi).await.unwrap();
+    let lines = table(&["get", "vmi"]).await;
+    assert_eq!(lines[0], "NAME AGE PHASE IP NODENAME READY", "{lines:?}");
+    assert!(lines[1].starts_with("vm-1 ") && lines[1].ends_with(" Running node01 True"), "{lines:?}");
+    let out = run(&["get", "vm"]).await.unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("No resources found"), "{out:?}");
 }
 
 fn which_kubectl() -> Result<std::path::PathBuf, ()> {

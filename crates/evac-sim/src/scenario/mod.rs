@@ -20,6 +20,6 @@ pub use error::ScenarioError;
 pub use evac::{Evac, EvacRun, Mode, SERVICE as EVAC_SERVICE, WEBHOOK_PATH as EVAC_WEBHOOK_PATH};
 pub use observer::{Entry, MigrationTrack};
 pub use report::{ControllerStats, Outcome, Report};
-pub use run::{run, Progress};
+pub use run::{cluster, run, Progress};
 pub use spec::{Scenario, Section};
 pub use track::{Change, Limits, Track, VmState};

@@ -231,8 +231,6 @@ fn actors(
     evictor: &Arc<ApiEvictor>,
     kubevirt_evacuation: bool,
 ) -> Result<Actors, String> {
-    let kubevirt = &scenario.cluster.kubevirt;
-    let kubelet = &scenario.cluster.kubelet;
     let mut actors: Vec<Box<dyn Actor>> = Vec::new();
     let mut steps = Vec::new();
     let mut drains = Vec::new();
@@ -268,9 +266,31 @@ fn actors(
         }
     }
     actors.insert(0, Box::new(Steps::new(steps, Arc::clone(evictor) as _)));
-    actors.push(Box::new(Scheduler));
-    actors.push(Box::new(VirtController::new(kubevirt_evacuation)));
-    actors.push(Box::new(MigrationController {
+    actors.extend(components(scenario, kubevirt_evacuation)?);
+    Ok((actors, drains, descheduler))
+}
+
+/// The scenario's cluster without its disruptions, built in `store`: its nodes, KubeVirt (the CR,
+/// its webhooks), the VMs and their launcher pods; returns the components that run it, with the
+/// scenario's settings (`evac sim serve --scenario`).
+pub fn cluster(
+    store: &Store,
+    scenario: &Scenario,
+    kubevirt_evacuation: bool,
+) -> Result<Vec<Box<dyn Actor>>, ScenarioError> {
+    let cluster_error = |error| ScenarioError::Cluster { what: "cannot build the cluster", error };
+    build::install(store, scenario, false, false).map_err(cluster_error)?;
+    build::create_vms(store, scenario).map_err(cluster_error)?;
+    Ok(components(scenario, kubevirt_evacuation)?)
+}
+
+/// The cluster's components (scheduler, KubeVirt's controllers, kubelets, taint manager, garbage
+/// collector) with the scenario's KubeVirt and kubelet settings: what runs whatever the
+/// disruptions. `kubevirt_evacuation`: whether KubeVirt's own evacuation controller runs.
+pub fn components(scenario: &Scenario, kubevirt_evacuation: bool) -> Result<Vec<Box<dyn Actor>>, String> {
+    let kubevirt = &scenario.cluster.kubevirt;
+    let kubelet = &scenario.cluster.kubelet;
+    let migrations = MigrationController {
         parallel_per_cluster: kubevirt.parallel_migrations_per_cluster,
         parallel_outbound_per_node: kubevirt.parallel_outbound_migrations_per_node,
         bandwidth: kubevirt.bandwidth_per_migration.bytes("bandwidthPerMigration")?,
@@ -278,18 +298,23 @@ fn actors(
             .completion_timeout_per_gib
             .duration("completionTimeoutPerGiB")?,
         ..MigrationController::default()
-    }));
-    actors.push(Box::new(Kubelet {
+    };
+    let kubelets = Kubelet {
         soft_threshold: kubelet.eviction_soft.bytes("evictionSoft")?,
         soft_grace: kubelet.eviction_soft_grace_period.duration("evictionSoftGracePeriod")?,
         max_pod_grace: kubelet.eviction_max_pod_grace_period.duration("evictionMaxPodGracePeriod")?,
         hard_threshold: kubelet.eviction_hard.bytes("evictionHard")?,
         virt_handler: kubevirt.virt_handler,
         ..Kubelet::default()
-    }));
-    actors.push(Box::new(TaintManager::default()));
-    actors.push(Box::new(GarbageCollector::default()));
-    Ok((actors, drains, descheduler))
+    };
+    Ok(vec![
+        Box::new(Scheduler),
+        Box::new(VirtController::new(kubevirt_evacuation)),
+        Box::new(migrations),
+        Box::new(kubelets),
+        Box::new(TaintManager::default()),
+        Box::new(GarbageCollector::default()),
+    ])
 }
 
 fn list(store: &Store, kind: &Kind) -> Vec<Arc<Value>> {

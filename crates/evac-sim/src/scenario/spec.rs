@@ -302,7 +302,7 @@ pub struct Disruption {
 }
 
 /// What a disruption may be, in errors.
-const DISRUPTIONS: &str = "drain, uncordon, taint, memoryPressure, preempt, descheduler, evict, deletePod, deleteVm, nodeDown, cancelEvacuation, restartEvacControl, restartEvacHold";
+const DISRUPTIONS: &str = "drain, uncordon, taint, untaint, memoryPressure, preempt, descheduler, evict, deletePod, deleteVm, nodeDown, cancelEvacuation, restartEvacControl, restartEvacHold";
 
 /// The disruptions, each error numbered with the disruption's place in the list (YAML's own
 /// location points at the list).
@@ -358,6 +358,14 @@ pub enum Action {
         #[serde(default)]
         value: String,
         effect: String,
+    },
+    /// `kubectl taint nodes <node> <key>:<effect>-`: the taint of that key (and effect, if given)
+    /// is removed.
+    Untaint {
+        node: String,
+        key: String,
+        #[serde(default)]
+        effect: Option<String>,
     },
     /// Memory the node's system uses besides its pods, so that it comes under memory pressure.
     MemoryPressure { node: String, used: Text },
@@ -588,6 +596,7 @@ impl Scenario {
                         ));
                     }
                 }
+                Action::Untaint { node, .. } => node_exists(&at, node)?,
                 Action::MemoryPressure { node, used } => {
                     node_exists(&at, node)?;
                     used.bytes(&format!("{at}.memoryPressure.used"))?;

@@ -72,6 +72,15 @@ fn apply(store: &Store, action: &Action, evictor: &dyn Evictor) -> Result<(), Ap
             taints.push(json!({"key": key, "value": value, "effect": effect}));
             store.patch(&nodes, "", node, &Patch::Merge(json!({"spec": {"taints": taints}})), false)?;
         }
+        Action::Untaint { node, key, effect } => {
+            let current = store.get(&nodes, "", node)?;
+            let mut taints =
+                current.pointer("/spec/taints").and_then(|t| t.as_array()).cloned().unwrap_or_default();
+            taints.retain(|t| {
+                t["key"] != json!(key) || effect.as_ref().is_some_and(|e| t["effect"] != json!(e))
+            });
+            store.patch(&nodes, "", node, &Patch::Merge(json!({"spec": {"taints": taints}})), false)?;
+        }
         Action::MemoryPressure { node, used } => {
             let patch = json!({"metadata": {"annotations": {SYSTEM_MEMORY_ANNOTATION: used.0}}});
             store.patch(&nodes, "", node, &Patch::Merge(patch), false)?;
