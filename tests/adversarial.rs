@@ -56,6 +56,7 @@ const SCENARIOS: &[&str] = &[
     "pressure-relieved",
     "target-taints",
     "untaint",
+    "early-move-target-by-requests",
     "fidelity-relief-unmovable",
     "fidelity-proactive-no-pressure",
     "fidelity-proactive-saves",
@@ -1224,6 +1225,22 @@ fn a_taint_removed_before_the_toleration_ends() {
             describe(&evac, "tol")
         )
     });
+    c.finish();
+}
+
+#[test]
+fn no_early_move_the_scheduler_could_put_under_pressure() {
+    let mut c = Checks::new("early-move-target-by-requests");
+    let (base, evac) = c.both();
+    common(&mut c, &base, &evac);
+    let rule = "over the kubelet's threshold the kubelet never evicts; a move there is made only if every node \
+                the scheduler could pick (by requests: node03) stays clear, and node03 would fall under its hard threshold";
+    for (mode, r) in [(BASELINE, &base), (EVAC, &evac)] {
+        expect_vms(&mut c, mode, r, &["a01", "a02", "a03", "b01", "c01"], "untouched", rule);
+        expect_field(&mut c, mode, r, &["migrations", "created"], 0, rule);
+        expect_field(&mut c, mode, r, &["vms", "shutDown"], 0, rule);
+        expect_kubelet_evictions(&mut c, mode, r, 0, rule);
+    }
     c.finish();
 }
 
