@@ -18,6 +18,15 @@ use crate::SimClock;
 /// only keep whole seconds.
 pub const TERMINATE_AT_ANNOTATION: &str = "sim.evac.io/terminate-at-ms";
 
+/// A deletion's result with "already gone" (404) taken as done, as a controller takes it: the
+/// object it wanted gone is gone.
+pub fn deleted(result: Result<Arc<Value>, ApiError>) -> Result<(), ApiError> {
+    match result {
+        Ok(_) | Err(ApiError { code: 404, .. }) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
 /// The simulated API server. It dereferences to its [`MemoryStore`] for reads and writes.
 pub struct Store {
     memory: Arc<MemoryStore>,

@@ -52,11 +52,13 @@ impl GarbageCollector {
                 .controller()
                 .is_some_and(|(kind, _, uid)| kind == "VirtualMachineInstance" && !owners.contains(uid));
             if orphan && !pod.is_terminating() {
-                match store.delete_gracefully(&pods(), pod.meta().namespace(), pod.meta().name(), None, false)
-                {
-                    Ok(_) | Err(ApiError { code: 404, .. }) => {}
-                    Err(e) => return Err(e),
-                }
+                crate::store::deleted(store.delete_gracefully(
+                    &pods(),
+                    pod.meta().namespace(),
+                    pod.meta().name(),
+                    None,
+                    false,
+                ))?;
             }
         }
         Ok(None)

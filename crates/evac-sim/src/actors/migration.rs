@@ -41,7 +41,7 @@ use serde_json::{json, Value};
 use super::quantity;
 use crate::kinds::{migrations, pods, vmis};
 use crate::objects::{Migration, Pod, Vmi};
-use crate::store::{Patch, Store};
+use crate::store::{deleted, Patch, Store};
 use crate::ApiError;
 
 /// How fast the guest dirties memory, per second (a quantity such as `100Mi`): what a metrics
@@ -197,15 +197,12 @@ impl MigrationController {
             }
             let Some(vmi) = world.vmi_of(migration) else {
                 // "Deleting migration for deleted vmi".
-                match store.delete(
+                deleted(store.delete(
                     &migrations(),
                     migration.meta().namespace(),
                     migration.meta().name(),
                     false,
-                ) {
-                    Ok(_) | Err(ApiError { code: 404, .. }) => {}
-                    Err(e) => return Err(e),
-                }
+                ))?;
                 continue;
             };
             let vmi = Vmi(vmi);
@@ -436,10 +433,7 @@ impl MigrationController {
     ) -> Result<(), ApiError> {
         if let Some(target) = world.target_pod(migration) {
             let target = Pod(target);
-            match store.delete(&pods(), target.meta().namespace(), target.meta().name(), false) {
-                Ok(_) | Err(ApiError { code: 404, .. }) => {}
-                Err(e) => return Err(e),
-            }
+            deleted(store.delete(&pods(), target.meta().namespace(), target.meta().name(), false))?;
         }
         tracing::debug!(migration = %migration.meta().key(), "migration failed: {why}");
         // virt-handler ends a migration it ran (migrationState.endTimestamp); one that failed
@@ -556,10 +550,7 @@ fn collect_finished(store: &Store, all: &[Arc<Value>]) -> Result<(), ApiError> {
             let namespace = migration.meta().namespace();
             for (kind, name) in [(pods(), defunct), (migrations(), Some(migration.meta().name()))] {
                 let Some(name) = name.filter(|n| !n.is_empty()) else { continue };
-                match store.delete(&kind, namespace, name, false) {
-                    Ok(_) | Err(ApiError { code: 404, .. }) => {}
-                    Err(e) => return Err(e),
-                }
+                deleted(store.delete(&kind, namespace, name, false))?;
             }
         }
     }

@@ -13,7 +13,7 @@ use crate::actors::Evictor;
 use crate::api::virt_api;
 use crate::kinds::{nodes, pods, vmis};
 use crate::objects::{Pod, Vmi};
-use crate::store::{Kind, Patch, Store};
+use crate::store::{deleted, Kind, Patch, Store};
 use crate::Actor;
 use crate::ApiError;
 
@@ -117,10 +117,7 @@ fn apply(store: &Store, action: &Action, evictor: &dyn Evictor) -> Result<(), Ap
             }
         }
         Action::NodeDown { node } => node_down(store, node)?,
-        Action::DeleteVm { vm, namespace } => match store.delete(&vmis(), namespace, vm, false) {
-            Ok(_) | Err(ApiError { code: 404, .. }) => {}
-            Err(e) => return Err(e),
-        },
+        Action::DeleteVm { vm, namespace } => deleted(store.delete(&vmis(), namespace, vm, false))?,
         Action::CancelEvacuation { vm, namespace } => {
             if let Err(e) = virt_api::cancel_evacuation(store, namespace, vm) {
                 tracing::info!(vm = %vm, "evacuate/cancel refused: {}", e.message);
