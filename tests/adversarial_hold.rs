@@ -21,6 +21,7 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::sync::{Arc, Mutex, OnceLock};
 
+use evac_e2e::report::{describe, num, outcome, row, rows, shut_down, vm_time};
 use evac_e2e::{evac_bin, repo_root};
 use serde_json::Value;
 
@@ -205,43 +206,9 @@ impl Checks {
 
 // --- Report accessors -------------------------------------------------------------------------
 
-fn num(v: &Value) -> u64 {
-    v.as_u64().unwrap_or(0)
-}
-
-fn shut_down(report: &Value) -> u64 {
-    num(&report["vms"]["shutDown"])
-}
-
-fn rows(report: &Value) -> Vec<Value> {
-    report["disruptedVms"].as_array().cloned().unwrap_or_default()
-}
-
-/// The VM's row in `disruptedVms` (VMs are in `default`).
-fn row(report: &Value, vm: &str) -> Option<Value> {
-    let full = format!("default/{vm}");
-    rows(report).into_iter().find(|r| r["vm"] == full.as_str() || r["vm"] == vm)
-}
-
 /// An outcome as words only ("shut down", "shutDown" and "shut-down" are one outcome).
 fn norm(outcome: &str) -> String {
     outcome.chars().filter(|c| c.is_ascii_alphanumeric()).map(|c| c.to_ascii_lowercase()).collect()
-}
-
-/// The VM's outcome; a VM the report does not list was not disrupted: untouched.
-fn outcome(report: &Value, vm: &str) -> String {
-    row(report, vm)
-        .map(|r| r["outcome"].as_str().unwrap_or("?").to_owned())
-        .unwrap_or_else(|| "untouched".into())
-}
-
-fn describe(report: &Value, vm: &str) -> String {
-    row(report, vm).map(|r| r.to_string()).unwrap_or_else(|| "(not in disruptedVms)".into())
-}
-
-/// A time field of the VM's row (seconds), if it is a number.
-fn vm_time(report: &Value, vm: &str, field: &str) -> Option<f64> {
-    row(report, vm).and_then(|r| r[field].as_f64())
 }
 
 /// The report's holds of the VM's launcher pods, earliest first.

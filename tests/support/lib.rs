@@ -9,6 +9,7 @@
 
 pub mod command;
 pub mod kubewarden_hosts;
+pub mod report;
 pub mod server;
 
 use std::path::{Path, PathBuf};
