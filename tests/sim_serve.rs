@@ -170,3 +170,27 @@ async fn a_scenario_s_cluster_served_with_its_namespaces_and_no_future_timestamp
         assert!(created <= now, "{created} is after {now}");
     }
 }
+
+/// A scenario file that cannot be read, or names an unknown field, stops `evac sim serve` before
+/// it serves anything, with an error naming the file and the field.
+#[test]
+fn a_bad_scenario_is_refused_with_its_file_and_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.yaml");
+    std::fs::write(&bad, "name: x\ncluster: {nodes: [{namePrefix: n, memory: 1Gi, colour: red}]}\n").unwrap();
+    let missing = dir.path().join("missing.yaml");
+    for (file, expected) in [(&bad, "unknown field `colour`"), (&missing, "cannot read the scenario")] {
+        let kubeconfig = dir.path().join("kubeconfig");
+        let out = std::process::Command::new(evac_bin())
+            .args(["sim", "serve", "--addr", "127.0.0.1:0", "--kubeconfig"])
+            .arg(&kubeconfig)
+            .arg("--scenario")
+            .arg(file)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{stderr}");
+        assert!(stderr.contains(expected) && stderr.contains(file.to_str().unwrap()), "{stderr}");
+        assert!(!kubeconfig.exists(), "nothing served, no kubeconfig written");
+    }
+}
