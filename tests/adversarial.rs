@@ -1359,7 +1359,6 @@ fn acting_early_saves_a_vm_from_a_hard_eviction() {
 }
 
 #[test]
-#[ignore = "evac cannot yet get deadline-bearing evacuations ahead of a drain's migrations already queued in KubeVirt (equal priority, created first); run with --ignored"]
 fn deadlines_behind_a_drain_with_one_slot() {
     let mut c = Checks::new("fidelity-deadline-behind-drain");
     let (base, evac) = c.both();

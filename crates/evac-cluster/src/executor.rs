@@ -171,7 +171,7 @@ impl Executor {
                     Err(e) => return Err(fail(e)),
                 }
             }
-            Effect::CancelMigration { vmi, migration, node, resource_version } => {
+            Effect::CancelMigration { vmi, migration, node, resource_version, requeue } => {
                 let migrations = Kind::new(MIGRATION_KIND.0, MIGRATION_KIND.1);
                 let deleted = self
                     .store
@@ -185,12 +185,22 @@ impl Executor {
                     Err(e) if e.code == 409 => return Ok(Applied::Unneeded("the migration changed")),
                     Err(e) => return Err(fail(e)),
                 }
-                let message = format!(
-                    "evac deleted the VMI's evacuation migration {} from node {node} before it started: \
-                     the evacuation was called off",
-                    migration.name
-                );
-                self.tell(vmi, node, EventReason::EvacuationMigrationCancelled, &message).await;
+                if *requeue {
+                    let message = format!(
+                        "evac deleted the VMI's evacuation migration {} from node {node} before it started, \
+                         so that migrations of VMs whose pods are being deleted go first: KubeVirt's \
+                         evacuation controller creates it again, behind them",
+                        migration.name
+                    );
+                    self.tell(vmi, node, EventReason::EvacuationMigrationRequeued, &message).await;
+                } else {
+                    let message = format!(
+                        "evac deleted the VMI's evacuation migration {} from node {node} before it started: \
+                         the evacuation was called off",
+                        migration.name
+                    );
+                    self.tell(vmi, node, EventReason::EvacuationMigrationCancelled, &message).await;
+                }
             }
             Effect::ClearEvacuation { vmi, node } => {
                 // The mark, then the request, each only while it names this node.

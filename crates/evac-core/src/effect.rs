@@ -234,6 +234,11 @@ pub enum Effect {
         node: String,
         /// The migration's `resourceVersion` when it was decided on.
         resource_version: String,
+        /// The evacuation goes on: the migration is deleted only so that KubeVirt's evacuation
+        /// controller creates it again at once, behind the migrations of VMs whose pods have a
+        /// deadline (`crate::evacuation` explains KubeVirt's queue). The VMI stays marked.
+        #[serde(default, skip_serializing_if = "core::ops::Not::not")]
+        requeue: bool,
     },
     /// Set (`Some`) or remove (`None`) annotations of a pod, as one merge patch.
     #[serde(rename_all = "camelCase")]
@@ -289,6 +294,9 @@ pub enum EventReason {
     EvacuationCalledOff,
     /// evac deleted the VMI's evacuation migration before it started ([`Effect::CancelMigration`]).
     EvacuationMigrationCancelled,
+    /// evac deleted the VMI's evacuation migration before it started so that KubeVirt creates it
+    /// again behind migrations of VMs with a deadline ([`Effect::CancelMigration`] `requeue`).
+    EvacuationMigrationRequeued,
     /// evac's hold endpoint holds a launcher pod's termination while its VM migrates away (on the
     /// pod).
     TerminationHeld,
@@ -307,6 +315,7 @@ impl EventReason {
             Self::EvacuationMigrationCreated => "EvacuationMigrationCreated",
             Self::EvacuationCalledOff => "EvacuationCalledOff",
             Self::EvacuationMigrationCancelled => "EvacuationMigrationCancelled",
+            Self::EvacuationMigrationRequeued => "EvacuationMigrationRequeued",
             Self::TerminationHeld => "TerminationHeld",
             Self::TerminationReleased => "TerminationReleased",
         }
@@ -354,6 +363,7 @@ struct EffectRecord {
     pod: Option<ObjectRef>,
     migration: Option<ObjectRef>,
     resource_version: Option<String>,
+    requeue: Option<bool>,
     annotations: Option<BTreeMap<String, Option<String>>>,
     reason: Option<EventReason>,
     message: Option<String>,
@@ -395,6 +405,7 @@ impl<'de> Deserialize<'de> for Effect {
                     .resource_version
                     .clone()
                     .ok_or_else(|| missing("resourceVersion"))?,
+                requeue: record.requeue.unwrap_or(false),
             }),
             "AnnotatePod" => Ok(Effect::AnnotatePod {
                 pod: record.pod.clone().ok_or_else(|| missing("pod"))?,
@@ -461,6 +472,14 @@ mod tests {
                 migration: ObjectRef::new("default", "kubevirt-evacuation-x1"),
                 node: "node01".into(),
                 resource_version: "42".into(),
+                requeue: false,
+            },
+            Effect::CancelMigration {
+                vmi: ObjectRef::new("default", "vm"),
+                migration: ObjectRef::new("default", "kubevirt-evacuation-x2"),
+                node: "node01".into(),
+                resource_version: "43".into(),
+                requeue: true,
             },
             Effect::RecordEvent {
                 vmi: ObjectRef::new("default", "vm"),
@@ -486,6 +505,7 @@ mod tests {
             EventReason::EvacuationMigrationCreated,
             EventReason::EvacuationCalledOff,
             EventReason::EvacuationMigrationCancelled,
+            EventReason::EvacuationMigrationRequeued,
         ];
         for reason in warnings.into_iter().chain(normal) {
             assert_eq!(serde_json::to_value(reason).unwrap(), reason.as_str());
@@ -599,6 +619,7 @@ mod tests {
                     migration: vmi(),
                     node: "n".into(),
                     resource_version: "1".into(),
+                    requeue: false,
                 },
                 "CancelMigration",
             ),

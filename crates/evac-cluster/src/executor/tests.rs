@@ -315,6 +315,7 @@ fn cancel(store: &MemoryStore) -> Effect {
         migration: ObjectRef::new("other", "kubevirt-evacuation-x1"),
         node: "n1".into(),
         resource_version: migration["metadata"]["resourceVersion"].as_str().unwrap().to_owned(),
+        requeue: false,
     }
 }
 

@@ -9,6 +9,7 @@
 mod annotations;
 mod history;
 mod order;
+mod queue;
 mod release;
 mod settings;
 #[cfg(test)]
@@ -274,9 +275,18 @@ where
         now,
     };
     let mut plan = Plan::of(&inputs, trace);
+    // Beside KubeVirt's evacuation controller, a VM with a deadline does not wait for evac's
+    // room: KubeVirt's queue is foreseen, to mark it early enough (`queue`).
+    let mut outlook =
+        if flavor == Flavor::Evac && settings.kubevirt_evacuation_controller && plan.with_deadline(&inputs) {
+            Some(queue_outlook(&inputs, cluster, trace))
+        } else {
+            None
+        };
+    let early = outlook.is_some() && plan.candidates.iter().any(|c| c.deadline.is_finite());
     // Where VMs can go is read only when one of evac's migrations may start: the node list is
     // the largest read there is.
-    let raw_nodes = if flavor == Flavor::Evac && plan.room > 0 && !plan.candidates.is_empty() {
+    let raw_nodes = if flavor == Flavor::Evac && (plan.room > 0 || early) && !plan.candidates.is_empty() {
         Some(list(cluster, "v1", "Node", None, None)?)
     } else {
         None
@@ -289,7 +299,96 @@ where
         }
         None => None,
     };
-    Ok(plan.decide(&inputs, nodes.as_deref(), trace))
+    Ok(plan.decide(&inputs, nodes.as_deref(), outlook.as_mut(), trace))
+}
+
+/// When the VMI's VM must be gone, from its launcher pod on the node decided: infinite when
+/// nothing ends that pod ([`crate::hold::termination_deadline`]).
+fn deadline_of(inputs: &Inputs<'_, '_>, namespace: &str, name: &str) -> f64 {
+    inputs
+        .pods
+        .iter()
+        .filter(|p| {
+            p.metadata.namespace == namespace && p.domain().as_deref() == Some(name) && !p.is_completed()
+        })
+        .map(|p| crate::hold::termination_deadline(p, inputs.settings.virt_handler))
+        .fold(f64::INFINITY, f64::min)
+}
+
+/// KubeVirt's queue of unfinished migrations, as [`queue::outlook`] needs it: how long each
+/// holds its slot, from the VMI's memory. The VMIs of other nodes' migrations are read one by one,
+/// only for the migrations that stay ahead (started ones, and pending ones of VMs that may have
+/// a deadline); one that cannot be read counts as taking no time.
+fn queue_outlook<'i, 'a, C>(inputs: &Inputs<'i, 'a>, cluster: &C, trace: &mut Trace) -> queue::Outlook<'i, 'a>
+where
+    C: ClusterReader + ?Sized,
+{
+    let node_name = inputs.node.metadata.name.as_str();
+    let now = inputs.now;
+    let mut entries = Vec::new();
+    for migration in inputs.migrations.iter().filter(|m| m.is_active()) {
+        let namespace = migration.metadata.namespace.as_str();
+        let vmi_name = migration.spec.vmi_name.as_str();
+        let local = inputs.vmis.iter().find(|v| {
+            v.metadata.namespace == namespace
+                && v.metadata.name == vmi_name
+                && v.status.node_name == node_name
+        });
+        let from_node = migration.evacuation_node().is_some_and(|n| n == node_name)
+            || migration.status.migration_state.source_node == node_name;
+        let deadline = local.map_or(f64::INFINITY, |_| deadline_of(inputs, namespace, vmi_name));
+        let waits_anyway =
+            migration.is_unstarted() && deadline.is_infinite() && queue::without_deadline(migration);
+        let full = if waits_anyway {
+            0.0
+        } else if let Some(vmi) = local {
+            estimate(vmi, vmi.memory().unwrap_or(0.0), inputs).seconds()
+        } else {
+            let read = cluster.get_resource(&crate::cluster::GetResource {
+                api_version: KUBEVIRT_API_VERSION.into(),
+                kind: "VirtualMachineInstance".into(),
+                name: vmi_name.into(),
+                namespace: Some(namespace.into()),
+                disable_cache: false,
+            });
+            let decoded = read
+                .as_ref()
+                .ok()
+                .and_then(|raw| serde_json::from_slice::<VirtualMachineInstance<'_>>(raw).ok());
+            match decoded {
+                Some(vmi) => estimate(&vmi, vmi.memory().unwrap_or(0.0), inputs).seconds(),
+                None => {
+                    trace.note(|| {
+                        format!(
+                            "migration {namespace}/{}: its VMI cannot be read: counted as taking no time",
+                            migration.metadata.name
+                        )
+                    });
+                    0.0
+                }
+            }
+        };
+        let seconds = match migration.started_at() {
+            Some(started) if !migration.is_unstarted() => (started + full - now).max(0.0),
+            _ => full,
+        };
+        entries.push(queue::Entry { migration, seconds, from_node, deadline });
+    }
+    let outlook = queue::outlook(
+        entries,
+        inputs.config.parallel_migrations_per_cluster,
+        inputs.config.parallel_outbound_migrations_per_node,
+        now,
+    );
+    for migration in &outlook.requeue {
+        trace.note(|| {
+            format!(
+                "migration {}/{} of {} has not started and its VM has no deadline: requeue it behind the VMs of {node_name} whose pods have one",
+                migration.metadata.namespace, migration.metadata.name, migration.spec.vmi_name
+            )
+        });
+    }
+    outlook
 }
 
 fn list<C: ClusterReader + ?Sized>(
@@ -599,9 +698,31 @@ impl<'i, 'a> Plan<'i, 'a> {
         plan
     }
 
+    /// Whether a VM of the node has a deadline and waits: a candidate, or the VMI of a pending
+    /// evacuation migration from the node, whose pod is being deleted.
+    fn with_deadline(&self, inputs: &Inputs<'i, 'a>) -> bool {
+        let node_name = inputs.node.metadata.name.as_str();
+        self.candidates.iter().any(|c| c.deadline.is_finite())
+            || inputs.migrations.iter().any(|m| {
+                m.is_unstarted()
+                    && m.evacuation_node().is_some_and(|n| n == node_name)
+                    && deadline_of(inputs, m.metadata.namespace.as_str(), m.spec.vmi_name.as_str())
+                        .is_finite()
+            })
+    }
+
     /// The effects: migrations started in order while there is room (evac's only where the VM
     /// has somewhere to go), marks called off, events, and the launcher pods' annotations.
-    fn decide(&mut self, inputs: &Inputs<'i, 'a>, nodes: Option<&[Node<'_>]>, trace: &mut Trace) -> Decision {
+    /// `outlook`: KubeVirt's queue, beside its evacuation controller when a VM of the node has a
+    /// deadline: such a VM is marked beyond the room when the queue starts its migration in time,
+    /// and migrations of VMs without a deadline ahead of it are requeued.
+    fn decide(
+        &mut self,
+        inputs: &Inputs<'i, 'a>,
+        nodes: Option<&[Node<'_>]>,
+        mut outlook: Option<&mut queue::Outlook<'i, 'a>>,
+        trace: &mut Trace,
+    ) -> Decision {
         let node_name = inputs.node.metadata.name.as_str();
         let now = inputs.now;
         let mut placement =
@@ -642,7 +763,43 @@ impl<'i, 'a> Plan<'i, 'a> {
                 self.events.push(deferred(why));
                 continue;
             }
-            if started == self.room {
+            let within_room = started < self.room;
+            // Beside KubeVirt's evacuation controller, a VM with a deadline is marked at once when
+            // KubeVirt's queue would start its migration in time for it.
+            let queued = match outlook.as_deref_mut() {
+                Some(outlook) if within_room || c.deadline.is_finite() => {
+                    Some(outlook.forecast.queue(c.estimate.seconds(), true))
+                }
+                _ => None,
+            };
+            if let (false, Some((start, end))) = (within_room, queued) {
+                if end > c.deadline {
+                    let why = format!(
+                        "it would wait about {} s for a migration slot, then need about {} s, and its pod is \
+                         deleted in {} s: it cannot leave in time",
+                        (start - now).max(0.0).round(),
+                        c.estimate.seconds().round(),
+                        (c.deadline - now).max(0.0).round()
+                    );
+                    trace.note(|| format!("{}/{}: deferred, {why}", c.namespace, c.name));
+                    if bandwidth_known {
+                        if let Some(pod) = &c.held {
+                            self.releases.push(release_ref(pod, why.clone()));
+                        }
+                        self.events.push(deferred(why));
+                    }
+                    continue;
+                }
+                trace.note(|| {
+                    format!(
+                        "{}/{}: no room now, but KubeVirt's queue starts it in about {} s and it ends before its \
+                         deadline: mark it now",
+                        c.namespace,
+                        c.name,
+                        (start - now).max(0.0).round()
+                    )
+                });
+            } else if !within_room {
                 trace.note(|| format!("{}/{}: waits, no room left", c.namespace, c.name));
                 // Only evac's own ordering skips anything; within the limits, nothing to say.
                 if inputs.flavor == Flavor::Evac && c.hopeless(now) && savable_waits {
@@ -663,7 +820,7 @@ impl<'i, 'a> Plan<'i, 'a> {
                     continue;
                 }
             }
-            started += 1;
+            started += usize::from(within_room);
             trace.note(|| {
                 let how = if marks_for_kubevirt {
                     "mark it for KubeVirt's evacuation controller to migrate"
@@ -714,8 +871,21 @@ impl<'i, 'a> Plan<'i, 'a> {
                 migration: ObjectRef::new(*namespace, migration.metadata.name.as_str()),
                 node: node_name.to_owned(),
                 resource_version: migration.metadata.resource_version.to_string(),
+                requeue: false,
             }
         }));
+        if let Some(outlook) = outlook {
+            decision.effects.extend(outlook.requeue.iter().map(|migration| {
+                let namespace = migration.metadata.namespace.as_str();
+                Effect::CancelMigration {
+                    vmi: ObjectRef::new(namespace, migration.spec.vmi_name.as_str()),
+                    migration: ObjectRef::new(namespace, migration.metadata.name.as_str()),
+                    node: migration.evacuation_node().map_or_else(String::new, |n| n.to_string()),
+                    resource_version: migration.metadata.resource_version.to_string(),
+                    requeue: true,
+                }
+            }));
+        }
         decision.effects.append(&mut self.releases);
         decision.effects.append(&mut self.events);
         decision.effects.extend(self.launchers.iter().filter_map(|pod| {

@@ -6,6 +6,7 @@ mod beside;
 mod deadlines;
 mod fixtures;
 mod kubevirt;
+mod queue;
 
 use serde_json::{json, Value};
 

@@ -26,6 +26,10 @@ pub struct MigrationSpec<'a> {
     /// `spec.vmiName`: the VMI to migrate, in the migration's namespace.
     #[serde(borrow)]
     pub vmi_name: Str<'a>,
+    /// `spec.priority`: `system-critical`, `user-triggered` or `system-maintenance` (KubeVirt's
+    /// migration queue takes the highest first); only virt-controller sets one.
+    #[serde(borrow, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<Str<'a>>,
 }
 
 /// A migration's `status`.
@@ -64,6 +68,9 @@ pub struct MigrationState<'a> {
     /// `sourceNode`: the node the VMI migrates away from.
     #[serde(borrow, skip_serializing_if = "str::is_empty")]
     pub source_node: Str<'a>,
+    /// `startTimestamp`: when the migration began sending the VM (RFC 3339); unset before.
+    #[serde(borrow, skip_serializing_if = "Option::is_none")]
+    pub start_timestamp: Option<Str<'a>>,
     /// `endTimestamp`: when the migration ended (RFC 3339); unset while it runs.
     #[serde(borrow, skip_serializing_if = "Option::is_none")]
     pub end_timestamp: Option<Str<'a>>,
@@ -103,6 +110,11 @@ impl Migration<'_> {
             .or_else(|| {
                 self.status.migration_state.end_timestamp.as_deref().and_then(super::time::unix_seconds)
             })
+    }
+
+    /// When the migration began sending the VM, in seconds since the Unix epoch.
+    pub fn started_at(&self) -> Option<f64> {
+        self.status.migration_state.start_timestamp.as_deref().and_then(super::time::unix_seconds)
     }
 
     /// The node an evacuation migration moves away from (`kubevirt.io/evacuationMigration`).

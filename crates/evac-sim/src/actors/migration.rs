@@ -288,12 +288,12 @@ impl MigrationController {
         collect_finished(store, &world.migrations)?;
 
         // KubeVirt's priority queue (VEP 62): the highest `spec.priority` first, then the oldest.
+        // controller-runtime's priority queue (`pkg/controller/priorityqueue`, `less`) orders
+        // equal priorities by when they were added; a pending migration that finds no slot is
+        // added back in the order it was taken, so the order stays the order of creation. Within
+        // one second of `creationTimestamp`, the store's uids count up with creation.
         waiting.sort_by_key(|m| {
-            (
-                std::cmp::Reverse(queue_priority(*m)),
-                m.meta().creation_timestamp(),
-                m.meta().resource_version(),
-            )
+            (std::cmp::Reverse(queue_priority(*m)), m.meta().creation_timestamp(), m.meta().uid())
         });
         for migration in waiting {
             if running_total >= self.parallel_per_cluster {
