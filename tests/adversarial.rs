@@ -65,6 +65,8 @@ const SCENARIOS: &[&str] = &[
     "fidelity-backoff-gc",
     "fidelity-drain-taint-node-handler",
     "fidelity-lownodeutilization-threshold",
+    "node-affinity-nowhere",
+    "fidelity-cpu-requests",
 ];
 
 const BASELINE: &str = "KubeVirt alone";
@@ -1207,6 +1209,60 @@ fn no_early_move_the_scheduler_could_put_under_pressure() {
         expect_field(&mut c, mode, r, &["migrations", "created"], 0, rule);
         expect_field(&mut c, mode, r, &["vms", "shutDown"], 0, rule);
         expect_kubelet_evictions(&mut c, mode, r, 0, rule);
+    }
+    c.finish();
+}
+
+#[test]
+fn required_node_affinity_with_nowhere_to_go() {
+    let mut c = Checks::new("node-affinity-nowhere");
+    let (base, evac) = c.both();
+    common(&mut c, &base, &evac);
+    let alone = "taint_eviction.go deletes the untolerating pods at once; a stock virt-handler shuts the guest down at SIGTERM";
+    expect_vms(&mut c, BASELINE, &base, &["z01", "z02", "any"], "shutDown", alone);
+    expect_field(&mut c, BASELINE, &base, &["migrations", "created"], 0, alone);
+    let moved = "the held pod of a VM without affinity migrates to zone b";
+    expect_vm(&mut c, EVAC, &evac, "any", "migrated", moved);
+    let nowhere = "template.go copies the VMI's required node affinity to the target pod; zone a is tainted NoExecute, \
+                   zone b is outside the affinity: no node takes it, so no migration is created and the hold ends at once";
+    for vm in ["z01", "z02"] {
+        expect_vm(&mut c, EVAC, &evac, vm, "shutDown", nowhere);
+        expect_vm_migrations(&mut c, EVAC, &evac, vm, 0, nowhere);
+        expect_vm_failed(&mut c, EVAC, &evac, vm, 0..=0, nowhere);
+        expect_time(&mut c, EVAC, &evac, vm, "stoppedAt", 10.0, 20.0, nowhere);
+        let said = events_of(&evac, vm);
+        c.check(
+            said.iter().any(|e| {
+                e["reason"] == "EvacuationDeferred"
+                    && e["message"].as_str().is_some_and(|m| m.contains("no other node accepts it"))
+            }),
+            || format!("{EVAC}: expected an EvacuationDeferred event for {vm} naming no node that accepts it, got {said:?} (rule: {nowhere})"),
+        );
+    }
+    expect_field(&mut c, EVAC, &evac, &["migrations", "created"], 1, nowhere);
+    c.finish();
+}
+
+#[test]
+fn cpu_requests_bound_where_a_drains_vms_go() {
+    let mut c = Checks::new("fidelity-cpu-requests");
+    let (base, evac) = c.both();
+    common(&mut c, &base, &evac);
+    let rule = "noderesources fit: the target pod needs 2 CPUs; node03 has 2 left, then none, node02 none: one VM \
+                migrates, the other's target pod is unschedulable and its migrations fail after 300 s each \
+                (handlePendingPodTimeout); its eviction keeps being refused, so it runs on and the drain waits";
+    for (mode, r) in [(BASELINE, &base), (EVAC, &evac)] {
+        let migrated: Vec<&str> =
+            ["c01", "c02"].into_iter().filter(|vm| outcome(r, vm) == "migrated").collect();
+        c.check(migrated.len() == 1, || {
+            format!("{mode}: migrated {migrated:?}, expected exactly one of c01, c02 (rule: {rule})")
+        });
+        let stuck = if migrated == ["c01"] { "c02" } else { "c01" };
+        expect_vm(&mut c, mode, r, stuck, "untouched", rule);
+        expect_vm_failed(&mut c, mode, r, stuck, 1..=2, rule);
+        expect_field(&mut c, mode, r, &["vms", "shutDown"], 0, rule);
+        expect_drain_finished(&mut c, mode, r, "node01", false, rule);
+        expect_vm_node_after(&mut c, mode, r, migrated.first().copied().unwrap_or("c01"), "node03", rule);
     }
     c.finish();
 }

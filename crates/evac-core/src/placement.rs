@@ -12,7 +12,7 @@
 
 use crate::cluster::ClusterReader;
 use crate::model::quantity::format_bytes;
-use crate::model::{Node, Toleration};
+use crate::model::{Node, NodeSelection, Toleration};
 
 /// Reads every node's working set from its NodeMetrics ([`crate::node_pressure::read_working_set`]).
 /// A node whose metrics cannot be read (metrics-server down or not installed) has no figure, and
@@ -36,7 +36,8 @@ pub struct Placement<'n, 'a> {
 /// Why a VM has nowhere to go.
 #[derive(Debug, Clone, PartialEq)]
 pub enum NoRoom {
-    /// No other node would schedule its pod (cordoned, or with taints it does not tolerate).
+    /// No other node would schedule its pod (cordoned, with taints it does not tolerate, or
+    /// outside its node selector or required node affinity).
     NoNode,
     /// Every node that would is short of memory: the most any keeps after taking the VM.
     Memory {
@@ -52,9 +53,10 @@ pub enum NoRoom {
 impl core::fmt::Display for NoRoom {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self {
-            Self::NoNode => {
-                f.write_str("no other node accepts it (cordoned, or tainted without a toleration)")
-            }
+            Self::NoNode => f.write_str(
+                "no other node accepts it (cordoned, tainted without a toleration, or outside its node \
+                     selector or required node affinity)",
+            ),
             Self::Memory { needs, best_left, level } => write!(
                 f,
                 "no other node has room for its {}: the best would keep {} available, under the \
@@ -73,30 +75,38 @@ impl<'n, 'a> Placement<'n, 'a> {
         Self { nodes: nodes.iter().map(|n| (n, n.memory_available())).collect(), level }
     }
 
-    /// Whether a VM of `memory` bytes leaving `source`, whose pod has `tolerations`, keeps the
+    /// Whether a VM of `memory` bytes leaving `source`, whose pod has `tolerations` and
+    /// `selection`, keeps the
     /// level on *every* node that would take it: the scheduler picks the target by requests, not
     /// by available memory, so only then is a move free of risk wherever it lands. Nodes without
     /// a figure count as clear, as in [`Placement::reserve`].
-    pub fn clear_everywhere(&self, source: &str, memory: f64, tolerations: &[Toleration<'_>]) -> bool {
+    pub fn clear_everywhere(
+        &self,
+        source: &str,
+        memory: f64,
+        tolerations: &[Toleration<'_>],
+        selection: &NodeSelection<'_>,
+    ) -> bool {
         self.nodes.iter().all(|(node, available)| {
             node.metadata.name == source
-                || !node.accepts(tolerations)
+                || !node.admits(tolerations, selection)
                 || available.is_none_or(|free| free - memory >= self.level)
         })
     }
 
-    /// Finds room for a VM of `memory` bytes leaving `source`, whose pod has `tolerations`, and
-    /// books it on the node with the most memory available.
+    /// Finds room for a VM of `memory` bytes leaving `source`, whose pod has `tolerations` and
+    /// `selection`, and books it on the node with the most memory available.
     pub fn reserve(
         &mut self,
         source: &str,
         memory: f64,
         tolerations: &[Toleration<'_>],
+        selection: &NodeSelection<'_>,
     ) -> Result<(), NoRoom> {
         let mut best: Option<(usize, f64)> = None;
         let mut any = false;
         for (i, (node, available)) in self.nodes.iter().enumerate() {
-            if node.metadata.name == source || !node.accepts(tolerations) {
+            if node.metadata.name == source || !node.admits(tolerations, selection) {
                 continue;
             }
             any = true;
@@ -163,18 +173,18 @@ mod tests {
         ]);
         let mut placement = Placement::new(&nodes, 8.0 * GI);
         // n3 (30Gi) then n2 (20Gi), then n3 again with 14Gi left: 14 - 6 = 8, exactly the level.
-        assert_eq!(placement.reserve("n1", 16.0 * GI, &[]), Ok(()));
-        assert_eq!(placement.reserve("n1", 12.0 * GI, &[]), Ok(()));
-        assert_eq!(placement.reserve("n1", 6.0 * GI, &[]), Ok(()));
+        assert_eq!(placement.reserve("n1", 16.0 * GI, &[], &NodeSelection::default()), Ok(()));
+        assert_eq!(placement.reserve("n1", 12.0 * GI, &[], &NodeSelection::default()), Ok(()));
+        assert_eq!(placement.reserve("n1", 6.0 * GI, &[], &NodeSelection::default()), Ok(()));
         // n2 has 8Gi left, n3 8Gi: nothing keeps the level any more.
         assert_eq!(
-            placement.reserve("n1", 1.0 * GI, &[]),
+            placement.reserve("n1", 1.0 * GI, &[], &NodeSelection::default()),
             Err(NoRoom::Memory { needs: GI, best_left: 7.0 * GI, level: 8.0 * GI })
         );
         // A toleration opens n5.
         let tolerations: Vec<Toleration<'_>> =
             vec![serde_json::from_str(r#"{"key": "gpu", "operator": "Exists"}"#).unwrap()];
-        assert_eq!(placement.reserve("n1", 1.0 * GI, &tolerations), Ok(()));
+        assert_eq!(placement.reserve("n1", 1.0 * GI, &tolerations, &NodeSelection::default()), Ok(()));
     }
 
     /// Among nodes with the same room the first by name is booked, as the scheduler breaks the
@@ -188,9 +198,9 @@ mod tests {
         let gpu: Vec<Toleration<'_>> =
             vec![serde_json::from_str(r#"{"key": "gpu", "operator": "Exists"}"#).unwrap()];
         let mut placement = Placement::new(&nodes, GI);
-        assert_eq!(placement.reserve("src", 16.0 * GI, &gpu), Ok(()));
+        assert_eq!(placement.reserve("src", 16.0 * GI, &gpu, &NodeSelection::default()), Ok(()));
         assert_eq!(
-            placement.reserve("src", 16.0 * GI, &[]),
+            placement.reserve("src", 16.0 * GI, &[], &NodeSelection::default()),
             Err(NoRoom::Memory { needs: 16.0 * GI, best_left: -12.0 * GI, level: GI })
         );
     }
@@ -200,8 +210,11 @@ mod tests {
         let nodes =
             decode(&[node("n1", Some("60Gi"), json!({})), node("n2", None, json!({"unschedulable": true}))]);
         let mut placement = Placement::new(&nodes, GI);
-        assert_eq!(placement.reserve("n1", GI, &[]), Err(NoRoom::NoNode));
-        assert_eq!(Placement::new(&[], GI).reserve("n1", GI, &[]), Err(NoRoom::NoNode));
+        assert_eq!(placement.reserve("n1", GI, &[], &NodeSelection::default()), Err(NoRoom::NoNode));
+        assert_eq!(
+            Placement::new(&[], GI).reserve("n1", GI, &[], &NodeSelection::default()),
+            Err(NoRoom::NoNode)
+        );
         assert!(NoRoom::NoNode.to_string().contains("no other node accepts it"));
     }
 
@@ -215,7 +228,7 @@ mod tests {
         ]);
         let mut placement = Placement::new(&nodes, 8.0 * GI);
         for _ in 0..3 {
-            assert_eq!(placement.reserve("n1", 64.0 * GI, &[]), Ok(()));
+            assert_eq!(placement.reserve("n1", 64.0 * GI, &[], &NodeSelection::default()), Ok(()));
         }
     }
 

@@ -185,6 +185,23 @@ impl<'a> Pod<'a> {
         at(self.0, &["spec", "nodeSelector"]).and_then(Value::as_object)
     }
 
+    /// `f` of its `spec.nodeSelector` and `spec.affinity`, read as Kubernetes' node affinity
+    /// reads them; a pod whose spec does not decode is placed nowhere.
+    pub fn node_selection<T>(self, f: impl FnOnce(&evac_core::model::NodeSelection<'_>) -> T) -> T
+    where
+        T: Default,
+    {
+        let (selector, affinity) = (at(self.0, &["spec", "nodeSelector"]), at(self.0, &["spec", "affinity"]));
+        if selector.is_none() && affinity.is_none() {
+            return f(&evac_core::model::NodeSelection::default());
+        }
+        let text = serde_json::json!({"nodeSelector": selector, "affinity": affinity}).to_string();
+        match serde_json::from_str::<evac_core::model::NodeSelection<'_>>(&text) {
+            Ok(selection) => f(&selection),
+            Err(_) => T::default(),
+        }
+    }
+
     /// `spec.tolerations`.
     pub fn tolerations(self) -> impl Iterator<Item = Toleration<'a>> {
         at(self.0, &["spec", "tolerations"]).and_then(Value::as_array).into_iter().flatten().map(Toleration)
@@ -212,11 +229,21 @@ impl<'a> Pod<'a> {
 
     /// Its containers' memory requests, summed, in bytes.
     pub fn container_memory_requests(self) -> f64 {
+        self.container_requests("memory")
+    }
+
+    /// The CPU its containers request, in cores (`resources.requests.cpu`).
+    pub fn container_cpu_requests(self) -> f64 {
+        self.container_requests("cpu")
+    }
+
+    /// The sum of its containers' `resources.requests` of `resource`.
+    fn container_requests(self, resource: &str) -> f64 {
         at(self.0, &["spec", "containers"])
             .and_then(Value::as_array)
             .into_iter()
             .flatten()
-            .filter_map(|c| str_at(c, &["resources", "requests", "memory"]).and_then(quantity::bytes))
+            .filter_map(|c| str_at(c, &["resources", "requests", resource]).and_then(quantity::bytes))
             .sum()
     }
 
@@ -353,6 +380,13 @@ impl<'a> Node<'a> {
     /// `status.allocatable.memory`, in bytes.
     pub fn allocatable_memory(self) -> Option<f64> {
         str_at(self.0, &["status", "allocatable", "memory"]).and_then(quantity::bytes)
+    }
+
+    /// `status.allocatable.cpu` (else `status.capacity.cpu`), in cores.
+    pub fn allocatable_cpu(self) -> Option<f64> {
+        str_at(self.0, &["status", "allocatable", "cpu"])
+            .or_else(|| str_at(self.0, &["status", "capacity", "cpu"]))
+            .and_then(quantity::bytes)
     }
 
     /// The condition of a type.

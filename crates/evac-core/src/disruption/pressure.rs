@@ -132,17 +132,16 @@ pub(super) fn decide_node<C: ClusterReader + ?Sized>(
         // its target under pressure, where the kubelet would kill VMs a stable node never lost.
         let early = !pressure && available.is_some_and(|available| available >= levels.threshold);
         chosen.retain(|candidate| {
-            let tolerations = on_node
-                .iter()
-                .find(|v| {
-                    v.metadata.name.as_str() == candidate.vmi.name
-                        && v.metadata.namespace.as_str() == candidate.vmi.namespace
-                })
-                .map_or(&[][..], |v| &v.spec.tolerations[..]);
-            if early && !placement.clear_everywhere(name, candidate.memory, tolerations) {
+            let vmi = on_node.iter().find(|v| {
+                v.metadata.name.as_str() == candidate.vmi.name
+                    && v.metadata.namespace.as_str() == candidate.vmi.namespace
+            });
+            let tolerations = vmi.map_or(&[][..], |v| &v.spec.tolerations[..]);
+            let selection = vmi.map(|v| v.node_selection()).unwrap_or_default();
+            if early && !placement.clear_everywhere(name, candidate.memory, tolerations, &selection) {
                 return false;
             }
-            placement.reserve(name, candidate.memory, tolerations).is_ok()
+            placement.reserve(name, candidate.memory, tolerations, &selection).is_ok()
         });
     }
     // A VM asked to leave for a taint already frees its memory here.

@@ -632,6 +632,7 @@ impl<'i, 'a> Plan<'i, 'a> {
                     source,
                     memory,
                     tolerations: &vmi.spec.tolerations,
+                    selection: vmi.node_selection(),
                     estimate: estimate(vmi, memory, inputs),
                 });
             }
@@ -811,7 +812,7 @@ impl<'i, 'a> Plan<'i, 'a> {
                 continue;
             }
             if let Some(placement) = placement.as_mut() {
-                if let Err(why) = placement.reserve(node_name, c.memory, c.tolerations) {
+                if let Err(why) = placement.reserve(node_name, c.memory, c.tolerations, &c.selection) {
                     trace.note(|| format!("{}/{}: deferred, {why}", c.namespace, c.name));
                     if let Some(pod) = &c.held {
                         self.releases.push(release_ref(pod, why.to_string()));

@@ -15,7 +15,7 @@ use core::cmp::Ordering;
 
 use crate::effect::EvacuationSource;
 use crate::estimate::Estimate;
-use crate::model::Toleration;
+use crate::model::{NodeSelection, Toleration};
 
 /// A VMI that should start an evacuation migration now, room permitting.
 pub(super) struct Candidate<'i, 'a> {
@@ -34,6 +34,8 @@ pub(super) struct Candidate<'i, 'a> {
     pub memory: f64,
     /// Where its pods may be scheduled.
     pub tolerations: &'i [Toleration<'a>],
+    /// Which nodes' labels its pods need (node selector, required node affinity).
+    pub selection: NodeSelection<'a>,
     pub estimate: Estimate,
 }
 

@@ -12,6 +12,7 @@ mod meta;
 mod migration;
 mod node;
 mod node_metrics;
+mod node_selection;
 mod pod;
 pub mod quantity;
 mod raw_map;
@@ -34,6 +35,9 @@ pub use node::{
     NODE_DOWN_TAINT_KEYS,
 };
 pub use node_metrics::{NodeMetrics, NODE_METRICS_API_VERSION, NODE_METRICS_KIND};
+pub use node_selection::{
+    Affinity, NodeAffinity, NodeSelection, NodeSelector, NodeSelectorTerm, Requirement,
+};
 pub use pod::{Pod, PodRole, PodSpec, PodStatus, APP_LABEL, DISRUPTION_TARGET_CONDITION, DOMAIN_ANNOTATION};
 pub use raw_map::RawMap;
 pub use str::Str;

@@ -134,6 +134,12 @@ impl Node<'_> {
                 .all(|taint| tolerations.iter().any(|t| t.tolerates(taint)))
     }
 
+    /// Whether the scheduler may place a pod with these tolerations and this node selection
+    /// here: [`Node::accepts`], and the node's labels meet the selection.
+    pub fn admits(&self, tolerations: &[Toleration<'_>], selection: &super::NodeSelection<'_>) -> bool {
+        self.accepts(tolerations) && selection.admits(&self.metadata.name, |key| self.metadata.label(key))
+    }
+
     /// Whether the node carries KubeVirt's drain taint.
     pub fn is_drain_tainted(&self) -> bool {
         self.has_taint(DRAIN_TAINT_KEY, "NoSchedule")

@@ -1,6 +1,8 @@
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
-use super::{null_as_default, Condition, ObjectMeta, Str, Toleration};
+use super::{null_as_default, Affinity, Condition, NodeSelection, ObjectMeta, Str, Toleration};
 
 /// A `kubevirt.io/v1` VirtualMachineInstance.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
@@ -31,6 +33,13 @@ pub struct VmiSpec<'a> {
     /// take the VM.
     #[serde(borrow, deserialize_with = "null_as_default", skip_serializing_if = "Vec::is_empty")]
     pub tolerations: Vec<Toleration<'a>>,
+    /// `spec.nodeSelector`: copied to the launcher pods, as the tolerations are.
+    #[serde(borrow, deserialize_with = "null_as_default", skip_serializing_if = "BTreeMap::is_empty")]
+    pub node_selector: BTreeMap<Str<'a>, Str<'a>>,
+    /// `spec.affinity`: copied to the launcher pods; its required node affinity bounds where a
+    /// migration may take the VM.
+    #[serde(borrow, deserialize_with = "null_as_default", skip_serializing_if = "Option::is_none")]
+    pub affinity: Option<Affinity<'a>>,
 }
 
 /// The parts of `spec.domain` that size the VM: `memory.guest`, else `resources.requests.memory`.
@@ -67,7 +76,12 @@ pub struct VmiStatus<'a> {
 /// The VMI condition KubeVirt sets when a VMI can be live-migrated.
 pub const LIVE_MIGRATABLE_CONDITION: &str = "LiveMigratable";
 
-impl VirtualMachineInstance<'_> {
+impl<'a> VirtualMachineInstance<'a> {
+    /// Its node selector and affinity, which its launcher pods carry (`NodeSelection`).
+    pub fn node_selection(&self) -> NodeSelection<'a> {
+        NodeSelection { node_selector: self.spec.node_selector.clone(), affinity: self.spec.affinity.clone() }
+    }
+
     /// `vmi.IsMigratable()`: the `LiveMigratable` condition is `True`.
     pub fn is_migratable(&self) -> bool {
         Condition::is_true(&self.status.conditions, LIVE_MIGRATABLE_CONDITION)

@@ -2,7 +2,8 @@
 //! template.go`, `renderLaunchManifest`), for every launcher pod the simulated KubeVirt creates:
 //! a VMI's first, a restarted VM's, a migration's target (`RenderMigrationManifest`, the same
 //! manifest). The parts that shape disruptions: the `compute` container requesting the guest's
-//! memory, the VMI's tolerations, and the grace period, the VMI's
+//! memory (and the CPU the VMI requests, `spec.domain.resources.requests.cpu`), the VMI's
+//! tolerations, node selector and affinity, and the grace period, the VMI's
 //! `terminationGracePeriodSeconds` plus 30 s (`gracePeriodKillAfter`: virt-launcher's own
 //! `--grace-period-seconds` is the VMI's plus 15). No lifecycle hook: a mutating webhook may add
 //! one as the pod is created ([`crate::api::pods`]).
@@ -28,7 +29,11 @@ pub fn render(vmi: Vmi<'_>) -> Value {
         annotations[evac_core::kubevirt::REQUEST_EVICT_ONLY_ANNOTATION] = json!("");
     }
     let priority: i64 = vmi.meta().annotation(PRIORITY_ANNOTATION).and_then(|p| p.parse().ok()).unwrap_or(0);
-    json!({
+    let mut requests = json!({"memory": vmi.memory().map(|m| format!("{}", m as u64))});
+    if let Some(cpu) = vmi.0.pointer("/spec/domain/resources/requests/cpu") {
+        requests["cpu"] = cpu.clone();
+    }
+    let mut pod = json!({
         "metadata": {
             "generateName": format!("virt-launcher-{name}-"),
             "labels": {"kubevirt.io": "virt-launcher", evac_core::kubevirt::CREATED_BY_LABEL: uid},
@@ -40,9 +45,14 @@ pub fn render(vmi: Vmi<'_>) -> Value {
             "priority": priority,
             "terminationGracePeriodSeconds": vmi.grace_period() + 2 * GRACE_PADDING_SECONDS,
             "tolerations": vmi.0.pointer("/spec/tolerations").cloned().unwrap_or(json!([])),
-            "containers": [{"name": "compute", "image": "virt-launcher",
-                            "resources": {"requests": {"memory": vmi.memory().map(|m| format!("{}", m as u64))}}}],
+            "containers": [{"name": "compute", "image": "virt-launcher", "resources": {"requests": requests}}],
         },
         "status": {"phase": "Pending"},
-    })
+    });
+    for field in ["nodeSelector", "affinity"] {
+        if let Some(value) = vmi.0.pointer(&format!("/spec/{field}")) {
+            pod["spec"][field] = value.clone();
+        }
+    }
+    pod
 }

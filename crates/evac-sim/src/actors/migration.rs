@@ -502,10 +502,11 @@ impl MigrationController {
         if let Some(selector) = source.node_selector() {
             pod["spec"]["nodeSelector"] = json!(selector);
         }
-        pod["spec"]["affinity"] = json!({"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
+        // Beside the VMI's own affinity, which the template carries.
+        pod["spec"]["affinity"]["podAntiAffinity"] = json!({"requiredDuringSchedulingIgnoredDuringExecution": [{
             "labelSelector": {"matchLabels": {CREATED_BY_LABEL: uid}},
             "topologyKey": "kubernetes.io/hostname",
-        }]}});
+        }]});
         let created = store.create_pod(migration.meta().namespace(), pod)?;
         let named =
             json!({"metadata": {"annotations": {TARGET_POD_ANNOTATION: Pod(&created).meta().name()}}});

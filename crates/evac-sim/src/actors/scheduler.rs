@@ -3,11 +3,13 @@
 //!
 //! - Pending pods (no `spec.nodeName`, not deleted, not finished) are taken highest
 //!   `spec.priority` first, then oldest, as the scheduling queue orders them.
-//! - A node fits a pod if it is not cordoned (`spec.unschedulable`, unless the pod tolerates the
-//!   `node.kubernetes.io/unschedulable` taint), the pod tolerates its `NoSchedule` and `NoExecute`
-//!   taints, and it has the pod's memory free: `status.allocatable.memory` (else
-//!   `status.capacity.memory`; neither: unlimited) minus the memory of the unfinished pods on it.
-//!   Terminating pods count until their kubelet removes them. The pod is bound to the fitting node
+//! - A node fits a pod if its labels meet the pod's `nodeSelector` and the required terms of its
+//!   node affinity (`NodeAffinity` filter, `evac_core::model::NodeSelection`), it is not cordoned
+//!   (`spec.unschedulable`, unless the pod tolerates the `node.kubernetes.io/unschedulable`
+//!   taint), the pod tolerates its `NoSchedule` and `NoExecute` taints, and it has the pod's
+//!   memory and CPU free (`NodeResourcesFit`): `status.allocatable` (else `status.capacity`;
+//!   neither: unlimited) minus the requests of the unfinished pods on it. Terminating pods count
+//!   until their kubelet removes them. The pod is bound to the fitting node
 //!   with the most free memory (ties: the first by name), or to its nominated node if that fits.
 //! - A pod that fits nowhere, unless its `spec.preemptionPolicy` is `Never`, preempts: on each node
 //!   that would fit without its pods of lower priority (not already terminating), the victims are
@@ -19,13 +21,16 @@
 //!   `status.nominatedNodeName`. While lower-priority pods on its nominated node are terminating,
 //!   it waits instead of preempting again; the room it waits for is kept from lower-priority pods.
 //!
-//! Left out: pod disruption budgets (which the scheduler only prefers not to violate), affinity,
-//! CPU and other resources, and the later tie-breaks of node choice (sum of priorities, start
-//! times).
+//! Left out: pod disruption budgets (which the scheduler only prefers not to violate), preferred
+//! affinity, CPU in preemption (victims are chosen by memory), other resources, and the later
+//! tie-breaks of node choice (sum of priorities, start times).
 
 use std::collections::HashMap;
 use std::time::Duration;
 
+use std::borrow::Cow;
+
+use evac_core::model::Str;
 use serde_json::json;
 
 use super::with_disruption_target;
@@ -51,11 +56,13 @@ struct Placed<'a> {
     terminating: bool,
 }
 
-/// A node as this reconcile sees it: `free` goes down as pods are bound or nominated to it.
+/// A node as this reconcile sees it: `free` (memory) and `cpu` go down as pods are bound or
+/// nominated to it.
 struct NodeState<'a> {
     node: Node<'a>,
     name: &'a str,
     free: f64,
+    cpu: f64,
     pods: Vec<Placed<'a>>,
 }
 
@@ -84,7 +91,8 @@ impl Scheduler {
             .iter()
             .map(|node| {
                 let node = Node(node);
-                NodeState { node, name: node.name(), free: allocatable(node), pods: Vec::new() }
+                let cpu = node.allocatable_cpu().unwrap_or(f64::INFINITY);
+                NodeState { node, name: node.name(), free: allocatable(node), cpu, pods: Vec::new() }
             })
             .collect();
         let index: HashMap<&str, usize> = nodes.iter().enumerate().map(|(i, n)| (n.name, i)).collect();
@@ -96,6 +104,7 @@ impl Scheduler {
             if let Some(&i) = index.get(on) {
                 let memory = pod.container_memory_requests();
                 nodes[i].free -= memory;
+                nodes[i].cpu -= pod.container_cpu_requests();
                 nodes[i].pods.push(Placed {
                     pod,
                     priority: pod.priority(),
@@ -136,10 +145,13 @@ fn schedule<'a>(
 ) -> Result<(), ApiError> {
     // NodeResourcesFit: what pods request, not what they use.
     let memory = pod.container_memory_requests();
+    let cpu = pod.container_cpu_requests();
     let nominated = pod.nominated_node_name().and_then(|n| index.get(n)).copied();
     // The nominated node first, as the scheduler does: the room made there is this pod's.
     let repelled = repelled_nodes(pod, nodes);
-    let fits = |i: usize| admits(nodes[i].node, pod) && !repelled.contains(&i) && nodes[i].free >= memory;
+    let fits = |i: usize| {
+        admits(nodes[i].node, pod) && !repelled.contains(&i) && nodes[i].free >= memory && nodes[i].cpu >= cpu
+    };
     let target = nominated.filter(|&i| fits(i)).or_else(|| {
         (0..nodes.len())
             .filter(|&i| fits(i))
@@ -149,6 +161,7 @@ fn schedule<'a>(
         let patch = json!({"spec": {"nodeName": nodes[i].name}, "status": {"phase": "Running"}});
         store.patch(&pods(), pod.meta().namespace(), pod.meta().name(), &Patch::Merge(patch), false)?;
         nodes[i].free -= memory;
+        nodes[i].cpu -= cpu;
         nodes[i].pods.push(Placed { pod, priority: pod.priority(), memory, terminating: false });
         return Ok(());
     }
@@ -177,6 +190,7 @@ fn schedule<'a>(
     // scheduler counts nominated pods on their nodes.
     if let Some(i) = node {
         nodes[i].free -= memory;
+        nodes[i].cpu -= cpu;
     }
     // Unscheduled this cycle: the condition that tells waiters (KubeVirt's migration controller
     // times its target pods out on it) why, set once.
@@ -301,13 +315,13 @@ fn allocatable(node: Node<'_>) -> f64 {
     node.allocatable_memory().or_else(|| node.capacity_memory()).unwrap_or(f64::INFINITY)
 }
 
-/// Whether the node takes the pod, memory aside: its labels satisfy the pod's `nodeSelector`, it
-/// is not cordoned, and it has no taint the pod does not tolerate.
+/// Whether the node takes the pod, resources aside: its labels satisfy the pod's `nodeSelector`
+/// and required node affinity, it is not cordoned, and it has no taint the pod does not tolerate.
 /// (`tolerationSeconds` do not matter for scheduling.)
 fn admits(node: Node<'_>, pod: Pod<'_>) -> bool {
-    let selected = pod
-        .node_selector()
-        .is_none_or(|selector| selector.iter().all(|(key, value)| node.meta().label(key) == value.as_str()));
+    let selected = pod.node_selection(|selection| {
+        selection.admits(node.name(), |key| node.meta().label(key).map(|l| Str(Cow::Borrowed(l))))
+    });
     if !selected {
         return false;
     }

@@ -29,13 +29,17 @@ pub const EVAC_WEBHOOK: &str = "pod-eviction.evac.kubevirt.io";
 pub fn install(store: &Store, scenario: &Scenario, with_evac: bool, replacing: bool) -> Result<(), ApiError> {
     virt_api::register(store);
     let nodes = scenario.node_names();
-    let mut memory_of_node = Vec::with_capacity(nodes.len());
-    for group in &scenario.cluster.nodes {
-        let count = group.count;
-        memory_of_node.extend(std::iter::repeat_n(group.memory.0.clone(), count));
-    }
-    for (name, memory) in nodes.iter().zip(&memory_of_node) {
-        store.create(&Kind::new("v1", "Node"), "", node(name, memory), false)?;
+    let groups = scenario.cluster.nodes.iter().flat_map(|group| std::iter::repeat_n(group, group.count));
+    for (name, group) in nodes.iter().zip(groups) {
+        let mut node = node(name, &group.memory.0);
+        for (key, value) in &group.labels {
+            node["metadata"]["labels"][key] = json!(value);
+        }
+        if let Some(cpu) = &group.cpu {
+            node["status"]["capacity"]["cpu"] = json!(cpu.0);
+            node["status"]["allocatable"]["cpu"] = json!(cpu.0);
+        }
+        store.create(&Kind::new("v1", "Node"), "", node, false)?;
     }
     store.create(
         &Kind::new("kubevirt.io/v1", "KubeVirt"),
@@ -94,6 +98,15 @@ pub fn create_vms(store: &Store, scenario: &Scenario) -> Result<usize, ApiError>
             });
             if let Some(strategy) = group.eviction_strategy {
                 vmi["spec"]["evictionStrategy"] = json!(strategy.as_str());
+            }
+            if !group.node_selector.is_empty() {
+                vmi["spec"]["nodeSelector"] = json!(group.node_selector);
+            }
+            if let Some(affinity) = &group.affinity {
+                vmi["spec"]["affinity"] = affinity.clone();
+            }
+            if let Some(cpu) = &group.cpu {
+                vmi["spec"]["domain"]["resources"] = json!({"requests": {"cpu": cpu.0}});
             }
             if let Some(rate) = &group.dirty_rate {
                 vmi["metadata"]["annotations"][DIRTY_RATE_ANNOTATION] = json!(rate.0);

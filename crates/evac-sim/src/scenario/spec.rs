@@ -69,6 +69,13 @@ impl Text {
         humantime::parse_duration(&self.0).map_err(|e| format!("{at}: {:?} is not a duration ({e})", self.0))
     }
 
+    /// CPU cores: a quantity like `2` or `500m`.
+    pub fn cores(&self, at: &str) -> Result<f64, String> {
+        quantity::bytes(&self.0)
+            .filter(|c| *c >= 0.0)
+            .ok_or_else(|| format!("{at}: {:?} is not a CPU quantity like 2 or 500m", self.0))
+    }
+
     pub fn bytes(&self, at: &str) -> Result<f64, String> {
         quantity::bytes(&self.0)
             .ok_or_else(|| format!("{at}: {:?} is not a quantity like 2Gi or 512Mi", self.0))
@@ -95,6 +102,12 @@ pub struct NodeGroup {
     #[serde(default = "one")]
     pub count: usize,
     pub memory: Text,
+    /// CPU cores the node offers pods (`status.allocatable.cpu`); unset: no limit.
+    #[serde(default)]
+    pub cpu: Option<Text>,
+    /// Labels of each node of the group, beside `kubernetes.io/hostname`.
+    #[serde(default)]
+    pub labels: std::collections::BTreeMap<String, String>,
 }
 
 fn one() -> usize {
@@ -143,6 +156,17 @@ pub struct VmGroup {
     /// `value`, `effect`, `tolerationSeconds`); KubeVirt copies the VMI's tolerations there.
     #[serde(default)]
     pub tolerations: Vec<serde_json::Value>,
+    /// The VMI's `spec.nodeSelector`, copied to its launcher pods.
+    #[serde(default)]
+    pub node_selector: std::collections::BTreeMap<String, String>,
+    /// The VMI's `spec.affinity`, as Kubernetes writes it (`nodeAffinity`: only its required
+    /// terms place pods here), copied to its launcher pods.
+    #[serde(default)]
+    pub affinity: Option<serde_json::Value>,
+    /// CPU the VMI requests (`spec.domain.resources.requests.cpu`, e.g. `2` or `500m`), which its
+    /// launcher pods request; unset: none.
+    #[serde(default)]
+    pub cpu: Option<Text>,
 }
 
 fn default_namespace() -> String {
@@ -524,6 +548,9 @@ impl Scenario {
         }
         for (i, group) in self.cluster.nodes.iter().enumerate() {
             group.memory.bytes(&format!("cluster.nodes[{i}].memory"))?;
+            if let Some(cpu) = &group.cpu {
+                cpu.cores(&format!("cluster.nodes[{i}].cpu"))?;
+            }
         }
         let node_exists = |at: &str, node: &str| -> Result<(), String> {
             if nodes.contains(node) {
@@ -546,6 +573,17 @@ impl Scenario {
                 rate.bytes(&format!("{at}.dirtyRate"))?;
             }
             group.guest_shutdown_ms(&format!("{at}.guestShutdown"))?;
+            if let Some(cpu) = &group.cpu {
+                cpu.cores(&format!("{at}.cpu"))?;
+            }
+            if let Some(affinity) = &group.affinity {
+                let text = affinity.to_string();
+                serde_json::from_str::<evac_core::model::Affinity<'_>>(&text)
+                    .map_err(|e| format!("{at}.affinity: not a Kubernetes affinity ({e})"))?;
+                if !affinity.is_object() {
+                    return Err(format!("{at}.affinity: expected an object with nodeAffinity"));
+                }
+            }
             for node in &group.nodes {
                 node_exists(&format!("{at}.nodes"), node)?;
             }

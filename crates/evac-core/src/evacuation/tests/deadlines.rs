@@ -158,7 +158,16 @@ fn targets_must_accept_the_pod() {
         )
     };
     let vm = Vm::new("a").marked();
-    let nowhere = "no other node accepts it (cordoned, or tainted without a toleration)";
+    let nowhere =
+        "no other node accepts it (cordoned, tainted without a toleration, or outside its node selector \
+                   or required node affinity)";
+    let zone_b =
+        || set(other_node(), "/metadata/labels", json!({"zone": "b", "kubernetes.io/hostname": OTHER}));
+    let selecting = |path: &str, value: Value| set(vm.json(), path, value);
+    let in_zone = |zone: &str| {
+        json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": "zone", "operator": "In", "values": [zone]}]}]}}})
+    };
     let rows: Vec<(&str, Value, Value, Vec<Effect>)> = vec![
         (
             "cordoned",
@@ -175,6 +184,26 @@ fn targets_must_accept_the_pod() {
             vec![deferred("a", nowhere)],
         ),
         ("PreferNoSchedule", vm.json(), tainted(other_node(), "x", "PreferNoSchedule"), vec![drain("a")]),
+        // KubeVirt copies the VMI's node selector and affinity to the target pod.
+        (
+            "node selector met",
+            selecting("/spec/nodeSelector", json!({"zone": "b"})),
+            zone_b(),
+            vec![drain("a")],
+        ),
+        (
+            "node selector unmet",
+            selecting("/spec/nodeSelector", json!({"zone": "a"})),
+            zone_b(),
+            vec![deferred("a", nowhere)],
+        ),
+        ("required affinity met", selecting("/spec/affinity", in_zone("b")), zone_b(), vec![drain("a")]),
+        (
+            "required affinity unmet",
+            selecting("/spec/affinity", in_zone("a")),
+            zone_b(),
+            vec![deferred("a", nowhere)],
+        ),
     ];
     for (row, vmi, other, expected) in rows {
         let cluster = TestCluster::new([kubevirt(None, None), vmi, vm.pod(), other]);
