@@ -67,6 +67,7 @@ const SCENARIOS: &[&str] = &[
     "fidelity-lownodeutilization-threshold",
     "node-affinity-nowhere",
     "fidelity-cpu-requests",
+    "fidelity-run-strategies",
 ];
 
 const BASELINE: &str = "KubeVirt alone";
@@ -1263,6 +1264,29 @@ fn cpu_requests_bound_where_a_drains_vms_go() {
         expect_field(&mut c, mode, r, &["vms", "shutDown"], 0, rule);
         expect_drain_finished(&mut c, mode, r, "node01", false, rule);
         expect_vm_node_after(&mut c, mode, r, migrated.first().copied().unwrap_or("c01"), "node03", rule);
+    }
+    c.finish();
+}
+
+#[test]
+fn run_strategies_and_a_graceful_vmi_deletion() {
+    let mut c = Checks::new("fidelity-run-strategies");
+    let (base, evac) = c.both();
+    common(&mut c, &base, &evac);
+    let strategies = "vm.go syncRunStrategy: Always restarts a final VMI, RerunOnFailure only a Failed one (a guest \
+                      that ignores ACPI is killed at its grace: Failed; one that powers off: Succeeded), Manual never";
+    let deletion = "lifecycle.go deletes a deleted VMI's pods at once and its finalizer holds it until final; \
+                    evacuation.go never migrates a VMI with a deletionTimestamp; the guest ignores ACPI and is killed \
+                    at its 30 s grace";
+    for (mode, r) in [(BASELINE, &base), (EVAC, &evac)] {
+        expect_vms(&mut c, mode, r, &["always", "hard"], "restarted", strategies);
+        expect_vms(&mut c, mode, r, &["soft", "manual"], "shutDown", strategies);
+        expect_vm(&mut c, mode, r, "gone", "shutDown", deletion);
+        expect_vm_migrations(&mut c, mode, r, "gone", 0, deletion);
+        expect_vm_failed(&mut c, mode, r, "gone", 0..=0, deletion);
+        expect_time(&mut c, mode, r, "gone", "stoppedAt", 30.0, 50.0, deletion);
+        expect_vm(&mut c, mode, r, "stay", "migrated", deletion);
+        expect_drain_finished(&mut c, mode, r, "node02", true, deletion);
     }
     c.finish();
 }

@@ -19,6 +19,11 @@ pub fn vmis() -> Kind {
     Kind::new(VMI_KIND.0, VMI_KIND.1)
 }
 
+/// `kubevirt.io/v1` VirtualMachines: a VM's run strategy.
+pub fn vms() -> Kind {
+    Kind::new(VMI_KIND.0, "VirtualMachine")
+}
+
 /// `kubevirt.io/v1` VirtualMachineInstanceMigrations.
 pub fn migrations() -> Kind {
     Kind::new(MIGRATION_KIND.0, MIGRATION_KIND.1)

@@ -190,9 +190,11 @@ impl Store {
     ) -> Result<Arc<Value>, ApiError> {
         let current = self.get(kind, namespace, name)?;
         let text = |pointer: &str| current.pointer(pointer).and_then(Value::as_str).unwrap_or_default();
-        let runs_on_a_node = kind.is("v1", "Pod")
-            && !text("/spec/nodeName").is_empty()
-            && !matches!(text("/status/phase"), "Succeeded" | "Failed");
+        let finished = matches!(text("/status/phase"), "Succeeded" | "Failed");
+        if kind.is("kubevirt.io/v1", "VirtualMachineInstance") && !finished && grace_seconds != Some(0) {
+            return self.mark_vmi_deleted(kind, namespace, name, &current, resource_version, dry_run);
+        }
+        let runs_on_a_node = kind.is("v1", "Pod") && !text("/spec/nodeName").is_empty() && !finished;
         let grace = grace_seconds
             .or_else(|| current.pointer("/spec/terminationGracePeriodSeconds").and_then(Value::as_u64))
             .unwrap_or(30);
@@ -215,6 +217,34 @@ impl Store {
             "deletionGracePeriodSeconds": grace,
             "annotations": {TERMINATE_AT_ANNOTATION: deadline.as_millis().to_string()},
         }}));
+        self.patch(kind, namespace, name, &patch, dry_run)
+    }
+
+    /// A VMI that has not stopped is only marked deleted (`deletionTimestamp`, its
+    /// `terminationGracePeriodSeconds`, 30 by default): KubeVirt's finalizer
+    /// (`kubevirt.io/foregroundDeleteVirtualMachine`) keeps it while virt-controller deletes its
+    /// pods and the guest shuts down, and lets it go once it is final (see
+    /// `actors::virt_controller`).
+    fn mark_vmi_deleted(
+        &self,
+        kind: &Kind,
+        namespace: &str,
+        name: &str,
+        current: &Value,
+        resource_version: Option<&str>,
+        dry_run: bool,
+    ) -> Result<Arc<Value>, ApiError> {
+        evac_cluster::check_precondition(kind, name, current, resource_version)?;
+        if current.pointer("/metadata/deletionTimestamp").is_some() {
+            return Ok(Arc::new(current.clone()));
+        }
+        let grace =
+            current.pointer("/spec/terminationGracePeriodSeconds").and_then(Value::as_u64).unwrap_or(30);
+        let timestamp = (self.clock.now() + chrono::Duration::seconds(grace as i64))
+            .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+        let patch = Patch::Merge(
+            json!({"metadata": {"deletionTimestamp": timestamp, "deletionGracePeriodSeconds": grace}}),
+        );
         self.patch(kind, namespace, name, &patch, dry_run)
     }
 }

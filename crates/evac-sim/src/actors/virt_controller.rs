@@ -15,8 +15,11 @@
 //!   deleted (`pkg/virt-controller/watch/vm/vm.go`, `syncRunStrategy`: `Always` starts a VMI
 //!   whenever none exists); the **VMI controller** marks it running once its pod is bound.
 //!
-//! A VM's run strategy comes from the VMI annotation [`RUN_STRATEGY_ANNOTATION`] (the simulator has
-//! no VirtualMachine objects); [`RESTARTS_ANNOTATION`] counts the restarts.
+//! A VM's run strategy is its VirtualMachine's `spec.runStrategy` (the VMI's controlling owner;
+//! a VMI without one stays stopped), as `vm.go` `syncRunStrategy` reads it: `Always` restarts a
+//! final VMI and recreates a deleted one; `RerunOnFailure` restarts only a `Failed` VMI (one that
+//! shut down is `Succeeded` and stays down, as does a deleted one); `Once`, `Manual` and `Halted`
+//! never restart. [`RESTARTS_ANNOTATION`] counts the restarts.
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -29,14 +32,11 @@ use evac_core::model::Node as NodeModel;
 use serde_json::{json, Value};
 
 use crate::api::virt_api;
-use crate::kinds::{nodes, pods, vmis};
+use crate::kinds::{nodes, pods, vmis, vms};
 use crate::objects::{Node, Pod, Vmi};
 use crate::store::{Patch, Store};
 use crate::ApiError;
 
-/// The VMI annotation that stands for its VM's `spec.runStrategy` (the simulator has no
-/// VirtualMachines): `Always` restarts a stopped VM.
-pub const RUN_STRATEGY_ANNOTATION: &str = "sim.evac.io/run-strategy";
 /// The VMI annotation that counts how often the VM controller restarted the VM.
 pub const RESTARTS_ANNOTATION: &str = "sim.evac.io/restarts";
 
@@ -70,6 +70,7 @@ impl VirtController {
     pub fn reconcile(&self, store: &Store) -> Result<Option<Duration>, ApiError> {
         self.recreate_deleted(store)?;
         let (all_vmis, _) = store.list(&vmis(), None, None, None);
+        finish_deletions(store, &all_vmis)?;
         if self.evacuation {
             self.evacuate(store, &all_vmis)?;
         }
@@ -94,7 +95,7 @@ impl VirtController {
         drop(seen);
         for event in events.iter().filter(|e| e.type_ == crate::store::EventType::Deleted) {
             let deleted = Vmi(&event.object);
-            if deleted.meta().annotation(RUN_STRATEGY_ANNOTATION) != Some("Always") {
+            if run_strategy(store, deleted).as_deref() != Some("Always") {
                 continue;
             }
             let namespace = deleted.meta().namespace();
@@ -177,7 +178,14 @@ impl VirtController {
     fn restart_vms(&self, store: &Store, all_vmis: &[std::sync::Arc<Value>]) -> Result<(), ApiError> {
         for vmi in all_vmis.iter().map(|v| Vmi(v)) {
             let (namespace, name) = (vmi.meta().namespace(), vmi.meta().name());
-            if vmi.is_final() && vmi.meta().annotation(RUN_STRATEGY_ANNOTATION) == Some("Always") {
+            let restarts_now = vmi.is_final()
+                && vmi.meta().deletion_timestamp().is_none()
+                && match run_strategy(store, vmi).as_deref() {
+                    Some("Always") => true,
+                    Some("RerunOnFailure") => vmi.phase() == Some("Failed"),
+                    _ => false,
+                };
+            if restarts_now {
                 let restarts: u64 =
                     vmi.meta().annotation(RESTARTS_ANNOTATION).and_then(|r| r.parse().ok()).unwrap_or(0);
                 let patch = Patch::Merge(json!({
@@ -203,6 +211,48 @@ impl VirtController {
         }
         Ok(())
     }
+}
+
+/// The VMI controller's part in a VMI's deletion (`pkg/virt-controller/watch/vmi/lifecycle.go`
+/// `sync`): a VMI being deleted has its launcher pods deleted at once (`deleteAllMatchingPods`,
+/// each with its own grace period: their kubelet stops them, and a stock virt-handler shuts the
+/// guest down), and once none is left running and the VMI is not `Running` (final, or never
+/// started), its finalizer goes and so does it.
+fn finish_deletions(store: &Store, all_vmis: &[Arc<Value>]) -> Result<(), ApiError> {
+    let selector = evac_cluster::LabelSelector::parse(LAUNCHER_SELECTOR).ok();
+    for vmi in all_vmis.iter().map(|v| Vmi(v)).filter(|v| v.meta().deletion_timestamp().is_some()) {
+        let (namespace, name) = (vmi.meta().namespace(), vmi.meta().name());
+        let (launchers, _) = store.list(&pods(), Some(namespace), selector.as_ref(), None);
+        let mut running = false;
+        for pod in launchers.iter().map(|p| Pod(p)).filter(|p| p.vmi() == Some(name) && !p.is_finished()) {
+            running = true;
+            if !pod.is_terminating() {
+                crate::store::deleted(store.delete_gracefully(
+                    &pods(),
+                    namespace,
+                    pod.meta().name(),
+                    None,
+                    false,
+                ))?;
+            }
+        }
+        // Final, or never started (its pod unbound): nothing runs any more.
+        if !running && vmi.phase() != Some("Running") {
+            crate::store::deleted(store.delete(&vmis(), namespace, name, false))?;
+        }
+    }
+    Ok(())
+}
+
+/// The run strategy of the VM that controls `vmi` (`spec.runStrategy` of its VirtualMachine), or
+/// `None` for a VMI without one.
+fn run_strategy(store: &Store, vmi: Vmi<'_>) -> Option<String> {
+    let (kind, name, _) = vmi.meta().controller()?;
+    if kind != "VirtualMachine" {
+        return None;
+    }
+    let vm = store.get(&vms(), vmi.meta().namespace(), name).ok()?;
+    vm.pointer("/spec/runStrategy").and_then(Value::as_str).map(str::to_owned)
 }
 
 impl crate::Actor for VirtController {

@@ -5,11 +5,10 @@
 use crate::actors::NODE_NAME_LABEL;
 use serde_json::{json, Value};
 
-use super::spec::{RunStrategy, Scenario};
+use super::spec::Scenario;
 use crate::actors::kubelet::termination::GUEST_SHUTDOWN_ANNOTATION;
 use crate::actors::launcher;
 use crate::actors::migration::DIRTY_RATE_ANNOTATION;
-use crate::actors::virt_controller::RUN_STRATEGY_ANNOTATION;
 use crate::api::virt_api;
 use crate::objects::Vmi;
 use crate::store::{Kind, Store};
@@ -111,9 +110,20 @@ pub fn create_vms(store: &Store, scenario: &Scenario) -> Result<usize, ApiError>
             if let Some(rate) = &group.dirty_rate {
                 vmi["metadata"]["annotations"][DIRTY_RATE_ANNOTATION] = json!(rate.0);
             }
-            if group.run_strategy == RunStrategy::Always {
-                vmi["metadata"]["annotations"][RUN_STRATEGY_ANNOTATION] = json!("Always");
-            }
+            // Its VirtualMachine, whose run strategy the VM controller follows; the VMI is its.
+            let vm = store.create(
+                &Kind::new("kubevirt.io/v1", "VirtualMachine"),
+                &group.namespace,
+                json!({"metadata": {"name": name},
+                       "spec": {"runStrategy": group.run_strategy.as_str(),
+                                "template": {"spec": vmi["spec"].clone()}},
+                       "status": {"printableStatus": "Running", "ready": true}}),
+                false,
+            )?;
+            vmi["metadata"]["ownerReferences"] = json!([{
+                "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine", "name": name,
+                "uid": vm["metadata"]["uid"], "controller": true, "blockOwnerDeletion": true,
+            }]);
             if !group.request_evict_only {
                 vmi["metadata"]["annotations"][launcher::NO_REQUEST_EVICT_ONLY_ANNOTATION] = json!("true");
             }

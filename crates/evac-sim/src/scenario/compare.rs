@@ -81,7 +81,7 @@ const GROUPS: [(&str, &[&str]); 4] = [
 pub const SUMMARY_LEGEND: &str = "\
 VMs: the VMs in the scenario; every count is out of them, in both runs (the rest were untouched).
 migrated: live-migrated and never stopped. shut down: stopped, not running at the end.
-restarted: stopped, then started again by its run strategy Always (a new launcher pod).
+restarted: stopped, then started again by its run strategy (Always, or RerunOnFailure after a failure: a new launcher pod).
 eviction requests: pods/eviction calls by every actor (drain, descheduler, ...), each retry counted.
 For the descheduler the baseline is the naive descheduler: there fewer VMs moved and fewer
 eviction requests is the goal, not more migrations.";

@@ -388,7 +388,7 @@ impl Observed {
                 let how = if phase == "Failed" { "killed" } else { "shut down" };
                 self.log(at, format!("VM {key} {how} on {node} ({reason})"));
             }
-            (_, "Scheduling") => self.log(at, format!("VM {key} restarting (run strategy Always)")),
+            (_, "Scheduling") => self.log(at, format!("VM {key} restarting (its run strategy)")),
             ("Scheduling", "Running") => {
                 self.log(at, format!("VM {key} running again on {}", vmi.node_name().unwrap_or_default()))
             }

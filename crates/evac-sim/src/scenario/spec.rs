@@ -131,7 +131,9 @@ pub struct VmGroup {
     /// How fast the guest dirties memory, per second (e.g. `20Mi`).
     #[serde(default)]
     pub dirty_rate: Option<Text>,
-    /// `Always`: a VM that stops is started again; `Once` (default): it stays stopped.
+    /// The VirtualMachine's `spec.runStrategy`: `Always`, a VM that stops (or whose VMI is
+    /// deleted) is started again; `RerunOnFailure`, only one that failed (killed, not shut down);
+    /// `Once` (default) and `Manual`, it stays stopped.
     #[serde(default)]
     pub run_strategy: RunStrategy,
     /// The VMI's `terminationGracePeriodSeconds` (KubeVirt's default: 30): how long the guest
@@ -217,8 +219,21 @@ impl Strategy {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 pub enum RunStrategy {
     Always,
+    RerunOnFailure,
     #[default]
     Once,
+    Manual,
+}
+
+impl RunStrategy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Always => "Always",
+            Self::RerunOnFailure => "RerunOnFailure",
+            Self::Once => "Once",
+            Self::Manual => "Manual",
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]

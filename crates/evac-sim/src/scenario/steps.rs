@@ -117,7 +117,9 @@ fn apply(store: &Store, action: &Action, evictor: &dyn Evictor) -> Result<(), Ap
             }
         }
         Action::NodeDown { node } => node_down(store, node)?,
-        Action::DeleteVm { vm, namespace } => deleted(store.delete(&vmis(), namespace, vm, false))?,
+        Action::DeleteVm { vm, namespace } => {
+            deleted(store.delete_gracefully(&vmis(), namespace, vm, None, false))?
+        }
         Action::CancelEvacuation { vm, namespace } => {
             if let Err(e) = virt_api::cancel_evacuation(store, namespace, vm) {
                 tracing::info!(vm = %vm, "evacuate/cancel refused: {}", e.message);

@@ -102,9 +102,19 @@ fn some_deletions_are_immediate() {
     for name in ["own-grace-0", "unbound", "failed", "succeeded"] {
         store.delete_gracefully(&pods(), "default", name, None, false).unwrap();
     }
-    store.delete_gracefully(&vmis, "default", "vm", Some(30), false).unwrap();
-    assert!(store.list(&pods(), None, None, None).0.is_empty());
+    // A VMI that stopped goes at once; one that runs is only marked, its finalizer holding it.
+    let mut stopped = running_pod("stopped", "n1", Some(30));
+    stopped["status"]["phase"] = json!("Succeeded");
+    store.create(&vmis, "default", stopped, false).unwrap();
+    store.delete_gracefully(&vmis, "default", "stopped", None, false).unwrap();
+    assert_eq!(store.get(&vmis, "default", "stopped").unwrap_err().code, 404);
+    store.delete_gracefully(&vmis, "default", "vm", None, false).unwrap();
+    let marked = store.get(&vmis, "default", "vm").unwrap();
+    assert!(marked.pointer("/metadata/deletionTimestamp").is_some(), "{marked}");
+    assert_eq!(marked["metadata"]["deletionGracePeriodSeconds"], 30);
+    store.delete_gracefully(&vmis, "default", "vm", Some(0), false).unwrap();
     assert_eq!(store.get(&vmis, "default", "vm").unwrap_err().code, 404);
+    assert!(store.list(&pods(), None, None, None).0.is_empty());
     assert_eq!(store.delete_gracefully(&pods(), "default", "gone", None, false).unwrap_err().code, 404);
 }
 

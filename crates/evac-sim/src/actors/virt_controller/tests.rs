@@ -180,10 +180,18 @@ fn a_cancelled_mark_takes_the_pods_annotation_off() {
 }
 
 fn failed_vmi(store: &Store, name: &str, run_strategy: Option<&str>) {
+    final_vmi(store, name, run_strategy, "Failed");
+}
+
+/// A VMI in a final `phase`, controlled by a VirtualMachine with `run_strategy` when one is given.
+fn final_vmi(store: &Store, name: &str, run_strategy: Option<&str>, phase: &str) {
     let mut vmi = json!({"metadata": {"name": name},
-                         "status": {"nodeName": "n1", "phase": "Failed", "reason": "PodDeleted"}});
+                         "status": {"nodeName": "n1", "phase": phase, "reason": "PodDeleted"}});
     if let Some(strategy) = run_strategy {
-        vmi["metadata"]["annotations"] = json!({RUN_STRATEGY_ANNOTATION: strategy});
+        let vm = json!({"metadata": {"name": name}, "spec": {"runStrategy": strategy}});
+        let vm = store.create(&crate::kinds::vms(), "default", vm, false).unwrap();
+        vmi["metadata"]["ownerReferences"] = json!([{"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
+            "name": name, "uid": vm["metadata"]["uid"], "controller": true}]);
     }
     store.create(&vmis(), "default", vmi, false).unwrap();
 }
@@ -236,14 +244,28 @@ fn failed_vms_without_the_always_strategy_stay_down() {
     let store = store();
     failed_vmi(&store, "plain", None);
     failed_vmi(&store, "manual", Some("Manual"));
+    failed_vmi(&store, "once", Some("Once"));
+    final_vmi(&store, "rerun-shut-down", Some("RerunOnFailure"), "Succeeded");
     let controller = VirtController::default();
     controller.reconcile(&store).unwrap();
-    for name in ["plain", "manual"] {
+    for name in ["plain", "manual", "once", "rerun-shut-down"] {
         let vmi = get_vmi(&store, name);
-        assert_eq!(text(&vmi, "/status/phase"), "Failed");
-        assert_eq!(annotation(&vmi, RESTARTS_ANNOTATION), "");
+        assert!(matches!(text(&vmi, "/status/phase"), "Failed" | "Succeeded"), "{name}");
+        assert_eq!(annotation(&vmi, RESTARTS_ANNOTATION), "", "{name}");
     }
     assert!(store.list(&pods(), None, None, None).0.is_empty());
+}
+
+/// `RerunOnFailure` restarts a VMI that failed (`vm.go` `syncRunStrategy`), not one that shut down.
+#[test]
+fn rerun_on_failure_restarts_only_a_failed_vm() {
+    let store = store();
+    failed_vmi(&store, "rerun-failed", Some("RerunOnFailure"));
+    VirtController::default().reconcile(&store).unwrap();
+    let vmi = get_vmi(&store, "rerun-failed");
+    assert_eq!(text(&vmi, "/status/phase"), "Scheduling");
+    assert_eq!(annotation(&vmi, RESTARTS_ANNOTATION), "1");
+    assert_eq!(store.list(&pods(), None, None, None).0.len(), 1);
 }
 
 #[test]
