@@ -68,6 +68,7 @@ const SCENARIOS: &[&str] = &[
     "node-affinity-nowhere",
     "fidelity-cpu-requests",
     "fidelity-run-strategies",
+    "fidelity-pdb",
 ];
 
 const BASELINE: &str = "KubeVirt alone";
@@ -1287,6 +1288,27 @@ fn run_strategies_and_a_graceful_vmi_deletion() {
         expect_time(&mut c, mode, r, "gone", "stoppedAt", 30.0, 50.0, deletion);
         expect_vm(&mut c, mode, r, "stay", "migrated", deletion);
         expect_drain_finished(&mut c, mode, r, "node02", true, deletion);
+    }
+    c.finish();
+}
+
+#[test]
+fn disruption_budgets_during_a_drain() {
+    let mut c = Checks::new("fidelity-pdb");
+    let (base, evac) = c.both();
+    common(&mut c, &base, &evac);
+    let rule = "eviction.go: webhooks first, then the budget; a LiveMigrate pod gets KubeVirt's 429 and migrates, \
+                its Succeeded source pod skips the budget (canIgnorePDB); a None pod passes the webhooks and its \
+                budget (minAvailable 1, 1 healthy) refuses it with 429, which kubectl drain retries";
+    for (mode, r) in [(BASELINE, &base), (EVAC, &evac)] {
+        expect_vm(&mut c, mode, r, "web", "migrated", rule);
+        expect_vm(&mut c, mode, r, "db", "untouched", rule);
+        expect_field(&mut c, mode, r, &["vms", "shutDown"], 0, rule);
+        expect_drain_finished(&mut c, mode, r, "node01", false, rule);
+        let blocked = drain(r, "node01").map(|d| d["blockedBy"].to_string()).unwrap_or_default();
+        c.check(blocked.contains("disruption budget"), || {
+            format!("{mode}: the drain should wait on db's budget, blockedBy {blocked} (rule: {rule})")
+        });
     }
     c.finish();
 }

@@ -49,6 +49,17 @@ pub fn render(vmi: Vmi<'_>) -> Value {
         },
         "status": {"phase": "Pending"},
     });
+    // The VMI's labels, as template.go copies them (all but the node it runs on now).
+    if let Some(labels) = vmi.0.pointer("/metadata/labels").and_then(Value::as_object) {
+        for (key, value) in labels.iter().filter(|(k, _)| k.as_str() != evac_core::kubevirt::NODE_NAME_LABEL)
+        {
+            pod["metadata"]["labels"]
+                .as_object_mut()
+                .expect("rendered with labels")
+                .entry(key.clone())
+                .or_insert(value.clone());
+        }
+    }
     for field in ["nodeSelector", "affinity"] {
         if let Some(value) = vmi.0.pointer(&format!("/spec/{field}")) {
             pod["spec"][field] = value.clone();

@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 
 use super::webhooks::{self, Admission, Request, Webhook};
 use crate::actors::Evictor;
-use crate::store::{Kind, Patch, Store};
+use crate::store::{Kind, Store};
 use crate::ApiError;
 use evac_cluster::LabelSelector;
 
@@ -93,16 +93,25 @@ async fn admit(
     }
 }
 
-/// The PodDisruptionBudget check: a running pod covered by a budget with no disruption left is
-/// refused with 429; an allowed eviction uses one up (until the budget's controller recomputes).
+/// The PodDisruptionBudget check (`pkg/registry/core/pod/storage/eviction.go`, `Create`): a pod
+/// that is finished, pending or already being deleted goes without one (`canIgnorePDB`); more than
+/// one budget covering the pod is a 500; one with no disruption left refuses with 429
+/// (`checkAndDecrement`). The budget's status is what the disruption controller
+/// (`pkg/controller/disruption/disruption.go`, `trySync`) would compute at that moment: an integer
+/// `minAvailable` is the desired healthy count, healthy being the covered pods that run and are
+/// not being deleted (`countHealthyPods`); a `maxUnavailable` or a percentage needs the pods'
+/// controller's scale, which a VMI (a launcher pod's controller) does not have, so the controller
+/// fails safe to no disruption allowed (`failSafe`).
 fn check_disruption_budget(
     store: &Store,
     namespace: &str,
     pod: &Value,
-    dry_run: bool,
+    _dry_run: bool,
 ) -> Result<(), ApiError> {
     let phase = pod.pointer("/status/phase").and_then(Value::as_str).unwrap_or_default();
-    if matches!(phase, "Succeeded" | "Failed" | "Pending") {
+    if matches!(phase, "Succeeded" | "Failed" | "Pending")
+        || pod.pointer("/metadata/deletionTimestamp").is_some()
+    {
         return Ok(());
     }
     let budgets = Kind::new("policy/v1", "PodDisruptionBudget");
@@ -119,13 +128,30 @@ fn check_disruption_budget(
             })
         }
     };
-    let allowed = pdb.pointer("/status/disruptionsAllowed").and_then(Value::as_i64).unwrap_or(0);
-    if allowed < 1 {
+    let (desired, healthy) = budget_status(store, namespace, pdb);
+    // Kubernetes puts "The disruption budget <name> needs <n> healthy pods and has <m> currently"
+    // in the status's causes; the message is what kubectl prints.
+    if healthy <= desired {
         return Err(ApiError { code: 429, reason: "TooManyRequests", message: PDB_MESSAGE.into() });
     }
-    let name = pdb.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
-    let patch = Patch::Merge(json!({"status": {"disruptionsAllowed": allowed - 1}}));
-    store.patch(&budgets, namespace, name, &patch, dry_run).map(|_| ())
+    Ok(())
+}
+
+/// (desired healthy, currently healthy) of a budget, as the disruption controller computes them
+/// for pods whose controller has no scale: `i64::MAX` desired when only a scale could say.
+fn budget_status(store: &Store, namespace: &str, pdb: &Value) -> (i64, i64) {
+    let (pods, _) = store.list(&Kind::new("v1", "Pod"), Some(namespace), None, None);
+    let healthy = pods
+        .iter()
+        .filter(|p| selects(pdb, p))
+        .filter(|p| p.pointer("/metadata/deletionTimestamp").is_none())
+        .filter(|p| p.pointer("/status/phase").and_then(Value::as_str) == Some("Running"))
+        .count() as i64;
+    let desired = match pdb.pointer("/spec/minAvailable") {
+        Some(Value::Number(n)) => n.as_i64().unwrap_or(i64::MAX),
+        _ => i64::MAX,
+    };
+    (desired, healthy)
 }
 
 /// Whether a budget's `spec.selector` selects the pod. A budget without a valid selector selects

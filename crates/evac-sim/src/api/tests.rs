@@ -429,10 +429,10 @@ async fn webhook_denials_and_disruption_budgets_refuse_evictions() {
     pods.evict("virt-launcher-vm-abcde", &EvictParams::default()).await.unwrap();
     assert_eq!(calls.load(Ordering::SeqCst), 2);
 
-    // A budget with no disruption left: 429 with Kubernetes' message.
+    // A budget of one healthy pod over two: one eviction, then 429 with Kubernetes' message.
     let budgets = crate::Kind::new("policy/v1", "PodDisruptionBudget");
-    let pdb = json!({"metadata": {"name": "web"}, "spec": {"selector": {"matchLabels": {"app": "web"}}},
-                     "status": {"disruptionsAllowed": 1}});
+    let pdb = json!({"metadata": {"name": "web"},
+                     "spec": {"selector": {"matchLabels": {"app": "web"}}, "minAvailable": 1}});
     api.store.create(&budgets, "default", pdb, false).unwrap();
     pods.create(&PostParams::default(), &managed_pod("web-2", "node01")).await.unwrap();
     pods.create(&PostParams::default(), &managed_pod("web-3", "node01")).await.unwrap();

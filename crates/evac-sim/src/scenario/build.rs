@@ -40,6 +40,17 @@ pub fn install(store: &Store, scenario: &Scenario, with_evac: bool, replacing: b
         }
         store.create(&Kind::new("v1", "Node"), "", node, false)?;
     }
+    for budget in &scenario.cluster.pod_disruption_budgets {
+        let mut spec = json!({"selector": budget.selector});
+        if let Some(min) = &budget.min_available {
+            spec["minAvailable"] = min.clone();
+        }
+        if let Some(max) = &budget.max_unavailable {
+            spec["maxUnavailable"] = max.clone();
+        }
+        let pdb = json!({"metadata": {"name": budget.name}, "spec": spec});
+        store.create(&Kind::new("policy/v1", "PodDisruptionBudget"), &budget.namespace, pdb, false)?;
+    }
     store.create(
         &Kind::new("kubevirt.io/v1", "KubeVirt"),
         "kubevirt",
@@ -97,6 +108,9 @@ pub fn create_vms(store: &Store, scenario: &Scenario) -> Result<usize, ApiError>
             });
             if let Some(strategy) = group.eviction_strategy {
                 vmi["spec"]["evictionStrategy"] = json!(strategy.as_str());
+            }
+            for (key, value) in &group.labels {
+                vmi["metadata"]["labels"][key] = json!(value);
             }
             if !group.node_selector.is_empty() {
                 vmi["spec"]["nodeSelector"] = json!(group.node_selector);

@@ -92,6 +92,28 @@ pub struct Cluster {
     pub kubevirt: KubeVirtSettings,
     #[serde(default)]
     pub kubelet: KubeletSettings,
+    /// PodDisruptionBudgets over the VMs' launcher pods (selected by the labels the VM groups
+    /// give their VMIs, which KubeVirt copies to the pods).
+    #[serde(default)]
+    pub pod_disruption_budgets: Vec<Budget>,
+}
+
+/// A `policy/v1` PodDisruptionBudget.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Budget {
+    pub name: String,
+    #[serde(default = "default_namespace")]
+    pub namespace: String,
+    /// `spec.selector`, a label selector (`matchLabels`, `matchExpressions`).
+    pub selector: serde_json::Value,
+    /// `spec.minAvailable`: a number of pods (or a percentage, which only a scalable controller
+    /// gives a meaning to: none for launcher pods).
+    #[serde(default)]
+    pub min_available: Option<serde_json::Value>,
+    /// `spec.maxUnavailable`: likewise.
+    #[serde(default)]
+    pub max_unavailable: Option<serde_json::Value>,
 }
 
 /// `count` nodes named `<namePrefix>NN` (zero-padded), or one node named `namePrefix` when count is 1.
@@ -169,6 +191,9 @@ pub struct VmGroup {
     /// launcher pods request; unset: none.
     #[serde(default)]
     pub cpu: Option<Text>,
+    /// The VMI's labels, which KubeVirt copies to its launcher pods.
+    #[serde(default)]
+    pub labels: std::collections::BTreeMap<String, String>,
 }
 
 fn default_namespace() -> String {
@@ -620,6 +645,31 @@ impl Scenario {
                 Err(format!("{at}: the cluster has no VM {namespace}/{vm}"))
             }
         };
+        let mut budgets = HashSet::new();
+        for (i, budget) in self.cluster.pod_disruption_budgets.iter().enumerate() {
+            let at = format!("cluster.podDisruptionBudgets[{i}]");
+            if !budgets.insert((&budget.namespace, &budget.name)) {
+                return Err(format!("{at}.name: {:?} is used twice in {}", budget.name, budget.namespace));
+            }
+            evac_cluster::LabelSelector::from_object(&budget.selector)
+                .map_err(|e| format!("{at}.selector: not a label selector ({e})"))?;
+            let valid = |v: &serde_json::Value| {
+                v.as_u64().is_some()
+                    || v.as_str()
+                        .is_some_and(|s| s.strip_suffix('%').is_some_and(|n| n.parse::<u32>().is_ok()))
+            };
+            match (&budget.min_available, &budget.max_unavailable) {
+                (Some(v), None) | (None, Some(v)) if valid(v) => {}
+                (Some(_), Some(_)) | (None, None) => {
+                    return Err(format!("{at}: exactly one of minAvailable and maxUnavailable"));
+                }
+                _ => {
+                    return Err(format!(
+                        "{at}: minAvailable/maxUnavailable is a number of pods or a percentage like 50%"
+                    ))
+                }
+            }
+        }
         let kubevirt = &self.cluster.kubevirt;
         kubevirt.bandwidth_per_migration.bytes("cluster.kubevirt.bandwidthPerMigration")?;
         kubevirt.completion_timeout_per_gib.duration("cluster.kubevirt.completionTimeoutPerGiB")?;
