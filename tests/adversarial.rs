@@ -69,6 +69,7 @@ const SCENARIOS: &[&str] = &[
     "fidelity-cpu-requests",
     "fidelity-run-strategies",
     "fidelity-pdb",
+    "fidelity-migration-policy",
 ];
 
 const BASELINE: &str = "KubeVirt alone";
@@ -1310,6 +1311,36 @@ fn disruption_budgets_during_a_drain() {
             format!("{mode}: the drain should wait on db's budget, blockedBy {blocked} (rule: {rule})")
         });
     }
+    c.finish();
+}
+
+#[test]
+fn migration_policies_set_bandwidth_and_post_copy() {
+    let mut c = Checks::new("fidelity-migration-policy");
+    let (base, evac) = c.both();
+    common(&mut c, &base, &evac);
+    let post_copy = "matchPolicy gives pc the postcopy policy; at its 750 s completion timeout it switches to \
+                     post-copy (handleLegacyConvergence) and the 1096Mi left go at 64Mi/s: done ~767 s after it starts";
+    for (mode, r) in [(BASELINE, &base), (EVAC, &evac)] {
+        expect_vm(&mut c, mode, r, "pc", "migrated", post_copy);
+        expect_vm_failed(&mut c, mode, r, "pc", 0..=0, post_copy);
+        expect_time(&mut c, mode, r, "pc", "migratedAt", 760.0, 800.0, post_copy);
+        expect_drain_finished(&mut c, mode, r, "node01", true, post_copy);
+    }
+    let alone = "taint_eviction.go deletes the pods at once; a stock virt-handler shuts the guests down";
+    expect_vms(&mut c, BASELINE, &base, &["bulk", "fast"], "shutDown", alone);
+    let fast = "held, and 8Gi at the cluster's 64Mi/s takes 128 s, before the 310 s deadline";
+    expect_vm(&mut c, EVAC, &evac, "fast", "migrated", fast);
+    let bulk =
+        "the bulk policy's 16Mi/s makes bulk's migration 512 s, past its deadline: evac estimates with the \
+                settings KubeVirt applies, starts nothing, and ends the hold at once";
+    expect_vm(&mut c, EVAC, &evac, "bulk", "shutDown", bulk);
+    expect_vm_migrations(&mut c, EVAC, &evac, "bulk", 0, bulk);
+    expect_time(&mut c, EVAC, &evac, "bulk", "stoppedAt", 10.0, 25.0, bulk);
+    let said = events_of(&evac, "bulk");
+    c.check(said.iter().any(|e| e["reason"] == "EvacuationDeferred"), || {
+        format!("{EVAC}: expected an EvacuationDeferred event for bulk, got {said:?} (rule: {bulk})")
+    });
     c.finish();
 }
 

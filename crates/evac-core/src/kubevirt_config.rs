@@ -25,6 +25,10 @@ pub struct KubeVirtConfig {
     pub completion_timeout_per_gib: u64,
     /// `progressTimeout` in seconds (KubeVirt's default: 150).
     pub progress_timeout: u64,
+    /// `allowPostCopy` (default off).
+    pub allow_post_copy: bool,
+    /// `allowWorkloadDisruption`, which follows `allowPostCopy` when unset.
+    pub allow_workload_disruption: bool,
 }
 
 impl Default for KubeVirtConfig {
@@ -54,6 +58,14 @@ impl From<&KubeVirt<'_>> for KubeVirtConfig {
             bandwidth_per_migration: kubevirt.bandwidth_per_migration().map(|b| b as u64),
             completion_timeout_per_gib,
             progress_timeout,
+            allow_post_copy: kubevirt.spec.configuration.migrations.allow_post_copy.unwrap_or(false),
+            allow_workload_disruption: kubevirt
+                .spec
+                .configuration
+                .migrations
+                .allow_workload_disruption
+                .or(kubevirt.spec.configuration.migrations.allow_post_copy)
+                .unwrap_or(false),
         }
     }
 }
@@ -134,6 +146,8 @@ mod tests {
             bandwidth_per_migration: Some(128 * 1024 * 1024),
             completion_timeout_per_gib: 300,
             progress_timeout: 60,
+            allow_post_copy: true,
+            allow_workload_disruption: true,
         }
     }
 
@@ -148,6 +162,7 @@ mod tests {
                 "migrations": {
                     "parallelMigrationsPerCluster": 10, "parallelOutboundMigrationsPerNode": 3,
                     "bandwidthPerMigration": "128Mi", "completionTimeoutPerGiB": 300, "progressTimeout": 60,
+                    "allowPostCopy": true,
                 },
             }),
         );
@@ -168,6 +183,8 @@ mod tests {
             bandwidth_per_migration: None,
             completion_timeout_per_gib: 150,
             progress_timeout: 150,
+            allow_post_copy: false,
+            allow_workload_disruption: false,
         };
         assert_eq!(KubeVirtConfig::default(), expected);
         let empty = TestCluster::default();

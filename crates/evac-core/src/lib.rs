@@ -17,6 +17,7 @@ pub mod eviction;
 pub mod hold;
 pub mod kubevirt;
 pub mod kubevirt_config;
+pub mod migration_policy;
 pub mod model;
 pub mod node_pressure;
 pub mod placement;

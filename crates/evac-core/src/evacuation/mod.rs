@@ -18,18 +18,21 @@ mod tests;
 pub use history::{backoff_seconds, kubevirt_backoff_until, BACKOFF_MAX_SECONDS, BACKOFF_START_SECONDS};
 pub use settings::{NodePressure, Settings, DEFAULT_ASSUMED_BANDWIDTH, DEFAULT_MAX_FAILED_EVACUATIONS};
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 
 use crate::cluster::{self, ClusterReader, ListResourcesAll, ReadError};
 use crate::effect::{
     EvacuationSource, EventReason, MigrationCause, MigrationPriority, CAUSE_ANNOTATION,
     EVACUATION_REQUEST_ANNOTATION, EVICTION_SOURCE_ANNOTATION,
 };
-use crate::estimate::{self, Estimate, MigrationInputs};
+use crate::estimate::{self, Estimate};
 use crate::kubevirt::DIRTY_RATE_ANNOTATION;
 use crate::kubevirt_config::{KubeVirtConfig, KUBEVIRT_API_VERSION};
+use crate::migration_policy::{
+    self, MigrationPolicy, MigrationSettings, MIGRATION_POLICY_API_VERSION, MIGRATION_POLICY_KIND,
+};
 use crate::model::{
-    quantity, AdmissionRequest, EvictionStrategy, Migration, Node, Pod, VirtualMachineInstance,
+    quantity, AdmissionRequest, EvictionStrategy, Migration, Node, Pod, Str, VirtualMachineInstance,
 };
 use crate::placement::Placement;
 use crate::trace::Trace;
@@ -264,6 +267,9 @@ where
         crate::placement::read_working_sets(core::slice::from_mut(&mut node), cluster);
     }
     let node = &node;
+    let mut raw_policies = Vec::new();
+    let namespaces = vmis.iter().map(|v| v.metadata.namespace.to_string());
+    let (policies, namespace_labels) = read_policies(cluster, &mut raw_policies, namespaces, trace);
     let inputs = Inputs {
         flavor,
         node,
@@ -272,6 +278,8 @@ where
         vmis: &vmis,
         pods: &pods,
         migrations: &migrations,
+        policies: &policies,
+        namespace_labels: &namespace_labels,
         now,
     };
     let mut plan = Plan::of(&inputs, trace);
@@ -415,6 +423,10 @@ struct Inputs<'i, 'a> {
     vmis: &'i [VirtualMachineInstance<'a>],
     pods: &'i [Pod<'a>],
     migrations: &'i [Migration<'a>],
+    /// KubeVirt's MigrationPolicies, which set some VMIs' bandwidth and timeouts.
+    policies: &'i [MigrationPolicy<'a>],
+    /// Labels of the namespaces the policies' namespace selectors look at.
+    namespace_labels: &'i BTreeMap<String, BTreeMap<Str<'static>, Str<'static>>>,
     now: f64,
 }
 
@@ -634,6 +646,7 @@ impl<'i, 'a> Plan<'i, 'a> {
                     tolerations: &vmi.spec.tolerations,
                     selection: vmi.node_selection(),
                     estimate: estimate(vmi, memory, inputs),
+                    bandwidth_known: migration_settings(vmi, inputs).bandwidth.is_some(),
                 });
             }
         }
@@ -729,10 +742,6 @@ impl<'i, 'a> Plan<'i, 'a> {
         let mut placement =
             nodes.map(|nodes| Placement::new(nodes, inputs.settings.pressure_levels().mark_below()));
         let savable_waits = self.candidates.iter().any(|c| !c.hopeless(now));
-        // With the bandwidth KubeVirt sets, the estimate is the cluster's own figure: a migration
-        // it says cannot end before its pod is deleted is not started at all. With an assumed
-        // bandwidth (KubeVirt's default is unlimited), it only goes after the savable ones.
-        let bandwidth_known = inputs.config.bandwidth_per_migration.is_some();
         // Beside KubeVirt's evacuation controller, evac marks and KubeVirt creates the migration.
         let marks_for_kubevirt =
             inputs.settings.kubevirt_evacuation_controller && inputs.flavor == Flavor::Evac;
@@ -754,6 +763,11 @@ impl<'i, 'a> Plan<'i, 'a> {
                 self.events.push(deferred(why));
                 continue;
             }
+            // With the bandwidth KubeVirt sets (the cluster's, or its MigrationPolicy's), the
+            // estimate is KubeVirt's own figure: a migration it says cannot end before its pod is
+            // deleted is not started at all. With an assumed bandwidth (KubeVirt's default is
+            // unlimited), it only goes after the savable ones.
+            let bandwidth_known = c.bandwidth_known;
             if inputs.flavor == Flavor::Evac && bandwidth_known && c.deadline.is_finite() && c.hopeless(now) {
                 let why = format!("{}: it cannot leave in time", c.why_hopeless(now));
                 trace.note(|| format!("{}/{}: deferred, {why}", c.namespace, c.name));
@@ -902,20 +916,89 @@ impl<'i, 'a> Plan<'i, 'a> {
 /// How the VMI's migration would go, with the cluster's bandwidth (the assumed one when KubeVirt
 /// leaves it unlimited) and timeouts, and the dirty rate a monitoring agent publishes on the VMI.
 fn estimate(vmi: &VirtualMachineInstance<'_>, memory: f64, inputs: &Inputs<'_, '_>) -> Estimate {
-    let bandwidth = inputs
-        .config
-        .bandwidth_per_migration
-        .map(|b| b as f64)
-        .unwrap_or_else(|| inputs.settings.assumed_bandwidth_bytes());
     let dirty_rate =
         vmi.metadata.annotation(DIRTY_RATE_ANNOTATION).and_then(|q| quantity::bytes(&q)).unwrap_or(0.0);
-    estimate::estimate(&MigrationInputs {
-        memory,
-        dirty_rate,
-        bandwidth,
-        completion_timeout_per_gib: inputs.config.completion_timeout_per_gib,
-        progress_timeout: inputs.config.progress_timeout,
-    })
+    let settings = migration_settings(vmi, inputs);
+    estimate::estimate(&settings.inputs(memory, dirty_rate, inputs.settings.assumed_bandwidth_bytes()))
+}
+
+/// The settings KubeVirt migrates the VMI with: the cluster's, under the MigrationPolicy that
+/// matches it ([`migration_policy::match_policy`]).
+fn migration_settings(vmi: &VirtualMachineInstance<'_>, inputs: &Inputs<'_, '_>) -> MigrationSettings {
+    let no_labels = BTreeMap::new();
+    let namespace_labels = inputs.namespace_labels.get(vmi.metadata.namespace.as_str()).unwrap_or(&no_labels);
+    let policy =
+        migration_policy::match_policy(inputs.policies, &vmi.metadata.labels.to_map(), namespace_labels);
+    MigrationSettings::of(inputs.config, policy)
+}
+
+/// Any object, for its labels.
+#[derive(serde::Deserialize)]
+struct Labelled<'a> {
+    #[serde(borrow, default)]
+    metadata: crate::model::ObjectMeta<'a>,
+}
+
+/// The MigrationPolicies, and the labels of the namespaces their namespace selectors need: read
+/// only when some policy exists. A policy that cannot be read counts as none (the cluster's
+/// settings stand), with a note in the trace.
+fn read_policies<'r, C>(
+    cluster: &C,
+    raw: &'r mut Vec<u8>,
+    namespaces: impl Iterator<Item = String>,
+    trace: &mut Trace,
+) -> (Vec<MigrationPolicy<'r>>, BTreeMap<String, BTreeMap<Str<'static>, Str<'static>>>)
+where
+    C: ClusterReader + ?Sized,
+{
+    let mut labels = BTreeMap::new();
+    match list(cluster, MIGRATION_POLICY_API_VERSION, MIGRATION_POLICY_KIND, None, None) {
+        Ok(read) => *raw = read,
+        Err(e) => {
+            trace.note(|| {
+                format!(
+                    "MigrationPolicies cannot be read ({}): the cluster's migration settings apply",
+                    e.message
+                )
+            });
+            return (Vec::new(), labels);
+        }
+    }
+    let policies = match cluster::decode_list::<MigrationPolicy<'_>>(raw, MIGRATION_POLICY_KIND) {
+        Ok(policies) => policies,
+        Err(e) => {
+            trace.note(|| {
+                format!(
+                    "MigrationPolicies do not decode ({}): the cluster's migration settings apply",
+                    e.message
+                )
+            });
+            return (Vec::new(), labels);
+        }
+    };
+    let by_namespace =
+        policies.iter().any(|p| p.spec.selectors.as_ref().is_some_and(|s| s.namespace_selector.is_some()));
+    if by_namespace {
+        for namespace in namespaces {
+            if labels.contains_key(&namespace) {
+                continue;
+            }
+            // A namespace that cannot be read has no labels: only selectors without a namespace
+            // part match its VMIs.
+            let read = cluster::fetch(cluster, "v1", "Namespace", "", &namespace).ok();
+            let meta = read.as_deref().and_then(|raw| serde_json::from_slice::<Labelled<'_>>(raw).ok());
+            let owned = meta.map(|m| {
+                m.metadata
+                    .labels
+                    .to_map()
+                    .into_iter()
+                    .map(|(k, v)| (k.into_owned(), v.into_owned()))
+                    .collect()
+            });
+            labels.insert(namespace, owned.unwrap_or_default());
+        }
+    }
+    (policies, labels)
 }
 
 /// Why the evacuation controller would not migrate a VMI now (its words are only built for a

@@ -37,6 +37,9 @@ pub(super) struct Candidate<'i, 'a> {
     /// Which nodes' labels its pods need (node selector, required node affinity).
     pub selection: NodeSelection<'a>,
     pub estimate: Estimate,
+    /// The estimate's bandwidth is KubeVirt's (the cluster's or a MigrationPolicy's), not
+    /// assumed.
+    pub bandwidth_known: bool,
 }
 
 impl Candidate<'_, '_> {

@@ -37,7 +37,8 @@ fn a_marked_vmi_migrates() {
         serde_json::to_string(&effects[0]).unwrap(),
         r#"{"type":"CreateMigration","vmi":{"namespace":"default","name":"web"},"node":"node01","cause":"drain"}"#
     );
-    // The KubeVirt CR, then the node's VMIs and launcher pods by selector, then every migration.
+    // The KubeVirt CR, then the node's VMIs and launcher pods by selector, then every migration
+    // and every MigrationPolicy (no namespace is read: no policy selects by namespace).
     assert_eq!(
         cluster.reads(),
         [
@@ -45,6 +46,7 @@ fn a_marked_vmi_migrates() {
             "list VirtualMachineInstance kubevirt.io/nodeName=node01",
             "list Pod kubevirt.io=virt-launcher spec.nodeName=node01",
             "list VirtualMachineInstanceMigration",
+            "list MigrationPolicy",
             // Where it can go, with each node's memory in use: read only when a migration may start.
             "list Node",
             "get NodeMetrics node02",

@@ -79,6 +79,15 @@ pub struct MigrationConfiguration {
     /// `parallelOutboundMigrationsPerNode`: migrations running at once from one node.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub parallel_outbound_migrations_per_node: Option<u32>,
+    /// `allowPostCopy`: a migration still running at its completion timeout switches to
+    /// post-copy instead of being aborted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub allow_post_copy: Option<bool>,
+    /// `allowWorkloadDisruption`: a migration still running at its completion timeout pauses the
+    /// guest (or switches to post-copy) instead of being aborted; unset, it follows
+    /// `allowPostCopy`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub allow_workload_disruption: Option<bool>,
 }
 
 /// KubeVirt's default `parallelMigrationsPerCluster`.

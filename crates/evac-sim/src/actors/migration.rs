@@ -33,15 +33,20 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
-use evac_core::estimate::{self, MigrationInputs};
+use evac_core::estimate;
 use evac_core::kubevirt::{CREATED_BY_LABEL, EVICTION_SOURCE_ANNOTATION, NODE_NAME_LABEL};
+use evac_core::kubevirt_config::KubeVirtConfig;
+use evac_core::migration_policy::{
+    match_policy, MigrationPolicy, MigrationSettings, MIGRATION_POLICY_API_VERSION, MIGRATION_POLICY_KIND,
+};
 use evac_core::model::Migration as MigrationModel;
+use evac_core::model::Str;
 use serde_json::{json, Value};
 
 use super::quantity;
 use crate::kinds::{migrations, pods, vmis};
 use crate::objects::{Migration, Pod, Vmi};
-use crate::store::{deleted, Patch, Store};
+use crate::store::{deleted, Kind, Patch, Store};
 use crate::ApiError;
 
 /// How fast the guest dirties memory, per second (a quantity such as `100Mi`): what a metrics
@@ -361,7 +366,7 @@ impl MigrationController {
         world: &World,
         now: Duration,
     ) -> Result<Duration, ApiError> {
-        let (duration, outcome) = self.duration(vmi);
+        let (duration, outcome) = self.duration(store, vmi);
         let ends = now + duration;
         let source_pod = world
             .pods_of(migration)
@@ -389,18 +394,38 @@ impl MigrationController {
     /// How long a VM's migration takes, and whether it converges: its memory over the bandwidth
     /// the dirty rate leaves. One that cannot progress is aborted at the progress timeout; one
     /// that would take longer than the completion timeout (per decimal GB, rounded up, as
-    /// `getVMIMigrationDataSize` sizes it) is aborted then.
-    fn duration(&self, vmi: Vmi<'_>) -> (Duration, &'static str) {
+    /// `getVMIMigrationDataSize` sizes it) is aborted then, unless its settings let KubeVirt help
+    /// it complete (post-copy, or the guest paused). The settings are the cluster's under the
+    /// MigrationPolicy that matches the VMI (`migrationpolicy.go` `matchPolicy`,
+    /// `applyMigrationPolicySpec`).
+    fn duration(&self, store: &Store, vmi: Vmi<'_>) -> (Duration, &'static str) {
         let memory = vmi.memory().unwrap_or(1024.0 * 1024.0 * 1024.0);
         let dirty_rate =
             vmi.meta().annotation(DIRTY_RATE_ANNOTATION).and_then(quantity::bytes).unwrap_or(0.0);
-        let estimate = estimate::estimate(&MigrationInputs {
-            memory,
-            dirty_rate,
-            bandwidth: self.bandwidth,
+        let cluster = KubeVirtConfig {
+            bandwidth_per_migration: Some(self.bandwidth as u64),
             completion_timeout_per_gib: self.completion_timeout_per_gib.as_secs(),
             progress_timeout: self.progress_timeout.as_secs(),
-        });
+            ..KubeVirtConfig::default()
+        };
+        let (policies, _) =
+            store.list(&Kind::new(MIGRATION_POLICY_API_VERSION, MIGRATION_POLICY_KIND), None, None, None);
+        let texts: Vec<String> = policies.iter().map(|p| p.to_string()).collect();
+        let policies: Vec<MigrationPolicy<'_>> =
+            texts.iter().filter_map(|t| serde_json::from_str(t).ok()).collect();
+        let labels = |object: Option<&Value>| -> std::collections::BTreeMap<Str<'static>, Str<'static>> {
+            object
+                .and_then(|o| o.pointer("/metadata/labels"))
+                .and_then(Value::as_object)
+                .into_iter()
+                .flatten()
+                .filter_map(|(k, v)| Some((Str(k.clone().into()), Str(v.as_str()?.to_owned().into()))))
+                .collect()
+        };
+        let namespace = store.get(&Kind::new("v1", "Namespace"), "", vmi.meta().namespace()).ok();
+        let policy = match_policy(&policies, &labels(Some(vmi.0)), &labels(namespace.as_deref()));
+        let settings = MigrationSettings::of(&cluster, policy);
+        let estimate = estimate::estimate(&settings.inputs(memory, dirty_rate, self.bandwidth));
         let outcome = if estimate.completes() { "Succeeded" } else { "Failed" };
         (Duration::from_secs_f64(estimate.seconds()), outcome)
     }

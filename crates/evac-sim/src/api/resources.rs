@@ -137,8 +137,20 @@ pub const RESOURCES: &[Resource] = &[
         subresources: &[],
         verbs: VERBS,
     },
-    // VirtualMachines are stored as written; no VM controller reads them (a VM's run strategy
-    // is its VMI's annotation, see `actors::virt_controller`).
+    // KubeVirt's MigrationPolicies: the simulated migration controller applies the one that
+    // matches a VMI (`actors::migration`).
+    Resource {
+        group: "migrations.kubevirt.io",
+        version: "v1alpha1",
+        plural: "migrationpolicies",
+        kind: "MigrationPolicy",
+        namespaced: false,
+        short_names: &[],
+        subresources: &["status"],
+        verbs: VERBS,
+    },
+    // VirtualMachines: the simulated VM controller follows their run strategy
+    // (`actors::virt_controller`).
     Resource {
         group: "kubevirt.io",
         version: "v1",

@@ -40,6 +40,33 @@ pub fn install(store: &Store, scenario: &Scenario, with_evac: bool, replacing: b
         }
         store.create(&Kind::new("v1", "Node"), "", node, false)?;
     }
+    for policy in &scenario.cluster.migration_policies {
+        let mut selectors = json!({});
+        if let Some(vmi) = &policy.selectors.virtual_machine_instance_selector {
+            selectors["virtualMachineInstanceSelector"] = json!(vmi);
+        }
+        if let Some(namespace) = &policy.selectors.namespace_selector {
+            selectors["namespaceSelector"] = json!(namespace);
+        }
+        let mut spec = json!({"selectors": selectors});
+        let fields = [
+            ("bandwidthPerMigration", policy.bandwidth_per_migration.as_ref().map(|b| json!(b.0))),
+            ("completionTimeoutPerGiB", policy.completion_timeout_per_gib.map(|t| json!(t))),
+            ("allowPostCopy", policy.allow_post_copy.map(|b| json!(b))),
+            ("allowWorkloadDisruption", policy.allow_workload_disruption.map(|b| json!(b))),
+            ("allowAutoConverge", policy.allow_auto_converge.map(|b| json!(b))),
+        ];
+        for (field, value) in fields {
+            if let Some(value) = value {
+                spec[field] = value;
+            }
+        }
+        let kind = Kind::new(
+            evac_core::migration_policy::MIGRATION_POLICY_API_VERSION,
+            evac_core::migration_policy::MIGRATION_POLICY_KIND,
+        );
+        store.create(&kind, "", json!({"metadata": {"name": policy.name}, "spec": spec}), false)?;
+    }
     for budget in &scenario.cluster.pod_disruption_budgets {
         let mut spec = json!({"selector": budget.selector});
         if let Some(min) = &budget.min_available {

@@ -96,6 +96,40 @@ pub struct Cluster {
     /// give their VMIs, which KubeVirt copies to the pods).
     #[serde(default)]
     pub pod_disruption_budgets: Vec<Budget>,
+    /// KubeVirt MigrationPolicies (`migrations.kubevirt.io/v1alpha1`): the one that matches a
+    /// VMI's labels (and its namespace's) sets its migrations' bandwidth and timeouts.
+    #[serde(default)]
+    pub migration_policies: Vec<PolicySpec>,
+}
+
+/// A MigrationPolicy: `selectors` and the settings it overrides, as KubeVirt writes them.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct PolicySpec {
+    pub name: String,
+    /// `virtualMachineInstanceSelector` and `namespaceSelector`, label maps.
+    pub selectors: PolicySelectors,
+    #[serde(default)]
+    pub bandwidth_per_migration: Option<Text>,
+    #[serde(default, rename = "completionTimeoutPerGiB")]
+    pub completion_timeout_per_gib: Option<u64>,
+    #[serde(default)]
+    pub allow_post_copy: Option<bool>,
+    #[serde(default)]
+    pub allow_workload_disruption: Option<bool>,
+    /// Accepted as KubeVirt does; neither the simulated migrations nor evac's estimates count on
+    /// it (the throttling's effect depends on the guest).
+    #[serde(default)]
+    pub allow_auto_converge: Option<bool>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct PolicySelectors {
+    #[serde(default)]
+    pub virtual_machine_instance_selector: Option<std::collections::BTreeMap<String, String>>,
+    #[serde(default)]
+    pub namespace_selector: Option<std::collections::BTreeMap<String, String>>,
 }
 
 /// A `policy/v1` PodDisruptionBudget.
@@ -668,6 +702,16 @@ impl Scenario {
                         "{at}: minAvailable/maxUnavailable is a number of pods or a percentage like 50%"
                     ))
                 }
+            }
+        }
+        let mut policies = HashSet::new();
+        for (i, policy) in self.cluster.migration_policies.iter().enumerate() {
+            let at = format!("cluster.migrationPolicies[{i}]");
+            if !policies.insert(&policy.name) {
+                return Err(format!("{at}.name: {:?} is used twice", policy.name));
+            }
+            if let Some(bandwidth) = &policy.bandwidth_per_migration {
+                bandwidth.bytes(&format!("{at}.bandwidthPerMigration"))?;
             }
         }
         let kubevirt = &self.cluster.kubevirt;
