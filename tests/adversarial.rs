@@ -70,6 +70,7 @@ const SCENARIOS: &[&str] = &[
     "fidelity-run-strategies",
     "fidelity-pdb",
     "fidelity-migration-policy",
+    "fidelity-hotplug",
 ];
 
 const BASELINE: &str = "KubeVirt alone";
@@ -1341,6 +1342,30 @@ fn migration_policies_set_bandwidth_and_post_copy() {
     c.check(said.iter().any(|e| e["reason"] == "EvacuationDeferred"), || {
         format!("{EVAC}: expected an EvacuationDeferred event for bulk, got {said:?} (rule: {bulk})")
     });
+    c.finish();
+}
+
+#[test]
+fn hotplug_attachment_pods_during_a_drain() {
+    let mut c = Checks::new("fidelity-hotplug");
+    let (base, evac) = c.both();
+    let replacing = c.replacing();
+    common(&mut c, &base, &evac);
+    let rule = "admitHotplugPod refuses an attachment pod's eviction (429) while its launcher pod runs a VMI; after \
+                the migration the source's attachment pod goes (cleanupAttachmentPods), and a final VMI's too \
+                (deleteAllAttachmentPods); the drain finishes";
+    for (mode, r) in [(BASELINE, &base), (EVAC, &evac), (REPLACING, &replacing)] {
+        expect_vm(&mut c, mode, r, "hp", "migrated", rule);
+        expect_vm(&mut c, mode, r, "cold", "shutDown", rule);
+        expect_field(&mut c, mode, r, &["vms", "shutDown"], 1, rule);
+        expect_drain_finished(&mut c, mode, r, "node01", true, rule);
+        // Two launcher pods evicted (cold's, and hp's completed source); the attachment pods never:
+        // refused while their VM ran, then deleted by KubeVirt.
+        let accepted = accepted_evictions(r, "kubectl-drain");
+        c.check(accepted == 2, || {
+            format!("{mode}: {accepted} evictions accepted, expected 2: the attachment pods are never evicted (rule: {rule})")
+        });
+    }
     c.finish();
 }
 

@@ -502,10 +502,20 @@ impl MigrationController {
         }));
         store.patch(&vmis(), namespace, vmi.meta().name(), &vmi_patch, false)?;
         // virt-launcher on the source exits: its pod completes, and stays until evicted or deleted.
+        let mut sources = Vec::new();
         for pod in world.pods_of(migration).iter().map(|p| Pod(p)) {
             if pod.node_name() == Some(source) && !pod.is_finished() {
                 let done = Patch::Merge(json!({"status": {"phase": "Succeeded"}}));
                 store.patch(&pods(), namespace, pod.meta().name(), &done, false)?;
+                sources.push(pod.meta().uid().to_owned());
+            }
+        }
+        // Hotplugged volumes follow the VM: the source pod's attachment pods go, the target pod
+        // gets its own (`cleanupAttachmentPods`, `handleHotplugVolumes`).
+        if super::hotplug::has_volumes(vmi) {
+            super::hotplug::detach(store, namespace, |owner| sources.iter().any(|s| s == owner))?;
+            if let Some(target) = world.target_pod(migration) {
+                super::hotplug::attach(store, target)?;
             }
         }
         self.set_phase(store, migration, "Succeeded", end)

@@ -5,6 +5,7 @@
 pub mod descheduler;
 pub mod drain;
 pub mod gc;
+pub mod hotplug;
 pub mod kubelet;
 pub mod launcher;
 pub mod migration;

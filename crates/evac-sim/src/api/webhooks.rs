@@ -140,9 +140,10 @@ fn covers(rule: &Value, request: &Request<'_>) -> bool {
         && has("resources", &resources)
 }
 
-/// The match conditions the simulator evaluates: disjunctions of `request.name.startsWith('…')`,
-/// the form evac's eviction webhook uses. A condition in any other form is taken to hold, so the
-/// webhook is called (the cautious side: a webhook is never skipped by mistake).
+/// The match conditions the simulator evaluates: disjunctions of `request.name.startsWith('…')`
+/// (evac's eviction webhook) or `object.metadata.name.startsWith("…")` (KubeVirt's: an Eviction's
+/// name is its pod's). A condition in any other form is taken to hold, so the webhook is called
+/// (the cautious side: a webhook is never skipped by mistake).
 fn match_conditions_hold(webhook: &Value, name: &str) -> bool {
     webhook.get("matchConditions").and_then(Value::as_array).into_iter().flatten().all(|condition| {
         let expression = condition.get("expression").and_then(Value::as_str).unwrap_or_default();
@@ -150,10 +151,13 @@ fn match_conditions_hold(webhook: &Value, name: &str) -> bool {
             .split("||")
             .map(|term| {
                 let term = term.trim();
-                let inner = term.strip_prefix("request.name.startsWith(")?.strip_suffix(')')?.trim();
+                let call = term
+                    .strip_prefix("request.name.startsWith(")
+                    .or_else(|| term.strip_prefix("object.metadata.name.startsWith("))?;
+                let inner = call.strip_suffix(')')?.trim();
                 inner
-                    .strip_prefix('\'')?
-                    .strip_suffix('\'')
+                    .strip_prefix('\'')
+                    .and_then(|quoted| quoted.strip_suffix('\''))
                     .or_else(|| inner.strip_prefix('"')?.strip_suffix('"'))
             })
             .collect();
@@ -265,4 +269,37 @@ async fn by_url(webhook: &Webhook, review: &Value) -> Result<Value, String> {
 async fn by_url(webhook: &Webhook, _review: &Value) -> Result<Value, String> {
     let url = webhook.url.as_deref().unwrap_or("(no url)");
     Err(format!("Post \"{url}\": this simulator was built without HTTP (feature `http`) and calls in-process webhooks only"))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::match_conditions_hold;
+
+    /// evac's form and KubeVirt's, with either quote; a form the simulator does not read holds.
+    #[test]
+    fn match_conditions_on_the_name() {
+        let webhook =
+            |expression: &str| json!({"matchConditions": [{"name": "c", "expression": expression}]});
+        let rows = [
+            (
+                "request.name.startsWith('virt-launcher-') || request.name.startsWith('hp-volume-')",
+                "hp-volume-x",
+                true,
+            ),
+            (
+                "request.name.startsWith('virt-launcher-') || request.name.startsWith('hp-volume-')",
+                "web-1",
+                false,
+            ),
+            ("object.metadata.name.startsWith(\"virt-launcher\")", "virt-launcher-vm-x", true),
+            ("object.metadata.name.startsWith(\"virt-launcher\")", "hp-volume-x", false),
+            ("object.metadata.name.startsWith(\"hp-volume-\")", "hp-volume-x", true),
+            ("has(object.metadata.labels)", "anything", true),
+        ];
+        for (expression, name, holds) in rows {
+            assert_eq!(match_conditions_hold(&webhook(expression), name), holds, "{expression} on {name}");
+        }
+    }
 }

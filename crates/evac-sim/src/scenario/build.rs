@@ -16,6 +16,8 @@ use crate::ApiError;
 
 /// KubeVirt's eviction webhook (the name tools and messages show).
 pub const KUBEVIRT_WEBHOOK: &str = "virt-launcher-eviction-interceptor.kubevirt.io";
+/// KubeVirt's eviction webhook for hotplug attachment pods.
+pub const KUBEVIRT_HOTPLUG_WEBHOOK: &str = "hotplug-pod-eviction-interceptor.kubevirt.io";
 
 /// evac's webhook configuration (`deploy/webhook.yaml`), beside KubeVirt's.
 pub const EVAC_WEBHOOK_CONFIGURATION: &str = "evac-pod-eviction";
@@ -88,12 +90,7 @@ pub fn install(store: &Store, scenario: &Scenario, with_evac: bool, replacing: b
     if with_evac && replacing {
         store.create(&webhooks, "", eviction_webhook("virt-api-validator", KUBEVIRT_WEBHOOK, true), false)?;
     } else {
-        store.create(
-            &webhooks,
-            "",
-            eviction_webhook("virt-api-validator", KUBEVIRT_WEBHOOK, false),
-            false,
-        )?;
+        store.create(&webhooks, "", kubevirt_eviction_webhooks(), false)?;
         if with_evac {
             let evac = eviction_webhook(EVAC_WEBHOOK_CONFIGURATION, EVAC_WEBHOOK, true);
             store.create(&webhooks, "", evac, false)?;
@@ -165,6 +162,9 @@ pub fn create_vms(store: &Store, scenario: &Scenario) -> Result<usize, ApiError>
                 "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine", "name": name,
                 "uid": vm["metadata"]["uid"], "controller": true, "blockOwnerDeletion": true,
             }]);
+            if group.hotplug_volume {
+                vmi["metadata"]["annotations"][crate::actors::hotplug::HOTPLUG_ANNOTATION] = json!("true");
+            }
             if !group.request_evict_only {
                 vmi["metadata"]["annotations"][launcher::NO_REQUEST_EVICT_ONLY_ANNOTATION] = json!("true");
             }
@@ -178,7 +178,10 @@ pub fn create_vms(store: &Store, scenario: &Scenario) -> Result<usize, ApiError>
             let mut pod = launcher::render(Vmi(&vmi));
             pod["spec"]["nodeName"] = json!(node);
             pod["status"] = json!({"phase": "Running"});
-            store.create_pod(&group.namespace, pod)?;
+            let launcher = store.create_pod(&group.namespace, pod)?;
+            if group.hotplug_volume {
+                crate::actors::hotplug::attach(store, &launcher)?;
+            }
         }
         vms += group.count;
     }
@@ -240,8 +243,24 @@ fn kubevirt(scenario: &Scenario, with_evac: bool) -> Value {
     json!({"metadata": {"name": "kubevirt"}, "spec": {"configuration": configuration}})
 }
 
-/// A webhook configuration on `pods/eviction` for launcher pods: KubeVirt's, served by virt-api,
-/// or one served by evac's policy server (its pod-eviction policy).
+/// KubeVirt's two webhooks on `pods/eviction`, served by virt-api's pod-eviction admitter
+/// (`pkg/virt-operator/resource/generate/components/webhooks.go`): one for launcher pods, one for
+/// hotplug attachment pods, each with its match condition.
+fn kubevirt_eviction_webhooks() -> Value {
+    let mut configuration = eviction_webhook("virt-api-validator", KUBEVIRT_WEBHOOK, false);
+    let launcher = &mut configuration["webhooks"][0];
+    launcher["matchConditions"] =
+        json!([{"name": "only-vms", "expression": "object.metadata.name.startsWith(\"virt-launcher\")"}]);
+    let mut hotplug = launcher.clone();
+    hotplug["name"] = json!(KUBEVIRT_HOTPLUG_WEBHOOK);
+    hotplug["matchConditions"] = json!([{"name": "only-hotplug-pods", "expression": "object.metadata.name.startsWith(\"hp-volume-\")"}]);
+    configuration["webhooks"].as_array_mut().expect("one webhook").push(hotplug);
+    configuration
+}
+
+/// A webhook configuration on `pods/eviction` for launcher and attachment pods: KubeVirt's, served
+/// by virt-api, or one served by evac's policy server (its pod-eviction policy), with evac's match
+/// condition (`deploy/webhook.yaml`).
 fn eviction_webhook(configuration: &str, webhook: &str, by_evac: bool) -> Value {
     let ((namespace, name), path) = if by_evac {
         (super::evac::SERVICE, super::evac::WEBHOOK_PATH)
@@ -257,7 +276,8 @@ fn eviction_webhook(configuration: &str, webhook: &str, by_evac: bool) -> Value 
             "failurePolicy": "Fail",
             "clientConfig": {"service": {"namespace": namespace, "name": name, "path": path}},
             "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods/eviction"]}],
-            "matchConditions": [{"name": "virt-launcher", "expression": "request.name.startsWith('virt-launcher-')"}],
+            "matchConditions": [{"name": "kubevirt-pods",
+                                 "expression": "request.name.startsWith('virt-launcher-') || request.name.startsWith('hp-volume-')"}],
         }],
     })
 }

@@ -228,6 +228,10 @@ pub struct VmGroup {
     /// The VMI's labels, which KubeVirt copies to its launcher pods.
     #[serde(default)]
     pub labels: std::collections::BTreeMap<String, String>,
+    /// The VM has a hotplugged volume: an attachment pod `hp-volume-*` beside its launcher pod,
+    /// which KubeVirt's webhook keeps from eviction while the VM runs there.
+    #[serde(default)]
+    pub hotplug_volume: bool,
 }
 
 fn default_namespace() -> String {

@@ -156,6 +156,11 @@ pub(crate) fn advance(
         return Ok(Step::Done);
     }
     let vmi = vmi.expect("a VMI that runs here");
+    // A VMI being deleted is shut down for the deletion itself, whatever the virt-handler does at
+    // SIGTERM (`pkg/virt-handler/vm.go` `sync`: "Shutting down domain for VirtualMachineInstance
+    // with deletion timestamp"); its pods are deleted at the same time (`lifecycle.go`).
+    let virt_handler =
+        if Vmi(&vmi).meta().deletion_timestamp().is_some() { VirtHandler::Stock } else { virt_handler };
     if stopping.vm_stops.is_none() {
         if now < sigterm + SHUTDOWN_DELAY && virt_handler == VirtHandler::Stock {
             write(store, pod, annotations)?;
@@ -305,6 +310,11 @@ fn stop_vm(store: &Store, pod: Pod<'_>, shut_down: bool) -> Result<(), ApiError>
     let phase = if shut_down { "Succeeded" } else { "Failed" };
     let patch = Patch::Merge(json!({"status": {"phase": phase, "reason": reason}}));
     store.patch(&vmis(), namespace, vmi, &patch, false)?;
+    // The VMI is final: virt-controller deletes its attachment pods (`deleteAllAttachmentPods`).
+    if crate::actors::hotplug::has_volumes(current) {
+        let launcher = pod.meta().uid();
+        crate::actors::hotplug::detach(store, namespace, |owner| owner == launcher)?;
+    }
     Ok(())
 }
 
