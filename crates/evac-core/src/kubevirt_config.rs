@@ -29,6 +29,8 @@ pub struct KubeVirtConfig {
     pub allow_post_copy: bool,
     /// `allowWorkloadDisruption`, which follows `allowPostCopy` when unset.
     pub allow_workload_disruption: bool,
+    /// `allowAutoConverge` (default off).
+    pub allow_auto_converge: bool,
 }
 
 impl Default for KubeVirtConfig {
@@ -66,6 +68,7 @@ impl From<&KubeVirt<'_>> for KubeVirtConfig {
                 .allow_workload_disruption
                 .or(kubevirt.spec.configuration.migrations.allow_post_copy)
                 .unwrap_or(false),
+            allow_auto_converge: kubevirt.spec.configuration.migrations.allow_auto_converge.unwrap_or(false),
         }
     }
 }
@@ -148,6 +151,7 @@ mod tests {
             progress_timeout: 60,
             allow_post_copy: true,
             allow_workload_disruption: true,
+            allow_auto_converge: true,
         }
     }
 
@@ -162,7 +166,7 @@ mod tests {
                 "migrations": {
                     "parallelMigrationsPerCluster": 10, "parallelOutboundMigrationsPerNode": 3,
                     "bandwidthPerMigration": "128Mi", "completionTimeoutPerGiB": 300, "progressTimeout": 60,
-                    "allowPostCopy": true,
+                    "allowPostCopy": true, "allowAutoConverge": true,
                 },
             }),
         );
@@ -185,6 +189,7 @@ mod tests {
             progress_timeout: 150,
             allow_post_copy: false,
             allow_workload_disruption: false,
+            allow_auto_converge: false,
         };
         assert_eq!(KubeVirtConfig::default(), expected);
         let empty = TestCluster::default();

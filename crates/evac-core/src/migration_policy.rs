@@ -47,8 +47,8 @@ pub struct MigrationPolicySpec<'a> {
     pub allow_post_copy: Option<bool>,
     /// `allowWorkloadDisruption`: unset, it follows `allowPostCopy`.
     pub allow_workload_disruption: Option<bool>,
-    /// `allowAutoConverge`: QEMU throttles the guest's CPUs while it migrates. evac's estimate does
-    /// not count on it (the throttling's effect depends on the guest), so it stays conservative.
+    /// `allowAutoConverge`: QEMU throttles the guest's vCPUs while it dirties memory too fast
+    /// ([`crate::estimate::throttled`]).
     pub allow_auto_converge: Option<bool>,
 }
 
@@ -121,6 +121,8 @@ pub struct MigrationSettings {
     /// At its completion timeout, the migration is helped to complete (post-copy, or the guest
     /// paused: `allowWorkloadDisruption`) instead of aborted.
     pub assisted: bool,
+    /// `allowAutoConverge`.
+    pub auto_converge: bool,
 }
 
 impl MigrationSettings {
@@ -131,6 +133,7 @@ impl MigrationSettings {
             completion_timeout_per_gib: config.completion_timeout_per_gib,
             progress_timeout: config.progress_timeout,
             assisted: config.allow_workload_disruption,
+            auto_converge: config.allow_auto_converge,
         };
         if let Some(spec) = policy.map(|p| &p.spec) {
             if let Some(bandwidth) = spec.bandwidth_per_migration.as_deref().and_then(quantity::bytes) {
@@ -141,6 +144,9 @@ impl MigrationSettings {
             }
             if let Some(assisted) = spec.allow_workload_disruption.or(spec.allow_post_copy) {
                 settings.assisted = assisted;
+            }
+            if let Some(auto_converge) = spec.allow_auto_converge {
+                settings.auto_converge = auto_converge;
             }
         }
         settings
@@ -156,6 +162,7 @@ impl MigrationSettings {
             completion_timeout_per_gib: self.completion_timeout_per_gib,
             progress_timeout: self.progress_timeout,
             assisted: self.assisted,
+            auto_converge: self.auto_converge,
         }
     }
 }
@@ -215,6 +222,7 @@ mod tests {
             {"metadata": {"name": "slow"}, "spec": {"bandwidthPerMigration": "16Mi", "completionTimeoutPerGiB": 300}},
             {"metadata": {"name": "post"}, "spec": {"allowPostCopy": true}},
             {"metadata": {"name": "paused"}, "spec": {"allowPostCopy": true, "allowWorkloadDisruption": false}},
+            {"metadata": {"name": "converge"}, "spec": {"allowAutoConverge": true}},
         ]));
         let base = MigrationSettings::of(&config, None);
         assert_eq!(
@@ -223,7 +231,8 @@ mod tests {
                 bandwidth: Some(64.0 * 1048576.0),
                 completion_timeout_per_gib: 150,
                 progress_timeout: 150,
-                assisted: false
+                assisted: false,
+                auto_converge: false
             }
         );
         let slow = MigrationSettings::of(&config, Some(&all[0]));
@@ -233,5 +242,7 @@ mod tests {
         );
         assert!(MigrationSettings::of(&config, Some(&all[1])).assisted);
         assert!(!MigrationSettings::of(&config, Some(&all[2])).assisted);
+        assert!(MigrationSettings::of(&config, Some(&all[3])).auto_converge);
+        assert!(!base.auto_converge);
     }
 }

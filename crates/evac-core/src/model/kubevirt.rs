@@ -88,6 +88,9 @@ pub struct MigrationConfiguration {
     /// `allowPostCopy`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub allow_workload_disruption: Option<bool>,
+    /// `allowAutoConverge`: QEMU throttles a guest that dirties memory too fast to migrate.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub allow_auto_converge: Option<bool>,
 }
 
 /// KubeVirt's default `parallelMigrationsPerCluster`.

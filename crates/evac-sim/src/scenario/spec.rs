@@ -117,8 +117,7 @@ pub struct PolicySpec {
     pub allow_post_copy: Option<bool>,
     #[serde(default)]
     pub allow_workload_disruption: Option<bool>,
-    /// Accepted as KubeVirt does; neither the simulated migrations nor evac's estimates count on
-    /// it (the throttling's effect depends on the guest).
+    /// QEMU throttles a guest that dirties memory too fast (`evac_core::estimate::throttled`).
     #[serde(default)]
     pub allow_auto_converge: Option<bool>,
 }
