@@ -132,6 +132,13 @@ fn bad_scenario_files_get_errors_that_say_where() {
         ("name: x\ncluster: {nodes: [{namePrefix: n, memory: 1Gi}]}\ndisruptions: [{preempt: {pod: 2, memory: 1Gi, priority: 1}}]\n", "disruptions[0]: preempt: unknown field `pod`, expected one of `pods`, `memory`, `priority`, `node`"),
         ("name: x\ncluster: {nodes: [{namePrefix: n, memory: 1Gi}]}\ndisruptions: [{at: 1s, drain: {node: n}, uncordon: {node: n}}]\n", "disruptions[0]: a disruption is `at` and one of drain, uncordon"),
         ("name: x\ncluster: {nodes: [{namePrefix: n, memory: 1Gi}]}\ndisruptions: [{restartEvacControl: {now: true}}]\n", "unknown field `now`, there are no fields"),
+        ("name: x\ncluster: {nodes: [{namePrefix: n, memory: 1Gi, cpu: many}]}\n", "cluster.nodes[0].cpu: \"many\" is not a CPU quantity"),
+        ("name: x\ncluster: {nodes: [{namePrefix: n, memory: 1Gi}], vms: [{namePrefix: v, memory: 1Gi, affinity: [a]}]}\n", "cluster.vms[0].affinity: not a Kubernetes affinity"),
+        ("name: x\ncluster: {nodes: [{namePrefix: n, memory: 1Gi}], podDisruptionBudgets: [{name: b, selector: {matchLabels: {app: a}}}]}\n", "cluster.podDisruptionBudgets[0]: exactly one of minAvailable and maxUnavailable"),
+        ("name: x\ncluster: {nodes: [{namePrefix: n, memory: 1Gi}], podDisruptionBudgets: [{name: b, selector: {matchLabels: {app: a}}, minAvailable: lots}]}\n", "cluster.podDisruptionBudgets[0]: minAvailable/maxUnavailable is a number of pods or a percentage"),
+        ("name: x\ncluster: {nodes: [{namePrefix: n, memory: 1Gi}], migrationPolicies: [{name: p, selectors: {}, bandwidthPerMigration: fast}]}\n", "cluster.migrationPolicies[0].bandwidthPerMigration: \"fast\" is not a quantity"),
+        ("name: x\ncluster: {nodes: [{namePrefix: n, memory: 1Gi}], migrationPolicies: [{name: p, selectors: {podSelector: {}}}]}\n", "unknown field `podSelector`"),
+        ("name: x\ncluster: {nodes: [{namePrefix: n, memory: 1Gi}], vms: [{namePrefix: v, memory: 1Gi, runStrategy: Sometimes}]}\n", "unknown variant `Sometimes`, expected one of `Always`, `RerunOnFailure`, `Once`, `Manual`"),
         ("{ not yaml", "scenario.yaml"),
     ];
     for (text, expected) in cases {
