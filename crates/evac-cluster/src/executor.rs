@@ -185,22 +185,20 @@ impl Executor {
                     Err(e) if e.code == 409 => return Ok(Applied::Unneeded("the migration changed")),
                     Err(e) => return Err(fail(e)),
                 }
-                if *requeue {
-                    let message = format!(
-                        "evac deleted the VMI's evacuation migration {} from node {node} before it started, \
-                         so that migrations of VMs whose pods are being deleted go first: KubeVirt's \
+                let (reason, why) = if *requeue {
+                    (
+                        EventReason::EvacuationMigrationRequeued,
+                        ", so that migrations of VMs whose pods are being deleted go first: KubeVirt's \
                          evacuation controller creates it again, behind them",
-                        migration.name
-                    );
-                    self.tell(vmi, node, EventReason::EvacuationMigrationRequeued, &message).await;
+                    )
                 } else {
-                    let message = format!(
-                        "evac deleted the VMI's evacuation migration {} from node {node} before it started: \
-                         the evacuation was called off",
-                        migration.name
-                    );
-                    self.tell(vmi, node, EventReason::EvacuationMigrationCancelled, &message).await;
-                }
+                    (EventReason::EvacuationMigrationCancelled, ": the evacuation was called off")
+                };
+                let message = format!(
+                    "evac deleted the VMI's evacuation migration {} from node {node} before it started{why}",
+                    migration.name
+                );
+                self.tell(vmi, node, reason, &message).await;
             }
             Effect::ClearEvacuation { vmi, node } => {
                 // The mark, then the request, each only while it names this node.

@@ -310,17 +310,24 @@ where
     Ok(plan.decide(&inputs, nodes.as_deref(), outlook.as_mut(), trace))
 }
 
-/// When the VMI's VM must be gone, from its launcher pod on the node decided: infinite when
-/// nothing ends that pod ([`crate::hold::termination_deadline`]).
+/// When the VMI's VM must be gone, from its launcher pod on the node decided (the first by name
+/// that has not completed, as [`Plan::of`] takes it): [`pod_deadline`].
 fn deadline_of(inputs: &Inputs<'_, '_>, namespace: &str, name: &str) -> f64 {
-    inputs
+    let launcher = inputs
         .pods
         .iter()
         .filter(|p| {
             p.metadata.namespace == namespace && p.domain().as_deref() == Some(name) && !p.is_completed()
         })
-        .map(|p| crate::hold::termination_deadline(p, inputs.settings.virt_handler))
-        .fold(f64::INFINITY, f64::min)
+        .min_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+    pod_deadline(launcher, inputs)
+}
+
+/// When a VM must be gone: its pod's SIGTERM (stock KubeVirt shuts the guest down then), or the
+/// end of its grace period (the proposals' virt-handler); infinite without a pod being ended
+/// ([`crate::hold::termination_deadline`]).
+fn pod_deadline(pod: Option<&Pod<'_>>, inputs: &Inputs<'_, '_>) -> f64 {
+    pod.map_or(f64::INFINITY, |p| crate::hold::termination_deadline(p, inputs.settings.virt_handler))
 }
 
 /// KubeVirt's queue of unfinished migrations, as [`queue::outlook`] needs it: how long each
@@ -626,13 +633,10 @@ impl<'i, 'a> Plan<'i, 'a> {
                 kubevirt_starting += 1;
             }
             if wanted && migrates {
-                // When its pod's SIGTERM comes (stock KubeVirt shuts the guest down then), or
-                // its grace period ends (the proposals' virt-handler).
                 let pod = pods.first();
-                let deadline = pod.map_or(f64::INFINITY, |p| {
-                    crate::hold::termination_deadline(p, inputs.settings.virt_handler)
-                });
+                let deadline = pod_deadline(pod.copied(), inputs);
                 let memory = vmi.memory().unwrap_or(0.0);
+                let migration = migration_settings(vmi, inputs);
                 plan.candidates.push(Candidate {
                     deadline,
                     held: pod
@@ -645,8 +649,8 @@ impl<'i, 'a> Plan<'i, 'a> {
                     memory,
                     tolerations: &vmi.spec.tolerations,
                     selection: vmi.node_selection(),
-                    estimate: estimate(vmi, memory, inputs),
-                    bandwidth_known: migration_settings(vmi, inputs).bandwidth.is_some(),
+                    estimate: estimate_under(vmi, memory, &migration, inputs),
+                    bandwidth_known: migration.bandwidth.is_some(),
                 });
             }
         }
@@ -916,9 +920,18 @@ impl<'i, 'a> Plan<'i, 'a> {
 /// How the VMI's migration would go, with the cluster's bandwidth (the assumed one when KubeVirt
 /// leaves it unlimited) and timeouts, and the dirty rate a monitoring agent publishes on the VMI.
 fn estimate(vmi: &VirtualMachineInstance<'_>, memory: f64, inputs: &Inputs<'_, '_>) -> Estimate {
+    estimate_under(vmi, memory, &migration_settings(vmi, inputs), inputs)
+}
+
+/// [`estimate`] with the VMI's migration settings already known.
+fn estimate_under(
+    vmi: &VirtualMachineInstance<'_>,
+    memory: f64,
+    settings: &MigrationSettings,
+    inputs: &Inputs<'_, '_>,
+) -> Estimate {
     let dirty_rate =
         vmi.metadata.annotation(DIRTY_RATE_ANNOTATION).and_then(|q| quantity::bytes(&q)).unwrap_or(0.0);
-    let settings = migration_settings(vmi, inputs);
     estimate::estimate(&settings.inputs(memory, dirty_rate, inputs.settings.assumed_bandwidth_bytes()))
 }
 

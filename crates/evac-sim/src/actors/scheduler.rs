@@ -30,7 +30,7 @@ use std::time::Duration;
 
 use std::borrow::Cow;
 
-use evac_core::model::Str;
+use evac_core::model::{NodeSelection, Str};
 use serde_json::json;
 
 use super::with_disruption_target;
@@ -149,9 +149,9 @@ fn schedule<'a>(
     let nominated = pod.nominated_node_name().and_then(|n| index.get(n)).copied();
     // The nominated node first, as the scheduler does: the room made there is this pod's.
     let repelled = repelled_nodes(pod, nodes);
-    let fits = |i: usize| {
-        admits(nodes[i].node, pod) && !repelled.contains(&i) && nodes[i].free >= memory && nodes[i].cpu >= cpu
-    };
+    let admitted = admitting(pod, nodes);
+    let fits =
+        |i: usize| admitted[i] && !repelled.contains(&i) && nodes[i].free >= memory && nodes[i].cpu >= cpu;
     let target = nominated.filter(|&i| fits(i)).or_else(|| {
         (0..nodes.len())
             .filter(|&i| fits(i))
@@ -167,13 +167,12 @@ fn schedule<'a>(
     }
 
     let priority = pod.priority();
-    let waiting = nominated.is_some_and(|i| {
-        admits(nodes[i].node, pod) && nodes[i].pods.iter().any(|p| p.terminating && p.priority < priority)
-    });
+    let waiting = nominated
+        .is_some_and(|i| admitted[i] && nodes[i].pods.iter().any(|p| p.terminating && p.priority < priority));
     let node = if pod.preemption_policy() == Some("Never") || waiting {
         nominated
     } else {
-        let candidate = best_candidate(pod, priority, memory, nodes, &repelled);
+        let candidate = best_candidate(priority, memory, nodes, &repelled, &admitted);
         if let Some((i, victims)) = &candidate {
             preempt(store, pod, &mut nodes[*i], victims)?;
         }
@@ -225,17 +224,17 @@ fn repelled_nodes(pod: Pod<'_>, nodes: &[NodeState]) -> std::collections::HashSe
 
 /// The node to preempt on and the victims there (indexes into its pods), if preemption helps.
 fn best_candidate(
-    pod: Pod<'_>,
     priority: i64,
     memory: f64,
     nodes: &[NodeState],
     repelled: &std::collections::HashSet<usize>,
+    admitted: &[bool],
 ) -> Option<(usize, Vec<usize>)> {
     nodes
         .iter()
         .enumerate()
-        .filter(|(i, _)| !repelled.contains(i))
-        .filter_map(|(i, node)| Some((i, victims_on(node, pod, priority, memory)?)))
+        .filter(|(i, _)| !repelled.contains(i) && admitted[*i])
+        .filter_map(|(i, node)| Some((i, victims_on(node, priority, memory)?)))
         .min_by(|(a, va), (b, vb)| {
             let highest = |n: usize, v: &[usize]| v.iter().map(|&p| nodes[n].pods[p].priority).max();
             highest(*a, va)
@@ -248,10 +247,8 @@ fn best_candidate(
 /// The fewest pods of lower priority to remove from the node for the pod to fit, if that can
 /// make it fit: all of them are removed, then given back most important first while it still
 /// fits (Kubernetes' reprieve), so the victims are the lowest-priority, largest pods.
-fn victims_on(node: &NodeState, pod: Pod<'_>, priority: i64, memory: f64) -> Option<Vec<usize>> {
-    if !admits(node.node, pod) {
-        return None;
-    }
+/// The node must admit the pod ([`admitting`]).
+fn victims_on(node: &NodeState, priority: i64, memory: f64) -> Option<Vec<usize>> {
     let mut lower: Vec<usize> = (0..node.pods.len())
         .filter(|&i| !node.pods[i].terminating && node.pods[i].priority < priority)
         .collect();
@@ -315,14 +312,23 @@ fn allocatable(node: Node<'_>) -> f64 {
     node.allocatable_memory().or_else(|| node.capacity_memory()).unwrap_or(f64::INFINITY)
 }
 
+/// For each node, whether it takes the pod, resources aside ([`admits`]); the pod's node
+/// selection is read once. A pod whose selection does not decode is taken nowhere.
+fn admitting(pod: Pod<'_>, nodes: &[NodeState]) -> Vec<bool> {
+    let admitted: Vec<bool> =
+        pod.node_selection(|selection| nodes.iter().map(|n| admits(n.node, pod, selection)).collect());
+    if admitted.is_empty() {
+        vec![false; nodes.len()]
+    } else {
+        admitted
+    }
+}
+
 /// Whether the node takes the pod, resources aside: its labels satisfy the pod's `nodeSelector`
 /// and required node affinity, it is not cordoned, and it has no taint the pod does not tolerate.
 /// (`tolerationSeconds` do not matter for scheduling.)
-fn admits(node: Node<'_>, pod: Pod<'_>) -> bool {
-    let selected = pod.node_selection(|selection| {
-        selection.admits(node.name(), |key| node.meta().label(key).map(|l| Str(Cow::Borrowed(l))))
-    });
-    if !selected {
+fn admits(node: Node<'_>, pod: Pod<'_>, selection: &NodeSelection<'_>) -> bool {
+    if !selection.admits(node.name(), |key| node.meta().label(key).map(|l| Str(Cow::Borrowed(l)))) {
         return false;
     }
     let cordon = json!({"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"});
