@@ -127,10 +127,29 @@ fn bad_requests_are_refused_clearly() {
             "{message}"
         );
 
+        // A body that is not said to be JSON is refused as Kubewarden's policy-server refuses it
+        // (the API server always sends `application/json`); parameters and `+json` types are JSON.
+        let plain = serde_json::to_vec(&example_review("11-plain-pod.json")).unwrap();
+        for content_type in [None, Some("text/plain"), Some("application/x-www-form-urlencoded")] {
+            let (status, body) = server.post_as("pod-eviction", plain.clone(), content_type).await;
+            assert_eq!(status, 415, "{content_type:?}: {body}");
+            assert_eq!(body, "Expected request with `Content-Type: application/json`\n", "{content_type:?}");
+        }
+        for content_type in
+            ["application/json; charset=utf-8", "Application/JSON", "application/vnd.k8s+json"]
+        {
+            let (status, body) = server.post_as("pod-eviction", plain.clone(), Some(content_type)).await;
+            assert_eq!(status, 200, "{content_type}: {body}");
+        }
+
         // And the server still answers.
         let response = server.review("pod-eviction", &example_review("11-plain-pod.json")).await;
         assert_eq!(response["allowed"], true);
         let metrics = server.metrics().await;
+        assert!(
+            metrics.contains(r#"evac_admission_requests_refused_total{reason="unsupported_media_type"} 3"#),
+            "{metrics}"
+        );
         assert!(
             metrics.contains(r#"evac_admission_requests_refused_total{reason="bad_request"} 3"#),
             "{metrics}"
@@ -326,7 +345,9 @@ fn certificates_are_reloaded_when_they_change() {
         let review = serde_json::to_vec(&example_review("11-plain-pod.json")).unwrap();
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
-            let sent = fresh.post(server.url("/validate/pod-eviction")).body(review.clone()).send().await;
+            let request =
+                fresh.post(server.url("/validate/pod-eviction")).header("content-type", "application/json");
+            let sent = request.body(review.clone()).send().await;
             if sent.is_ok_and(|r| r.status() == 200) {
                 break;
             }
@@ -381,9 +402,9 @@ fn invalid_policies_are_start_up_errors() {
     assert!(err.contains("unknown field `polcyMode`"), "{err}");
 }
 
-/// Connections that never finish a TLS handshake are closed after the handshake timeout, and
-/// beyond `--max-connections` new ones are closed as soon as they are accepted; the probe port
-/// answers all along.
+/// Connections that send nothing are closed at `--client-timeout-ms`; at `--max-connections`
+/// a new one is served and the one idle longest is closed to make room; the probe port answers
+/// all along.
 #[test]
 fn idle_and_excess_connections_are_closed() {
     use std::io::Read;
@@ -392,7 +413,7 @@ fn idle_and_excess_connections_are_closed() {
     let server = TestServer::start(Setup {
         policies: &pod_eviction_policies(""),
         context: example_context(),
-        extra_args: &["--max-connections", "4", "--handshake-timeout-ms", "3000"],
+        extra_args: &["--max-connections", "4", "--client-timeout-ms", "3000"],
     });
     let connect = || {
         let stream = TcpStream::connect(("127.0.0.1", server.port)).unwrap();
@@ -400,30 +421,37 @@ fn idle_and_excess_connections_are_closed() {
         stream
     };
     // Closed by the server: a read ends (no data), it does not wait out the 30 s.
-    let closed = |mut stream: TcpStream| {
+    let closed = |mut stream: &TcpStream| {
         let mut byte = [0u8; 1];
         matches!(stream.read(&mut byte), Ok(0) | Err(_))
     };
-    let idle: Vec<TcpStream> = (0..4).map(|_| connect()).collect();
-    std::thread::sleep(Duration::from_millis(300));
-    assert!(closed(connect()), "a fifth connection is closed at once");
-    // The four idle ones are still open (their handshake time is not up)...
-    for stream in &idle {
+    let open = |stream: &TcpStream| {
         stream.set_nonblocking(true).unwrap();
         let mut byte = [0u8; 1];
         let open = matches!((&*stream).read(&mut byte), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock);
-        assert!(open, "an idle connection was closed before its handshake time was up");
         stream.set_nonblocking(false).unwrap();
+        open
+    };
+    let idle: Vec<TcpStream> = (0..4).map(|_| connect()).collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let fifth = connect();
+    // The oldest is closed to make room for the fifth...
+    assert!(closed(&idle[0]), "the connection idle longest is closed at once");
+    std::thread::sleep(Duration::from_millis(100));
+    // ... and the other three are still open (their time is not up).
+    for stream in &idle[1..] {
+        assert!(open(stream), "an idle connection was closed before its time was up");
     }
-    // ... while the probe port answers.
+    assert!(open(&fifth), "the new connection is served");
+    // The probe port answers meanwhile.
     runtime().block_on(async {
         let readiness =
             reqwest::get(format!("http://127.0.0.1:{}/readiness", server.probe_port)).await.unwrap();
         assert_eq!(readiness.status().as_u16(), 200);
     });
-    // Then the handshake timeout closes them, and their slots serve new clients.
-    for stream in idle {
-        assert!(closed(stream), "an idle connection outlived the handshake timeout");
+    // Then the client timeout closes them, and real requests are served.
+    for stream in idle[1..].iter().chain([&fifth]) {
+        assert!(closed(stream), "an idle connection outlived the client timeout");
     }
     runtime().block_on(async {
         let response = server.review("pod-eviction", &example_review("11-plain-pod.json")).await;

@@ -70,7 +70,7 @@ async fn the_policy_server_reads_and_marks_through_the_simulated_api() {
         review["request"]["dryRun"] = json!(dry_run);
         let (client, url) = (client.clone(), format!("{admission}/validate/pod-eviction"));
         async move {
-            let request = client.post(url);
+            let request = client.post(url).header("content-type", "application/json");
             json_of(request.body(review.to_string())).await["response"].clone()
         }
     };

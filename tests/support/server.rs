@@ -166,12 +166,23 @@ impl TestServer {
         reqwest::get(&url).await.expect("metrics").text().await.expect("metrics text")
     }
 
+    /// The process id, to read its descriptors and memory from `/proc`.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// POSTs a body to `/validate/<policy>`: the status and the body (JSON when it is JSON).
     pub async fn post(&self, policy: &str, body: Vec<u8>) -> (u16, Value) {
-        let response = self
-            .client
-            .post(self.url(&format!("/validate/{policy}")))
-            .header("content-type", "application/json")
+        self.post_as(policy, body, Some("application/json")).await
+    }
+
+    /// [`post`](Self::post) with this `Content-Type` (none when `None`).
+    pub async fn post_as(&self, policy: &str, body: Vec<u8>, content_type: Option<&str>) -> (u16, Value) {
+        let mut request = self.client.post(self.url(&format!("/validate/{policy}")));
+        if let Some(content_type) = content_type {
+            request = request.header("content-type", content_type);
+        }
+        let response = request
             .body(body)
             .send()
             .await

@@ -284,10 +284,7 @@ impl Registry {
             swaps.push((id, "applied"));
         }
         if let Err(why) = check(&set) {
-            let refusal = format!("policies file refused, keeping the policies being served: {why}");
-            tracing::error!("{refusal}");
-            self.count_swap("*", "refused");
-            return vec![refusal];
+            return vec![self.refuse_file(&why)];
         }
         for (id, result) in swaps {
             self.count_swap(id, result);
@@ -425,6 +422,16 @@ impl Registry {
             }
         }
         self.current.store(Arc::new(set));
+    }
+
+    /// Refuses a new policies file as a whole (it does not parse, or its policies do not go
+    /// together): the served policies stay; the refusal is logged and counted under policy `*`.
+    /// Returns the refusal's text.
+    pub fn refuse_file(&self, why: &str) -> String {
+        let refusal = format!("policies file refused, keeping the policies being served: {why}");
+        tracing::error!("{refusal}");
+        self.count_swap("*", "refused");
+        refusal
     }
 
     fn count_swap(&self, policy: &str, result: &'static str) {

@@ -1,13 +1,14 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
 
 use crate::control::leadership::Leadership;
 use crate::control::{Controller, RESYNC, WATCHED};
+use crate::server::config_files::PolicyReload;
 use evac_cluster::kube::{KubeCluster, LeaderElector, LeaseSettings};
 use evac_cluster::Executor;
 use evac_evaluator::Metrics;
@@ -113,6 +114,8 @@ pub fn run(args: ControlArgs) -> Result<()> {
 }
 
 async fn control(args: ControlArgs) -> Result<()> {
+    // Stamped before reading: a change from here on is reloaded.
+    let mut files = PolicyReload::new(&args.policies, &[]);
     let file = PoliciesFile::load(&args.policies)?;
     // Watch what the policies read, and what the controller routes on.
     let mut resources: Vec<ResourceGrant> =
@@ -157,7 +160,6 @@ async fn control(args: ControlArgs) -> Result<()> {
         None => None,
     };
 
-    let mut files = FileStamps::read(&args.policies);
     let mut last_resync = Instant::now();
     let interval = Duration::from_millis(args.interval_ms);
     loop {
@@ -179,21 +181,7 @@ async fn control(args: ControlArgs) -> Result<()> {
             Err(e) => tracing::warn!("pass failed: {e:#}"),
         }
         // Hot swap: the same reload as `evac serve`, when the file or a module changed.
-        let now = FileStamps::read(&args.policies);
-        if now != files {
-            files = now;
-            match PoliciesFile::load(&args.policies) {
-                Ok(file) => {
-                    let refused = tokio::task::block_in_place(|| {
-                        registry.reload_checked(&file, &crate::control::check_policies)
-                    });
-                    for refusal in refused {
-                        tracing::warn!("{refusal}");
-                    }
-                }
-                Err(e) => tracing::warn!("cannot reload {}: {e:#}", args.policies.display()),
-            }
-        }
+        tokio::task::block_in_place(|| files.reload(&registry, &crate::control::check_policies, &[], false));
         tokio::select! {
             _ = tokio::time::sleep(if deferred { Duration::ZERO } else { interval }) => {}
             () = &mut shutdown => {
@@ -216,21 +204,7 @@ async fn lost(leadership: &mut Option<Leadership>) -> String {
     }
 }
 
-/// The modification times of the policies file and its modules: a change means a reload.
-#[derive(PartialEq)]
-struct FileStamps(Vec<Option<SystemTime>>);
-
-impl FileStamps {
-    fn read(policies: &std::path::Path) -> Self {
-        let stamp = |path: &std::path::Path| std::fs::metadata(path).and_then(|m| m.modified()).ok();
-        let mut stamps = vec![stamp(policies)];
-        if let Ok(file) = PoliciesFile::load(policies) {
-            stamps.extend(Registry::module_paths(&file).iter().map(|p| stamp(p)));
-        }
-        Self(stamps)
-    }
-}
-
+/// `/metrics`, with the probe port's limits: idle scrapers cannot take the process's descriptors.
 async fn serve_metrics(listener: tokio::net::TcpListener, metrics: Arc<Metrics>) {
     let router = axum::Router::new().route(
         "/metrics",
@@ -239,7 +213,5 @@ async fn serve_metrics(listener: tokio::net::TcpListener, metrics: Arc<Metrics>)
             async move { metrics.encode() }
         }),
     );
-    if let Err(e) = axum::serve(listener, router).await {
-        tracing::warn!("the metrics server stopped: {e}");
-    }
+    crate::server::connections::serve(listener, router, None, crate::server::probe_limits()).await;
 }

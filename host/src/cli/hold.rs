@@ -9,6 +9,7 @@ use axum::response::IntoResponse;
 use clap::Args;
 
 use crate::hold::{router, watches, HoldServer};
+use crate::server::connections::{self, ConnectionLimits};
 use evac_cluster::kube::KubeCluster;
 use evac_cluster::Executor;
 use evac_control::hold::Holder;
@@ -90,13 +91,12 @@ async fn hold(args: HoldArgs) -> Result<()> {
         ("probes", format!("http://{}", probes.local_addr()?)),
     ]);
     tracing::info!(node = %args.node, addr = %args.addr, "evac hold started");
-    let timeout = Duration::from_secs(10);
-    // Holds are long polls: many may be open at once, one per held container.
-    let limits = crate::server::http::ConnectionLimits::new(4096, timeout, timeout);
-    let probe_limits = crate::server::http::ConnectionLimits::new(64, timeout, timeout);
+    // Holds are long polls (a request in flight, never closed as idle): many may be open at once,
+    // one per held container.
+    let limits = ConnectionLimits::new(4096, Duration::from_secs(10));
     tokio::select! {
-        () = crate::server::http::serve(listener, router(Arc::clone(&server)), None, limits) => {}
-        () = crate::server::http::serve(probes, probe_router(Arc::clone(&cluster), Arc::clone(&metrics)), None, probe_limits) => {}
+        () = connections::serve(listener, router(Arc::clone(&server)), None, limits) => {}
+        () = connections::serve(probes, probe_router(Arc::clone(&cluster), Arc::clone(&metrics)), None, crate::server::probe_limits()) => {}
         () = crate::server::shutdown_signal() => tracing::info!("evac hold stopping: its open holds end"),
     }
     Ok(())

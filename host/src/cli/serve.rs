@@ -58,17 +58,23 @@ pub struct ServeArgs {
     /// Largest AdmissionReview accepted, in bytes.
     #[arg(long, default_value_t = 4 * 1024 * 1024)]
     max_body_bytes: usize,
+    /// Request bodies held in memory at once, in bytes: each request reserves its declared length
+    /// (or --max-body-bytes) before its body is read and until it is answered; more wait, within
+    /// --client-timeout-ms. At least --max-body-bytes.
+    #[arg(long, default_value_t = 64 * 1024 * 1024)]
+    max_buffered_body_bytes: usize,
     /// Threads serving admission connections (default: one per CPU).
     #[arg(long)]
     workers: Option<usize>,
-    /// Admission connections open at once; more are closed as soon as they are accepted
+    /// Admission connections open at once; beyond it the one idle longest is closed to make room
     /// (default: half the process's descriptor limit, at most 10,000).
     #[arg(long)]
     max_connections: Option<usize>,
-    /// How long a client may take to finish the TLS handshake, and then to send each request's
-    /// headers, in milliseconds.
-    #[arg(long, default_value_t = 10_000)]
-    handshake_timeout_ms: u64,
+    /// How long, in milliseconds, a client may keep a connection with no request in flight (the
+    /// TLS handshake, the first bytes, each request's headers, between requests), and may take to
+    /// send a request's body.
+    #[arg(long, visible_alias = "handshake-timeout-ms", default_value_t = 10_000)]
+    client_timeout_ms: u64,
     /// /readiness answers 503 once the API server has not answered, or a watch has been failing,
     /// for this many seconds: verdicts from caches that old may be wrong, so the Service sends the
     /// webhook's calls to a replica that sees the cluster (the API server is probed every second,
@@ -91,15 +97,23 @@ pub fn run(args: ServeArgs) -> Result<()> {
         (None, None, true) => None,
         _ => bail!("give --cert-file and --key-file to serve HTTPS, or --insecure-http for local use"),
     };
+    if args.max_buffered_body_bytes < args.max_body_bytes {
+        bail!(
+            "--max-buffered-body-bytes ({}) must be at least --max-body-bytes ({}): a request of the largest size must fit",
+            args.max_buffered_body_bytes,
+            args.max_body_bytes
+        );
+    }
     let options = ServeOptions {
         config: args.config.clone(),
         addr: args.addr,
         probe_addr: args.probe_addr,
         tls,
         max_body_bytes: args.max_body_bytes,
+        max_buffered_body_bytes: args.max_buffered_body_bytes,
         workers: args.workers.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get())),
         max_connections: args.max_connections.unwrap_or_else(default_max_connections),
-        handshake_timeout: Duration::from_millis(args.handshake_timeout_ms),
+        client_timeout: Duration::from_millis(args.client_timeout_ms),
         engine: EngineOptions {
             memory_limit: args.memory_limit_mib * 1024 * 1024,
             timeout: Duration::from_millis(args.timeout_ms),

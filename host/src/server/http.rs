@@ -1,25 +1,19 @@
-//! The HTTP side: the admission router (`POST /validate/{policy}`), the probe router
-//! (`/readiness`, `/metrics`), and the accept loop that serves them over TLS or plain TCP.
+//! The HTTP side: the admission router (`POST /validate/{policy}`) and the probe router
+//! (`/readiness`, `/metrics`); `connections` serves them over TLS or plain TCP.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use axum::extract::{Path, State};
-use axum::http::{header, StatusCode};
+use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use hyper_util::server::conn::auto;
-use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 
-use super::tls::Tls;
 use super::Server;
 use evac_evaluator::admission::{self, BadRequest};
-use evac_evaluator::log_limit::LogLimit;
 
 /// The admission routes.
 pub fn admission_router(server: Arc<Server>) -> Router {
@@ -40,15 +34,51 @@ pub fn probe_router(server: Arc<Server>) -> Router {
         .with_state(server)
 }
 
-async fn validate(State(server): State<Arc<Server>>, Path(policy): Path<String>, body: Body) -> Response {
+async fn validate(
+    State(server): State<Arc<Server>>,
+    Path(policy): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    // As Kubewarden's policy-server (axum's `Json` extractor), before anything else.
+    if !is_json(&headers) {
+        server.metrics().refuse("unsupported_media_type");
+        return text(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "Expected request with `Content-Type: application/json`".into(),
+        );
+    }
     let Some(served) = server.registry().current().get(&policy).cloned() else {
         server.metrics().refuse("unknown_policy");
         return text(StatusCode::NOT_FOUND, format!("unknown policy {policy:?}"));
     };
     let limit = server.options.max_body_bytes;
-    let body: Bytes = match axum::body::to_bytes(body, limit).await {
-        Ok(body) => body,
-        Err(e) => {
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    if declared.is_some_and(|length| length > limit) {
+        server.metrics().refuse("bad_request");
+        return text(
+            StatusCode::BAD_REQUEST,
+            format!("the request body is larger than the limit of {limit} bytes"),
+        );
+    }
+    // The body, its share of the memory bound and the whole read, within the client's deadline.
+    let deadline = tokio::time::Instant::now() + server.options.client_timeout;
+    let Ok(reserved) =
+        tokio::time::timeout_at(deadline, server.bodies.reserve(declared.unwrap_or(limit))).await
+    else {
+        server.metrics().refuse("busy");
+        let why = format!(
+            "too many request bodies in memory (at most {} bytes at once): try again",
+            server.bodies.capacity()
+        );
+        return text(StatusCode::SERVICE_UNAVAILABLE, why);
+    };
+    let body: Bytes = match tokio::time::timeout_at(deadline, axum::body::to_bytes(body, limit)).await {
+        Ok(Ok(body)) => body,
+        Ok(Err(e)) => {
             server.metrics().refuse("bad_request");
             let why = if is_length_limit(&e) {
                 format!("the request body is larger than the limit of {limit} bytes")
@@ -56,6 +86,11 @@ async fn validate(State(server): State<Arc<Server>>, Path(policy): Path<String>,
                 format!("cannot read the request body: {e}")
             };
             return text(StatusCode::BAD_REQUEST, why);
+        }
+        Err(_) => {
+            server.metrics().refuse("timeout");
+            let why = format!("the request body did not arrive within {:?}", server.options.client_timeout);
+            return text(StatusCode::REQUEST_TIMEOUT, why);
         }
     };
     let review = match admission::parse_review(&body) {
@@ -65,13 +100,24 @@ async fn validate(State(server): State<Arc<Server>>, Path(policy): Path<String>,
             return text(StatusCode::BAD_REQUEST, why);
         }
     };
+    drop(body);
     let (answer, shadow) = admission::answer(&server.pipeline, &served, review).await;
+    drop(reserved);
     if let Some(shadow) = shadow {
         // After the answer: the candidate never delays or changes it.
         tokio::spawn(shadow.run());
     }
     let bytes = serde_json::to_vec(&answer).unwrap_or_default();
     ([(header::CONTENT_TYPE, "application/json")], bytes).into_response()
+}
+
+/// `Content-Type: application/json`, or any `+json` type, with any parameters.
+fn is_json(headers: &HeaderMap) -> bool {
+    let Some(value) = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()) else {
+        return false;
+    };
+    let essence = value.split(';').next().unwrap_or_default().trim().to_ascii_lowercase();
+    essence == "application/json" || (essence.starts_with("application/") && essence.ends_with("+json"))
 }
 
 fn is_length_limit(error: &axum::Error) -> bool {
@@ -106,78 +152,6 @@ async fn metrics(State(server): State<Arc<Server>>) -> Response {
     server.record_instance_stats();
     let content_type = "application/openmetrics-text; version=1.0.0; charset=utf-8";
     ([(header::CONTENT_TYPE, content_type)], server.metrics().encode()).into_response()
-}
-
-/// What one listener lets a connection hold: how many may be open at once (the excess is closed
-/// as soon as it is accepted), and how long a client may take to finish the TLS handshake and to
-/// send a request's headers. Without them, connections that never handshake or never finish
-/// their headers would pile up until the process ran out of descriptors.
-#[derive(Debug, Clone)]
-pub struct ConnectionLimits {
-    /// Open connections at once, shared by every listener given the same limits.
-    pub open: Arc<tokio::sync::Semaphore>,
-    pub handshake_timeout: Duration,
-    pub header_timeout: Duration,
-}
-
-impl ConnectionLimits {
-    pub fn new(max_open: usize, handshake_timeout: Duration, header_timeout: Duration) -> Self {
-        Self { open: Arc::new(tokio::sync::Semaphore::new(max_open)), handshake_timeout, header_timeout }
-    }
-}
-
-/// Accepts connections until the task is dropped; each connection is served on its own task
-/// (HTTP/1.1 with keep-alive, or HTTP/2 when TLS negotiates it), within `limits`.
-pub async fn serve(listener: TcpListener, router: Router, tls: Option<Arc<Tls>>, limits: ConnectionLimits) {
-    let refusals = LogLimit::new(Duration::from_secs(1));
-    loop {
-        let (stream, peer) = match listener.accept().await {
-            Ok(accepted) => accepted,
-            Err(e) => {
-                // Out of descriptors and the like: wait a little instead of spinning.
-                tracing::warn!("accept failed: {e}");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
-            }
-        };
-        let Ok(permit) = Arc::clone(&limits.open).try_acquire_owned() else {
-            // At the cap: closed at once, so the descriptor is not held.
-            if let Some(held_back) = refusals.allow("refused") {
-                let refused = held_back + 1;
-                tracing::warn!(%peer, refused, "too many open connections: closing new ones");
-            }
-            drop(stream);
-            continue;
-        };
-        let _ = stream.set_nodelay(true);
-        let service = TowerToHyperService::new(router.clone());
-        let acceptor = tls.as_ref().map(|tls| tls.acceptor());
-        let (handshake_timeout, header_timeout) = (limits.handshake_timeout, limits.header_timeout);
-        tokio::spawn(async move {
-            let _permit = permit;
-            let mut builder = auto::Builder::new(TokioExecutor::new());
-            builder.http1().timer(TokioTimer::new()).header_read_timeout(header_timeout);
-            let served = match acceptor {
-                Some(acceptor) => {
-                    match tokio::time::timeout(handshake_timeout, acceptor.accept(stream)).await {
-                        Ok(Ok(stream)) => builder.serve_connection(TokioIo::new(stream), service).await,
-                        Ok(Err(e)) => {
-                            tracing::debug!(%peer, "TLS handshake failed: {e}");
-                            return;
-                        }
-                        Err(_) => {
-                            tracing::debug!(%peer, "TLS handshake not finished in {handshake_timeout:?}: closed");
-                            return;
-                        }
-                    }
-                }
-                None => builder.serve_connection(TokioIo::new(stream), service).await,
-            };
-            if let Err(e) = served {
-                tracing::debug!(%peer, "connection ended: {e}");
-            }
-        });
-    }
 }
 
 /// Binds a listener, with the address in the error.

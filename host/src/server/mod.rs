@@ -2,6 +2,9 @@
 //! modules (`POST /validate/<policy id>`), carries out the effects they return, swaps policy
 //! versions in while serving, and evaluates shadow versions beside the active ones.
 
+mod bodies;
+pub(crate) mod config_files;
+pub(crate) mod connections;
 pub(crate) mod http;
 mod reload;
 mod tls;
@@ -19,10 +22,14 @@ use evac_evaluator::{Loader, Metrics, Pipeline, PoliciesFile, Registry};
 use evac_runtime::wapc::{EngineOptions, PolicyEngine};
 pub use tls::Tls;
 
-/// How the server runs.
-/// Connections the probe port allows at once: the kubelet and a scraper or two.
-const PROBE_CONNECTIONS: usize = 64;
+/// Connections the probe port keeps open at once: the kubelet and a scraper or two. Beyond it,
+/// the one idle longest is closed to make room, so probes never wait behind idle sockets.
+pub(crate) const PROBE_CONNECTIONS: usize = 64;
 
+/// How long a probe connection may stay idle: the kubelet opens one per probe.
+pub(crate) const PROBE_IDLE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How the server runs.
 #[derive(Debug, Clone)]
 pub struct ServeOptions {
     /// `policies.yml`.
@@ -34,15 +41,20 @@ pub struct ServeOptions {
     pub tls: Option<(PathBuf, PathBuf)>,
     /// Largest AdmissionReview accepted, in bytes.
     pub max_body_bytes: usize,
+    /// Request bodies held in memory at once, in bytes (each request reserves its declared
+    /// length, or `max_body_bytes`, until it is answered).
+    pub max_buffered_body_bytes: usize,
     /// Threads serving admission connections, each with its own listener and single-threaded
     /// runtime: a request is read, evaluated and answered on one thread, without waking another.
     pub workers: usize,
     pub engine: EngineOptions,
-    /// Admission connections open at once (all threads together); the excess is closed at once.
-    /// The probe port has its own small allowance, so admission traffic never starves it.
+    /// Admission connections open at once (all threads together); beyond it the one idle longest
+    /// is closed to make room (a new one is closed when every connection has a request in
+    /// flight). The probe port has its own allowance, so admission traffic never starves it.
     pub max_connections: usize,
-    /// How long a client may take to finish the TLS handshake, and to send a request's headers.
-    pub handshake_timeout: Duration,
+    /// How long a client may keep a connection without a request in flight (the TLS handshake,
+    /// the first bytes, a request's headers, between requests), and take to send a body.
+    pub client_timeout: Duration,
 }
 
 /// A cluster as the server uses it: where policies read, where effects go, and whether its
@@ -61,6 +73,10 @@ pub struct Server {
     pub pipeline: Pipeline,
     tls: Option<Arc<Tls>>,
     cluster_not_ready: Box<dyn Fn() -> Option<String> + Send + Sync>,
+    /// The memory request bodies may take at once.
+    bodies: bodies::BodyBudget,
+    /// The configuration's files as they were before they were loaded: the reloader's start.
+    loaded_from: config_files::Stamps,
 }
 
 impl Server {
@@ -70,6 +86,8 @@ impl Server {
             Some((cert, key)) => Some(Arc::new(Tls::load(cert, key)?)),
             None => None,
         };
+        let tls_files: Vec<&std::path::Path> = tls.as_ref().map(|t| t.files().to_vec()).unwrap_or_default();
+        let loaded_from = config_files::Stamps::read(&options.config, &tls_files);
         let file = PoliciesFile::load(&options.config)?;
         let metrics = Arc::new(Metrics::default());
         let engine = PolicyEngine::new(options.engine.clone())?;
@@ -77,7 +95,15 @@ impl Server {
         let registry = Arc::new(Registry::start(&file, loader, Arc::clone(&metrics))?);
         let pipeline = Pipeline::new(registry, Executor::new(cluster.store), metrics)
             .with_effect_timeout(evac_evaluator::pipeline::DEFAULT_EFFECT_TIMEOUT);
-        Ok(Arc::new(Self { options, pipeline, tls, cluster_not_ready: cluster.not_ready }))
+        let bodies = bodies::BodyBudget::new(options.max_buffered_body_bytes);
+        Ok(Arc::new(Self {
+            options,
+            pipeline,
+            tls,
+            cluster_not_ready: cluster.not_ready,
+            bodies,
+            loaded_from,
+        }))
     }
 
     /// The policies served.
@@ -124,8 +150,8 @@ impl Server {
         let scheme = if self.tls.is_some() { "https" } else { "http" };
         let admission_router = http::admission_router(Arc::clone(&self));
         let (stopped_tx, mut stopped) = tokio::sync::mpsc::channel::<String>(1);
-        let timeout = self.options.handshake_timeout;
-        let admission_limits = http::ConnectionLimits::new(self.options.max_connections, timeout, timeout);
+        let admission_limits =
+            connections::ConnectionLimits::new(self.options.max_connections, self.options.client_timeout);
         for (i, listener) in shards.into_iter().enumerate() {
             let (router, tls, stopped) = (admission_router.clone(), self.tls.clone(), stopped_tx.clone());
             let limits = admission_limits.clone();
@@ -137,7 +163,7 @@ impl Server {
                     .and_then(|runtime| {
                         runtime.block_on(async {
                             let listener = tokio::net::TcpListener::from_std(listener)?;
-                            http::serve(listener, router, tls, limits).await;
+                            connections::serve(listener, router, tls, limits).await;
                             Ok(())
                         })
                     });
@@ -161,12 +187,17 @@ impl Server {
         let probe_router = http::probe_router(Arc::clone(&self));
         tokio::select! {
             Some(why) = stopped.recv() => anyhow::bail!(why),
-            () = http::serve(probes, probe_router, None, http::ConnectionLimits::new(PROBE_CONNECTIONS, timeout, timeout)) => {}
+            () = connections::serve(probes, probe_router, None, probe_limits()) => {}
             () = reloader.run() => {}
             () = shutdown_signal() => tracing::info!("stopping"),
         }
         Ok(())
     }
+}
+
+/// The limits of a probe or metrics port.
+pub(crate) fn probe_limits() -> connections::ConnectionLimits {
+    connections::ConnectionLimits::new(PROBE_CONNECTIONS, PROBE_IDLE_TIMEOUT)
 }
 
 /// Resolves at SIGTERM (a pod being deleted) or SIGINT.

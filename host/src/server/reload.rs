@@ -1,6 +1,7 @@
 //! Watching what the server was started from: `policies.yml`, the module files it names, and the
-//! TLS files. A change (or SIGHUP) reloads them off the request path; the registry and the TLS
-//! acceptor swap in what loads and keep what they had for what does not.
+//! TLS files. A change of one of them (or SIGHUP) reloads them off the request path; the registry
+//! and the TLS acceptor swap in what loads and keep what they had for what does not. Other files
+//! of the watched directories (a log written beside `policies.yml`) change nothing.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -10,8 +11,9 @@ use std::time::Duration;
 use notify::{RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 
+use super::config_files::{PolicyReload, Reloaded};
 use super::Server;
-use evac_evaluator::metrics::{RefusalLabels, SwapLabels};
+use evac_evaluator::metrics::RefusalLabels;
 use evac_evaluator::PoliciesFile;
 use evac_evaluator::Registry;
 
@@ -24,16 +26,18 @@ pub struct Reloader {
     server: Arc<Server>,
     watcher: Option<notify::RecommendedWatcher>,
     watched: BTreeSet<PathBuf>,
-    rx: mpsc::UnboundedReceiver<()>,
+    /// `true`: SIGHUP, which reloads even when no file changed.
+    rx: mpsc::UnboundedReceiver<bool>,
+    files: PolicyReload,
 }
 
 /// Starts watching the files the server was started from, and SIGHUP.
 pub fn start(server: Arc<Server>) -> Reloader {
-    let (tx, rx) = mpsc::unbounded_channel::<()>();
+    let (tx, rx) = mpsc::unbounded_channel::<bool>();
     let events = tx.clone();
     let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
         if event.is_ok_and(|e| !matches!(e.kind, notify::EventKind::Access(_))) {
-            let _ = events.send(());
+            let _ = events.send(false);
         }
     });
     let mut watcher = match watcher {
@@ -48,28 +52,51 @@ pub fn start(server: Arc<Server>) -> Reloader {
         rewatch(watcher, &mut watched, &watch_dirs(&server, None));
     }
     spawn_sighup(tx);
-    Reloader { server, watcher, watched, rx }
+    let files = PolicyReload::from_stamps(&server.options.config, server.loaded_from.clone());
+    Reloader { server, watcher, watched, rx, files }
+}
+
+fn tls_files(server: &Server) -> Vec<&Path> {
+    server.tls.as_ref().map(|tls| tls.files().to_vec()).unwrap_or_default()
 }
 
 impl Reloader {
     /// Runs until the server stops: reloads on file changes and on SIGHUP.
     pub async fn run(self) {
-        let Reloader { server, mut watcher, mut watched, mut rx } = self;
-        while rx.recv().await.is_some() {
+        let Reloader { server, mut watcher, mut watched, mut rx, mut files } = self;
+        while let Some(mut forced) = rx.recv().await {
             tokio::time::sleep(SETTLE).await;
-            while rx.try_recv().is_ok() {}
+            while let Ok(signal) = rx.try_recv() {
+                forced |= signal;
+            }
+            if !forced && !files.changed(&tls_files(&server)) {
+                continue;
+            }
             let task = Arc::clone(&server);
             // Compiling is heavy CPU work: never on the request path.
-            let file = tokio::task::spawn_blocking(move || reload(&task)).await.ok().flatten();
+            let reloaded = tokio::task::spawn_blocking(move || {
+                let outcome = reload(&task, &mut files, forced);
+                (files, outcome)
+            })
+            .await;
+            let Ok((kept, outcome)) = reloaded else {
+                tracing::error!("the reload task failed; reloading stops (restart to reload)");
+                return;
+            };
+            files = kept;
             if let Some(watcher) = watcher.as_mut() {
+                let file = match outcome {
+                    Reloaded::Loaded(file) => Some(file),
+                    _ => None,
+                };
                 rewatch(watcher, &mut watched, &watch_dirs(&server, file.as_ref()));
             }
         }
     }
 }
 
-/// Reloads TLS and the policies; returns the policies file when it could be read.
-fn reload(server: &Server) -> Option<PoliciesFile> {
+/// Reloads TLS and the policies.
+fn reload(server: &Server, files: &mut PolicyReload, forced: bool) -> Reloaded {
     if let Some(tls) = &server.tls {
         let result = match tls.reload() {
             Ok(true) => {
@@ -86,17 +113,7 @@ fn reload(server: &Server) -> Option<PoliciesFile> {
             server.metrics().tls_reloads.get_or_create(&RefusalLabels { reason }).inc();
         }
     }
-    match PoliciesFile::load(&server.options.config) {
-        Ok(file) => {
-            server.registry().reload(&file);
-            Some(file)
-        }
-        Err(e) => {
-            tracing::error!("policies file refused, keeping the policies being served: {e:#}");
-            server.metrics().swaps.get_or_create(&SwapLabels { policy: "*".into(), result: "refused" }).inc();
-            None
-        }
-    }
+    files.reload(server.registry(), &|_| Ok(()), &tls_files(server), forced)
 }
 
 /// The directories holding every watched file: watching directories, not files, sees files that
@@ -140,14 +157,14 @@ fn rewatch(
     *watched = wanted.clone();
 }
 
-fn spawn_sighup(tx: mpsc::UnboundedSender<()>) {
+fn spawn_sighup(tx: mpsc::UnboundedSender<bool>) {
     use tokio::signal::unix::{signal, SignalKind};
     match signal(SignalKind::hangup()) {
         Ok(mut hangups) => {
             tokio::spawn(async move {
                 while hangups.recv().await.is_some() {
                     tracing::info!("SIGHUP: reloading");
-                    if tx.send(()).is_err() {
+                    if tx.send(true).is_err() {
                         return;
                     }
                 }

@@ -13,12 +13,12 @@ use futures::StreamExt;
 use kube::api::{Api, DynamicObject};
 use kube::core::{ApiResource, TypeMeta};
 use kube::runtime::watcher::{self, Event};
-use kube::runtime::WatchStreamExt;
 use kube::Client;
 use serde_json::Value;
 use tokio::sync::watch;
 
 use super::change_log::ChangeLog;
+use super::contact::Contact;
 use super::errors::watch_error_text;
 use crate::{list_json, Change, FieldSelector, LabelSelector, ListQuery, ReadError};
 
@@ -41,9 +41,8 @@ struct State {
     objects: Option<Namespaces>,
     /// The last error of the watch, for the messages of reads and `wait_synced`.
     last_error: Option<String>,
-    /// Since when the watch has been failing (its first error with no event after it), and
-    /// when it last failed: see [`WatchCache::failing`].
-    failing: Option<(Instant, Instant)>,
+    /// Since when the watch has been failing: its first error with no event after it.
+    failing: Option<Instant>,
     /// The changes since the latest list, for [`WatchCache::changes_since`].
     log: ChangeLog,
 }
@@ -134,17 +133,40 @@ impl WatchCache {
         config
     }
 
-    /// Watches the resource until the task is aborted. The watcher relists by itself after errors
-    /// (with kube-rs' default backoff), so this never returns on its own.
-    pub(super) async fn run(self: Arc<Self>, client: Client) {
+    /// Watches the resource until the task is aborted; never returns on its own.
+    ///
+    /// After an error the watch starts over with a list, as client-go's reflector does
+    /// (`ListAndWatch` again): a watch kube-rs resumes from its resourceVersion brings no event
+    /// of its own, so in a quiet cluster nothing would show it is flowing again, while a list
+    /// answers at once (its `Init` ends the run of errors). Retries back off from 0.5 s to 5 s,
+    /// and start at once when the API server answers again after not answering (`contact`), so
+    /// the caches follow it within about a probe interval of its return.
+    pub(super) async fn run(self: Arc<Self>, client: Client, contact: Arc<Contact>) {
         let api = Api::<DynamicObject>::all_with(client, &self.resource);
-        let events = kube::runtime::watcher(api, self.watcher_config()).default_backoff();
-        let mut events = std::pin::pin!(events);
+        let config = self.watcher_config();
         let mut loader = Loader::new(self);
-        while let Some(event) = events.next().await {
-            match event {
-                Ok(event) => loader.apply(event),
-                Err(error) => loader.cache.record_error(&error),
+        let mut failures: u32 = 0;
+        loop {
+            let events = kube::runtime::watcher(api.clone(), config.clone());
+            let mut events = std::pin::pin!(events);
+            while let Some(event) = events.next().await {
+                match event {
+                    Ok(event) => {
+                        if matches!(event, Event::Init) {
+                            failures = 0;
+                        }
+                        loader.apply(event);
+                    }
+                    Err(error) => {
+                        loader.cache.record_error(&error);
+                        break;
+                    }
+                }
+            }
+            failures = failures.saturating_add(1);
+            tokio::select! {
+                () = tokio::time::sleep(retry_delay(failures)) => {}
+                () = contact.back() => {}
             }
         }
     }
@@ -212,19 +234,12 @@ impl WatchCache {
         self.read().last_error.clone()
     }
 
-    /// How long the watch has been failing, with its last error, while it still is.
-    ///
-    /// kube-rs' watcher reports each failed attempt as an error and retries with its default
-    /// backoff (capped at 30 s, plus up to as much again of jitter), after a request that may
-    /// itself take a while to fail; a watch that resumes produces no event of its own, so in a
-    /// quiet cluster recovery shows only as errors stopping. A run of errors therefore counts as
-    /// ongoing while its last error is more recent than `RECENT` (the longest gap between two
-    /// failed attempts with room to spare), and ends at the first event.
+    /// How long the watch has been failing, with its last error, while it still is: from its
+    /// first error to the next event (each retry starts with a list, whose `Init` is one).
     pub(super) fn failing(&self) -> Option<(Duration, String)> {
-        const RECENT: Duration = Duration::from_secs(150);
         let state = self.read();
-        let (since, last) = state.failing?;
-        (last.elapsed() < RECENT).then(|| (since.elapsed(), state.last_error.clone().unwrap_or_default()))
+        let since = state.failing?;
+        Some((since.elapsed(), state.last_error.clone().unwrap_or_default()))
     }
 
     pub(super) fn get(&self, namespace: Option<&str>, name: &str) -> Result<Arc<[u8]>, ReadError> {
@@ -351,7 +366,7 @@ impl WatchCache {
         let now = Instant::now();
         self.edit(|state| {
             state.last_error = Some(text);
-            state.failing = Some((state.failing.map_or(now, |(since, _)| since), now));
+            state.failing = Some(state.failing.unwrap_or(now));
         });
     }
 
@@ -383,6 +398,15 @@ impl WatchCache {
             }
         }
     }
+}
+
+/// The wait before the `failures`th retry of a watch: 0.5 s doubling up to 5 s, each between
+/// half and all of that (jitter, so that the watches of many replicas do not retry in step).
+fn retry_delay(failures: u32) -> Duration {
+    const FIRST: Duration = Duration::from_millis(500);
+    const MAX: Duration = Duration::from_secs(5);
+    let full = FIRST.saturating_mul(1 << failures.saturating_sub(1).min(8)).min(MAX);
+    full.mul_f64(0.5 + fastrand::f64() / 2.0)
 }
 
 /// Applies watch events to a cache. The objects of an initial list (`Init`, `InitApply`...,

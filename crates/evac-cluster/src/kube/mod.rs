@@ -136,7 +136,7 @@ impl KubeCluster {
         for (discovery::Resolved { resource, namespaced, watchable }, scope) in resolved {
             let cache = WatchCache::new(resource, namespaced, scope, Arc::clone(&changed));
             let task = if watchable {
-                tokio::spawn(Arc::clone(&cache).run(client.clone()))
+                tokio::spawn(Arc::clone(&cache).run(client.clone(), Arc::clone(&contact)))
             } else {
                 tokio::spawn(Arc::clone(&cache).poll(client.clone(), POLL_INTERVAL))
             };

@@ -1,0 +1,59 @@
+//! The memory request bodies may take at once: each admission request reserves its body's
+//! declared length (the largest accepted when it declares none, as HTTP/2 and chunked bodies may
+//! not) before the body is read, and keeps it until it is answered, covering the decoded review
+//! and the evaluation as well as the bytes. A burst of large reviews then waits here, within its
+//! client's deadline, instead of growing the process past its memory limit.
+
+use std::sync::Arc;
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+/// Reservations are counted in KiB, so that a semaphore's `u32` permits cover any budget.
+const UNIT: usize = 1024;
+
+/// A budget of body bytes held at once.
+pub struct BodyBudget {
+    permits: Arc<Semaphore>,
+    capacity: usize,
+}
+
+/// Bytes reserved for one request, given back when dropped.
+pub struct Reserved(#[allow(dead_code)] OwnedSemaphorePermit);
+
+impl BodyBudget {
+    pub fn new(capacity: usize) -> Self {
+        let units = capacity.div_ceil(UNIT).clamp(1, Semaphore::MAX_PERMITS);
+        Self { permits: Arc::new(Semaphore::new(units)), capacity: units * UNIT }
+    }
+
+    /// The budget, in bytes.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Waits until `bytes` (at most the whole budget) are free and reserves them. `None` only if
+    /// the budget was closed, which it never is.
+    pub async fn reserve(&self, bytes: usize) -> Option<Reserved> {
+        let units = bytes.div_ceil(UNIT).clamp(1, self.capacity / UNIT);
+        let units = u32::try_from(units).unwrap_or(u32::MAX);
+        Arc::clone(&self.permits).acquire_many_owned(units).await.ok().map(Reserved)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_reservation_waits_until_the_bytes_are_given_back() {
+        let budget = BodyBudget::new(4 * UNIT);
+        let first = budget.reserve(3 * UNIT).await.unwrap();
+        let waiting = budget.reserve(2 * UNIT);
+        tokio::pin!(waiting);
+        assert!(futures::poll!(waiting.as_mut()).is_pending(), "2 KiB do not fit beside 3 of 4");
+        drop(first);
+        assert!(waiting.await.is_some());
+        // More than the whole budget takes the whole budget, rather than waiting for ever.
+        assert!(budget.reserve(100 * UNIT).await.is_some());
+    }
+}
