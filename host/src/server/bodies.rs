@@ -2,28 +2,62 @@
 //! declared length (the largest accepted when it declares none, as HTTP/2 and chunked bodies may
 //! not) before the body is read, and keeps it until it is answered, covering the decoded review
 //! and the evaluation as well as the bytes. A burst of large reviews then waits here, within its
-//! client's deadline, instead of growing the process past its memory limit.
+//! client's deadline, instead of growing the process past its memory limit. When a burst of
+//! them ends (the whole budget free again after at least `TRIM_AFTER` was reserved), the memory
+//! it took is given back to the system.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+/// Bytes reserved since the last give-back above which the end of a burst gives memory back.
+const TRIM_AFTER: usize = 32 * 1024 * 1024;
 
 /// Reservations are counted in KiB, so that a semaphore's `u32` permits cover any budget.
 const UNIT: usize = 1024;
 
 /// A budget of body bytes held at once.
 pub struct BodyBudget {
-    permits: Arc<Semaphore>,
+    shared: Arc<Shared>,
     capacity: usize,
 }
 
+struct Shared {
+    permits: Arc<Semaphore>,
+    units: usize,
+    /// Units reserved since memory was last given back.
+    since_trim: AtomicUsize,
+}
+
 /// Bytes reserved for one request, given back when dropped.
-pub struct Reserved(#[allow(dead_code)] OwnedSemaphorePermit);
+pub struct Reserved {
+    permit: Option<OwnedSemaphorePermit>,
+    shared: Arc<Shared>,
+}
+
+impl Drop for Reserved {
+    fn drop(&mut self) {
+        drop(self.permit.take());
+        let shared = &self.shared;
+        if shared.permits.available_permits() == shared.units
+            && shared.since_trim.load(Ordering::Acquire) >= TRIM_AFTER / UNIT
+            && shared.since_trim.swap(0, Ordering::AcqRel) >= TRIM_AFTER / UNIT
+        {
+            match tokio::runtime::Handle::try_current() {
+                Ok(runtime) => drop(runtime.spawn_blocking(super::give_back::free_pages)),
+                Err(_) => super::give_back::free_pages(),
+            }
+        }
+    }
+}
 
 impl BodyBudget {
     pub fn new(capacity: usize) -> Self {
         let units = capacity.div_ceil(UNIT).clamp(1, Semaphore::MAX_PERMITS);
-        Self { permits: Arc::new(Semaphore::new(units)), capacity: units * UNIT }
+        let shared =
+            Shared { permits: Arc::new(Semaphore::new(units)), units, since_trim: AtomicUsize::new(0) };
+        Self { shared: Arc::new(shared), capacity: units * UNIT }
     }
 
     /// The budget, in bytes.
@@ -36,7 +70,9 @@ impl BodyBudget {
     pub async fn reserve(&self, bytes: usize) -> Option<Reserved> {
         let units = bytes.div_ceil(UNIT).clamp(1, self.capacity / UNIT);
         let units = u32::try_from(units).unwrap_or(u32::MAX);
-        Arc::clone(&self.permits).acquire_many_owned(units).await.ok().map(Reserved)
+        let permit = Arc::clone(&self.shared.permits).acquire_many_owned(units).await.ok()?;
+        self.shared.since_trim.fetch_add(units as usize, Ordering::AcqRel);
+        Some(Reserved { permit: Some(permit), shared: Arc::clone(&self.shared) })
     }
 }
 

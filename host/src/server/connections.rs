@@ -28,6 +28,9 @@ use evac_evaluator::log_limit::LogLimit;
 /// How long a connection asked to close may take to finish what it is writing (an HTTP/2 GOAWAY).
 const CLOSE_GRACE: Duration = Duration::from_secs(1);
 
+/// The HTTP/2 flow-control window of one stream: the protocol's default.
+const STREAM_WINDOW: u32 = 65_535;
+
 /// What one listener (or the shards of one) lets its connections hold.
 #[derive(Clone)]
 pub struct ConnectionLimits {
@@ -43,7 +46,7 @@ pub struct ConnectionLimits {
 
 impl ConnectionLimits {
     pub fn new(max_open: usize, idle_timeout: Duration) -> Self {
-        Self { max_open: max_open.max(1), idle_timeout, max_streams: 64, open: Arc::default() }
+        Self { max_open: max_open.max(1), idle_timeout, max_streams: 32, open: Arc::default() }
     }
 }
 
@@ -224,7 +227,15 @@ async fn serve_connection<I>(
     });
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder.http1().timer(TokioTimer::new()).header_read_timeout(limits.idle_timeout);
-    builder.http2().timer(TokioTimer::new()).max_concurrent_streams(limits.max_streams);
+    // Each stream may have one window of unread data buffered, and the connection's window holds
+    // all of them: a stream whose body waits (for the body budget) then never stalls the others,
+    // and one connection buffers at most `max_streams` windows.
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .max_concurrent_streams(limits.max_streams)
+        .initial_stream_window_size(STREAM_WINDOW)
+        .initial_connection_window_size(STREAM_WINDOW.saturating_mul(limits.max_streams));
     let connection = builder.serve_connection(TokioIo::new(io), TowerToHyperService::new(service));
     tokio::pin!(connection);
     let served = tokio::select! {

@@ -64,10 +64,11 @@ async fn validate(
             format!("the request body is larger than the limit of {limit} bytes"),
         );
     }
-    // The body, its share of the memory bound and the whole read, within the client's deadline.
-    let deadline = tokio::time::Instant::now() + server.options.client_timeout;
-    let Ok(reserved) =
-        tokio::time::timeout_at(deadline, server.bodies.reserve(declared.unwrap_or(limit))).await
+    // The body's share of the memory bound, then the whole body, each within the client timeout
+    // (the wait for the share is the server's, not the client's).
+    let timeout = server.options.client_timeout;
+    let Ok(Some(reserved)) =
+        tokio::time::timeout(timeout, server.bodies.reserve(declared.unwrap_or(limit))).await
     else {
         server.metrics().refuse("busy");
         let why = format!(
@@ -76,7 +77,7 @@ async fn validate(
         );
         return text(StatusCode::SERVICE_UNAVAILABLE, why);
     };
-    let body: Bytes = match tokio::time::timeout_at(deadline, axum::body::to_bytes(body, limit)).await {
+    let body: Bytes = match tokio::time::timeout(timeout, axum::body::to_bytes(body, limit)).await {
         Ok(Ok(body)) => body,
         Ok(Err(e)) => {
             server.metrics().refuse("bad_request");
@@ -89,7 +90,7 @@ async fn validate(
         }
         Err(_) => {
             server.metrics().refuse("timeout");
-            let why = format!("the request body did not arrive within {:?}", server.options.client_timeout);
+            let why = format!("the request body did not arrive within {timeout:?}");
             return text(StatusCode::REQUEST_TIMEOUT, why);
         }
     };

@@ -5,6 +5,7 @@
 mod bodies;
 pub(crate) mod config_files;
 pub(crate) mod connections;
+mod give_back;
 pub(crate) mod http;
 mod reload;
 mod tls;
