@@ -13,7 +13,7 @@ PLAYGROUND   := dist/playground
 # The wasm-bindgen the page is built with: the CLI must match the crate's version exactly.
 WASM_BINDGEN := 0.2.130
 
-.PHONY: all build host policies playground bench-playground test test-core test-e2e lint fmt demo demo-evictions bench bench-control bench-hold bench-load bench-sim mutants fuzz image clean setup
+.PHONY: all build host policies playground bench-playground test test-core test-e2e lint fmt demo demo-evictions bench bench-control bench-hold bench-load bench-memory bench-sim mutants fuzz image clean setup
 
 all: build
 
@@ -77,6 +77,10 @@ bench: build
 ## Load benchmark of `evac serve` over HTTPS on loopback (needs wrk: apt-get install wrk).
 bench-load: build
 	bench/load.sh
+
+## Memory of `evac serve` under HTTP/2 streams and large bodies (needs h2load: apt-get install nghttp2-client).
+bench-memory: build
+	bench/memory.sh
 
 ## The browser playground in headless Chromium: time to ready, per verdict, a 100-VM scenario
 ## (needs chromium and Node 20+).

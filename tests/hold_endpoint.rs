@@ -248,3 +248,47 @@ async fn the_endpoint_holds_while_the_vm_moves_and_answers_at_once_otherwise() {
     let ended = answer(held, Duration::from_secs(10)).await;
     assert!(ended.is_err() || matches!(&ended, Ok((200, _))), "{ended:?}");
 }
+
+/// Idle sockets on the hook port are closed after 10 s without a request in flight (a hold is one,
+/// and stays), and idle sockets on the probe port never keep the kubelet's probes out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_sockets_hold_neither_the_hooks_nor_the_probes() {
+    use std::io::Read;
+    let dir = tempfile::tempdir().unwrap();
+    let path = |name: &str| dir.path().join(name).to_str().unwrap().to_owned();
+    std::fs::write(dir.path().join("objects.json"), objects().to_string()).unwrap();
+    let (kubeconfig, objects_file) = (path("kubeconfig"), path("objects.json"));
+    let sim = ["sim", "serve", "--no-components", "--addr", "127.0.0.1:0", "--kubeconfig", &kubeconfig];
+    let sim_args: Vec<&str> = sim.iter().copied().chain(["--objects", &objects_file]).collect();
+    let (_sim, listening) = spawn(&sim_args, &dir.path().join("sim.log"));
+    let api = listening.url("api").to_owned();
+    wait_until_ok(&format!("{api}/api"), "evac sim serve", &dir.path().join("sim.log")).await;
+    let policies = repo_root().join("examples/control/policies.yml").to_str().unwrap().to_owned();
+    let cache = cache_dir().to_str().unwrap().to_owned();
+    let log = dir.path().join("hold.log");
+    let args = ["hold", "--node", OTHER_NODE, "--addr", "127.0.0.1:0", "--probe-addr", "127.0.0.1:0"];
+    let common = ["--policies", &policies, "--kubeconfig", &kubeconfig, "--cache-dir", &cache];
+    let args: Vec<&str> = args.iter().copied().chain(common).collect();
+    let (_hold, listening) = spawn(&args, &log);
+    let readiness = format!("{}/readiness", listening.url("probes"));
+    wait_until_ok(&readiness, "evac hold", &log).await;
+
+    let connect = |port: u16| {
+        let stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        stream
+    };
+    let probes: Vec<_> = (0..200).map(|_| connect(listening.port("probes"))).collect();
+    let client = reqwest::Client::builder().timeout(Duration::from_secs(5)).build().unwrap();
+    let answer = client.get(&readiness).send().await;
+    assert!(answer.is_ok_and(|r| r.status() == 200), "readiness beside 200 idle sockets");
+    drop(probes);
+
+    let hooks: Vec<_> = (0..50).map(|_| connect(listening.port("hold"))).collect();
+    let started = Instant::now();
+    for mut stream in hooks {
+        let mut byte = [0u8; 1];
+        let closed = matches!(stream.read(&mut byte), Ok(0) | Err(_));
+        assert!(closed && started.elapsed() < Duration::from_secs(25), "an idle hook socket stayed open");
+    }
+}

@@ -138,9 +138,9 @@ impl WatchCache {
     /// After an error the watch starts over with a list, as client-go's reflector does
     /// (`ListAndWatch` again): a watch kube-rs resumes from its resourceVersion brings no event
     /// of its own, so in a quiet cluster nothing would show it is flowing again, while a list
-    /// answers at once (its `Init` ends the run of errors). Retries back off from 0.5 s to 5 s,
-    /// and start at once when the API server answers again after not answering (`contact`), so
-    /// the caches follow it within about a probe interval of its return.
+    /// answers at once (its objects, or its end, end the run of errors). Retries back off from
+    /// 0.5 s to 5 s, and start at once when the API server answers again after not answering
+    /// (`contact`), so the caches follow it within about a probe interval of its return.
     pub(super) async fn run(self: Arc<Self>, client: Client, contact: Arc<Contact>) {
         let api = Api::<DynamicObject>::all_with(client, &self.resource);
         let config = self.watcher_config();
@@ -152,7 +152,8 @@ impl WatchCache {
             while let Some(event) = events.next().await {
                 match event {
                     Ok(event) => {
-                        if matches!(event, Event::Init) {
+                        // `Init` comes before the list is asked for; what follows it, after.
+                        if !matches!(event, Event::Init) {
                             failures = 0;
                         }
                         loader.apply(event);
@@ -235,7 +236,8 @@ impl WatchCache {
     }
 
     /// How long the watch has been failing, with its last error, while it still is: from its
-    /// first error to the next event (each retry starts with a list, whose `Init` is one).
+    /// first error to the next event that shows the API server answered (each retry starts with
+    /// a list, whose objects or end are one).
     pub(super) fn failing(&self) -> Option<(Duration, String)> {
         let state = self.read();
         let since = state.failing?;
@@ -423,8 +425,9 @@ impl Loader {
     }
 
     pub(super) fn apply(&mut self, event: Event<DynamicObject>) {
-        // Any event means the watch is flowing again.
-        if self.cache.read().failing.is_some() {
+        // Any event but `Init` means the API server answered: kube-rs' watcher emits `Init`
+        // before it asks for the list, and the list's objects (or its end) after it answered.
+        if !matches!(event, Event::Init) && self.cache.read().failing.is_some() {
             self.cache.edit(|state| state.failing = None);
         }
         match event {

@@ -407,6 +407,20 @@ async fn a_cache_that_cannot_list_says_why() {
     assert_eq!(list.kind, ReadErrorKind::Other);
 }
 
+/// A watch that fails on every retry while the API server answers (its list times out in etcd)
+/// counts as failing from its first error: the retries' lists start over, but none is answered.
+#[tokio::test]
+async fn a_watch_failing_on_every_retry_makes_the_caches_stale() {
+    let (_fake, dir) = start_fake().await;
+    let cluster = connect(&dir, &[grant("kubevirt.io/v1", "KubeVirt")]).await.unwrap();
+    // Longer than the longest wait between retries: counted across them, not from the last one.
+    let bound = Duration::from_secs(6);
+    eventually("the failing watch counts as stale", || cluster.staleness(bound).is_some()).await;
+    let why = cluster.staleness(bound).unwrap();
+    assert!(why.contains("the watch of kubevirt.io/v1 KubeVirt has been failing"), "{why}");
+    assert!(why.contains("etcdserver: request timed out"), "{why}");
+}
+
 #[tokio::test]
 async fn resources_the_server_does_not_serve_fail_at_connect() {
     let (_fake, dir) = start_fake().await;
@@ -684,6 +698,13 @@ fn a_failing_watch_counts_from_its_first_error_until_the_next_event() {
     let (later, _) = cache.failing().unwrap();
     assert!(later >= first + Duration::from_millis(20), "counted from the first error: {first:?} {later:?}");
 
+    // A retry's `Init` comes before its list is asked for: the run goes on until the list answers.
+    loader.apply(Event::Init);
+    assert!(cache.failing().is_some(), "Init is not an answer");
+    loader.apply(Event::InitDone);
+    assert_eq!(cache.failing(), None, "the list's end ends the run of errors");
+
+    cache.record_error(&kube::runtime::watcher::Error::NoResourceVersion);
     loader.apply(Event::Apply(pod("a")));
     assert_eq!(cache.failing(), None, "an event ends the run of errors");
 }

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Memory of `evac serve` at its edges, on loopback: HTTP/2 with many connections and streams
+# (h2load, Debian package `nghttp2-client`), then a burst of concurrent 3 MB reviews (curl). Prints
+# the resident memory before, at the peak and 5 s after each.
+#   bench/memory.sh          (after `make build`)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+EVAC=${EVAC:-target/release/evac}
+CONNECTIONS=${CONNECTIONS:-100}
+STREAMS=${STREAMS:-200}
+REQUESTS=${REQUESTS:-200000}
+BURST=${BURST:-64}
+command -v h2load >/dev/null || { echo "h2load is needed: apt-get install nghttp2-client" >&2; exit 1; }
+
+work=$(mktemp -d)
+trap 'kill $server 2>/dev/null || true; rm -rf "$work"' EXIT
+python3 - "$work" <<'PY'
+import json, sys, subprocess
+work = sys.argv[1]
+subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+    "-keyout", f"{work}/tls.key", "-out", f"{work}/tls.crt", "-days", "1", "-subj", "/CN=127.0.0.1",
+    "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True)
+review = json.load(open("examples/evictions/requests/03-dry-run.json"))
+json.dump(review, open(f"{work}/evacuate.json", "w"), separators=(",", ":"))
+big = json.load(open("examples/evictions/requests/11-plain-pod.json"))
+big["request"]["object"]["metadata"]["annotations"] = {"padding": "x" * (3 * 1024 * 1024)}
+json.dump(big, open(f"{work}/big.json", "w"), separators=(",", ":"))
+PY
+sed -e "s|../../dist/policies/|$PWD/dist/policies/|" examples/serve/policies.yml > "$work/policies.yml"
+"$EVAC" serve --config "$work/policies.yml" --context examples/evictions/context.yaml \
+  --cert-file "$work/tls.crt" --key-file "$work/tls.key" --addr 127.0.0.1:18443 --probe-addr 127.0.0.1:18081 \
+  --cache-dir "$work/cache" 2>"$work/server.log" &
+server=$!
+until curl -sf http://127.0.0.1:18081/readiness >/dev/null; do sleep 0.05; done
+
+rss() { awk '/^VmRSS/ {printf "%.0f", $2 / 1024}' "/proc/$server/status"; }
+hwm() { awk '/^VmHWM/ {printf "%.0f", $2 / 1024}' "/proc/$server/status"; }
+
+echo "== HTTP/2: $CONNECTIONS connections x $STREAMS streams, $REQUESTS evacuation requests"
+before=$(rss)
+h2load -c "$CONNECTIONS" -m "$STREAMS" -n "$REQUESTS" -d "$work/evacuate.json" \
+  -H 'content-type: application/json' https://127.0.0.1:18443/validate/pod-eviction |
+  grep -E "^requests:|^status codes:|finished in"
+peak=$(hwm); sleep 5
+echo "resident MiB: before $before, peak $peak, 5 s after $(rss)"
+
+echo "== $BURST concurrent 3 MB reviews, twice"
+before=$(rss)
+for _ in 1 2; do
+  for _ in $(seq "$BURST"); do
+    curl -sk -o /dev/null -w '%{http_code}\n' -H 'content-type: application/json' \
+      --data-binary "@$work/big.json" https://127.0.0.1:18443/validate/pod-eviction &
+  done | sort | uniq -c
+  wait
+done
+peak=$(hwm); sleep 5
+echo "resident MiB: before $before, peak since start $peak, 5 s after $(rss)"
