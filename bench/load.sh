@@ -13,12 +13,10 @@ command -v wrk >/dev/null || { echo "wrk is needed: apt-get install wrk" >&2; ex
 
 work=$(mktemp -d)
 trap 'kill $server 2>/dev/null || true; rm -rf "$work"' EXIT
+bench/cert.sh "$work"
 python3 - "$work" <<'PY'
-import json, sys, yaml, subprocess
+import json, sys
 work = sys.argv[1]
-subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-    "-keyout", f"{work}/tls.key", "-out", f"{work}/tls.crt", "-days", "1", "-subj", "/CN=127.0.0.1",
-    "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True)
 for name, source in [("evacuate", "03-dry-run.json"), ("plain-pod", "11-plain-pod.json")]:
     review = json.load(open(f"examples/evictions/requests/{source}"))
     json.dump(review, open(f"{work}/{name}.json", "w"), separators=(",", ":"))

@@ -3,8 +3,8 @@
 //! not) before the body is read, and keeps it until it is answered, covering the decoded review
 //! and the evaluation as well as the bytes. A burst of large reviews then waits here, within its
 //! client's deadline, instead of growing the process past its memory limit. When a burst of
-//! them ends (the whole budget free again after at least `TRIM_AFTER` was reserved), the memory
-//! it took is given back to the system.
+//! them has ended (nothing reserved, after at least `TRIM_AFTER` was), the memory it took is
+//! given back to the system.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -12,7 +12,7 @@ use std::sync::Arc;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// Bytes reserved since the last give-back above which the end of a burst gives memory back.
-const TRIM_AFTER: usize = 32 * 1024 * 1024;
+const TRIM_AFTER: usize = 4 * 1024 * 1024;
 
 /// Reservations are counted in KiB, so that a semaphore's `u32` permits cover any budget.
 const UNIT: usize = 1024;
@@ -31,26 +31,7 @@ struct Shared {
 }
 
 /// Bytes reserved for one request, given back when dropped.
-pub struct Reserved {
-    permit: Option<OwnedSemaphorePermit>,
-    shared: Arc<Shared>,
-}
-
-impl Drop for Reserved {
-    fn drop(&mut self) {
-        drop(self.permit.take());
-        let shared = &self.shared;
-        if shared.permits.available_permits() == shared.units
-            && shared.since_trim.load(Ordering::Acquire) >= TRIM_AFTER / UNIT
-            && shared.since_trim.swap(0, Ordering::AcqRel) >= TRIM_AFTER / UNIT
-        {
-            match tokio::runtime::Handle::try_current() {
-                Ok(runtime) => drop(runtime.spawn_blocking(super::give_back::free_pages)),
-                Err(_) => super::give_back::free_pages(),
-            }
-        }
-    }
-}
+pub struct Reserved(#[allow(dead_code)] OwnedSemaphorePermit);
 
 impl BodyBudget {
     pub fn new(capacity: usize) -> Self {
@@ -72,7 +53,23 @@ impl BodyBudget {
         let units = u32::try_from(units).unwrap_or(u32::MAX);
         let permit = Arc::clone(&self.shared.permits).acquire_many_owned(units).await.ok()?;
         self.shared.since_trim.fetch_add(units as usize, Ordering::AcqRel);
-        Some(Reserved { permit: Some(permit), shared: Arc::clone(&self.shared) })
+        Some(Reserved(permit))
+    }
+
+    /// Gives memory back after each burst, until the task is dropped: checked every `every`,
+    /// once nothing is reserved (so that what the burst's requests held around their bodies is
+    /// free too).
+    pub async fn give_back_after_bursts(&self, every: std::time::Duration) {
+        let shared = &self.shared;
+        loop {
+            tokio::time::sleep(every).await;
+            if shared.permits.available_permits() == shared.units
+                && shared.since_trim.load(Ordering::Acquire) >= TRIM_AFTER / UNIT
+            {
+                shared.since_trim.store(0, Ordering::Release);
+                let _ = tokio::task::spawn_blocking(super::give_back::free_pages).await;
+            }
+        }
     }
 }
 

@@ -190,6 +190,7 @@ impl Server {
             Some(why) = stopped.recv() => anyhow::bail!(why),
             () = connections::serve(probes, probe_router, None, probe_limits()) => {}
             () = reloader.run() => {}
+            () = self.bodies.give_back_after_bursts(Duration::from_secs(2)) => {}
             () = shutdown_signal() => tracing::info!("stopping"),
         }
         Ok(())
