@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use evac_e2e::server::{spawn, wait_until_ok, Process, Setup, TestServer};
+use evac_e2e::server::{replace, spawn, wait_until_ok, Process, Setup, TestServer};
 use evac_e2e::*;
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -188,7 +188,7 @@ fn descriptors(pid: u32) -> usize {
 #[test]
 fn a_refused_configuration_is_reported_once_whatever_changes_beside_it() {
     let server = server_with(&[]);
-    std::fs::write(server.path("policies.yml"), "pod-eviction: [\n").unwrap();
+    replace(&server.path("policies.yml"), b"pod-eviction: [\n");
     let refused = r#"evac_policy_swaps_total{policy="*",result="refused"}"#;
     let rt = runtime();
     let count = |server: &TestServer| rt.block_on(async { metric(&server.metrics().await, refused) });
@@ -269,7 +269,8 @@ async fn evac_control_reports_each_refusal_once_and_keeps_its_descriptors() {
         original.replacen("  module:", "  policyMode: enforce\n  module:", 1),
     ];
     for (n, content) in contents.iter().enumerate() {
-        std::fs::write(&policies, content).unwrap();
+        // Replaced whole, as editors and ConfigMap volumes do (a truncating write can be read half done).
+        replace(&policies, content.as_bytes());
         let deadline = Instant::now() + Duration::from_secs(10);
         while count().await < (n + 1) as f64 {
             let log = std::fs::read_to_string(&log).unwrap();

@@ -435,13 +435,12 @@ fn idle_and_excess_connections_are_closed() {
     let idle: Vec<TcpStream> = (0..4).map(|_| connect()).collect();
     std::thread::sleep(Duration::from_millis(300));
     let fifth = connect();
-    // The oldest is closed to make room for the fifth...
-    assert!(closed(&idle[0]), "the connection idle longest is closed at once");
-    std::thread::sleep(Duration::from_millis(100));
-    // ... and the other three are still open (their time is not up).
-    for stream in &idle[1..] {
-        assert!(open(stream), "an idle connection was closed before its time was up");
-    }
+    // One of the four is closed to make room for the fifth (the one accepted first: the admission
+    // threads' listeners may accept in another order than the connects), and the other three
+    // are still open (their time is not up).
+    std::thread::sleep(Duration::from_millis(300));
+    let still_open = idle.iter().filter(|stream| open(stream)).count();
+    assert_eq!(still_open, 3, "one idle connection, and only one, makes room at the cap");
     assert!(open(&fifth), "the new connection is served");
     // The probe port answers meanwhile.
     runtime().block_on(async {
@@ -450,7 +449,7 @@ fn idle_and_excess_connections_are_closed() {
         assert_eq!(readiness.status().as_u16(), 200);
     });
     // Then the client timeout closes them, and real requests are served.
-    for stream in idle[1..].iter().chain([&fifth]) {
+    for stream in idle.iter().chain([&fifth]) {
         assert!(closed(stream), "an idle connection outlived the client timeout");
     }
     runtime().block_on(async {

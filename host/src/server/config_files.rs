@@ -19,6 +19,9 @@ struct Stamp {
     inode: u64,
     len: u64,
     modified: (i64, i64),
+    /// The inode's change time: an in-place rewrite that keeps the modification time (`cp -p`,
+    /// `rsync -t`) still changes it.
+    changed: (i64, i64),
 }
 
 impl Stamp {
@@ -29,6 +32,7 @@ impl Stamp {
             inode: meta.ino(),
             len: meta.len(),
             modified: (meta.mtime(), meta.mtime_nsec()),
+            changed: (meta.ctime(), meta.ctime_nsec()),
         })
     }
 }

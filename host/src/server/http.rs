@@ -12,6 +12,7 @@ use axum::routing::{get, post};
 use axum::Router;
 use tokio::net::TcpListener;
 
+use super::bodies::Reserved;
 use super::Server;
 use evac_evaluator::admission::{self, BadRequest};
 
@@ -64,35 +65,9 @@ async fn validate(
             format!("the request body is larger than the limit of {limit} bytes"),
         );
     }
-    // The body's share of the memory bound, then the whole body, each within the client timeout
-    // (the wait for the share is the server's, not the client's).
-    let timeout = server.options.client_timeout;
-    let Ok(Some(reserved)) =
-        tokio::time::timeout(timeout, server.bodies.reserve(declared.unwrap_or(limit))).await
-    else {
-        server.metrics().refuse("busy");
-        let why = format!(
-            "too many request bodies in memory (at most {} bytes at once): try again",
-            server.bodies.capacity()
-        );
-        return text(StatusCode::SERVICE_UNAVAILABLE, why);
-    };
-    let body: Bytes = match tokio::time::timeout(timeout, axum::body::to_bytes(body, limit)).await {
-        Ok(Ok(body)) => body,
-        Ok(Err(e)) => {
-            server.metrics().refuse("bad_request");
-            let why = if is_length_limit(&e) {
-                format!("the request body is larger than the limit of {limit} bytes")
-            } else {
-                format!("cannot read the request body: {e}")
-            };
-            return text(StatusCode::BAD_REQUEST, why);
-        }
-        Err(_) => {
-            server.metrics().refuse("timeout");
-            let why = format!("the request body did not arrive within {timeout:?}");
-            return text(StatusCode::REQUEST_TIMEOUT, why);
-        }
+    let (body, reserved) = match read_body(&server, body, declared).await {
+        Ok(read) => read,
+        Err(refused) => return refused,
     };
     let review = match admission::parse_review(&body) {
         Ok(review) => review,
@@ -103,13 +78,75 @@ async fn validate(
     };
     drop(body);
     let (answer, shadow) = admission::answer(&server.pipeline, &served, review).await;
-    drop(reserved);
-    if let Some(shadow) = shadow {
-        // After the answer: the candidate never delays or changes it.
-        tokio::spawn(shadow.run());
+    match shadow {
+        // After the answer: the candidate never delays or changes it. It holds the request, so
+        // it keeps the request's share of the body budget until it is done.
+        Some(shadow) => drop(tokio::spawn(async move {
+            shadow.run().await;
+            drop(reserved);
+        })),
+        None => drop(reserved),
     }
     let bytes = serde_json::to_vec(&answer).unwrap_or_default();
     ([(header::CONTENT_TYPE, "application/json")], bytes).into_response()
+}
+
+/// Reads an admission request's body within the client timeout, and its share of the body budget.
+///
+/// The share (the declared length, or the largest accepted) is reserved once the first bytes
+/// have come, so a client that declares a body and sends nothing holds none of the budget; the
+/// wait for it is the server's, so the rest of the body has a client timeout of its own.
+async fn read_body(
+    server: &Server,
+    mut body: Body,
+    declared: Option<usize>,
+) -> Result<(Bytes, Reserved), Response> {
+    use http_body_util::BodyExt;
+    let (limit, timeout) = (server.options.max_body_bytes, server.options.client_timeout);
+    let too_large = || {
+        server.metrics().refuse("bad_request");
+        text(StatusCode::BAD_REQUEST, format!("the request body is larger than the limit of {limit} bytes"))
+    };
+    let late = || {
+        server.metrics().refuse("timeout");
+        text(StatusCode::REQUEST_TIMEOUT, format!("the request body did not arrive within {timeout:?}"))
+    };
+    let unreadable = |e: &dyn std::fmt::Display| {
+        server.metrics().refuse("bad_request");
+        text(StatusCode::BAD_REQUEST, format!("cannot read the request body: {e}"))
+    };
+    let first = match tokio::time::timeout(timeout, body.frame()).await {
+        Err(_) => return Err(late()),
+        Ok(None) => Bytes::new(),
+        Ok(Some(Err(e))) => return Err(unreadable(&e)),
+        Ok(Some(Ok(frame))) => frame.into_data().unwrap_or_default(),
+    };
+    if first.len() > limit {
+        return Err(too_large());
+    }
+    let Ok(Some(reserved)) =
+        tokio::time::timeout(timeout, server.bodies.reserve(declared.unwrap_or(limit))).await
+    else {
+        server.metrics().refuse("busy");
+        let why = format!(
+            "too many request bodies in memory (at most {} bytes at once): try again",
+            server.bodies.capacity()
+        );
+        return Err(text(StatusCode::SERVICE_UNAVAILABLE, why));
+    };
+    let rest = match tokio::time::timeout(timeout, axum::body::to_bytes(body, limit - first.len())).await {
+        Err(_) => return Err(late()),
+        Ok(Err(e)) if is_length_limit(&e) => return Err(too_large()),
+        Ok(Err(e)) => return Err(unreadable(&e)),
+        Ok(Ok(rest)) => rest,
+    };
+    if rest.is_empty() {
+        return Ok((first, reserved));
+    }
+    let mut whole = Vec::with_capacity(first.len() + rest.len());
+    whole.extend_from_slice(&first);
+    whole.extend_from_slice(&rest);
+    Ok((Bytes::from(whole), reserved))
 }
 
 /// `Content-Type: application/json`, or any `+json` type, with any parameters.

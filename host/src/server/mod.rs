@@ -83,12 +83,14 @@ pub struct Server {
 impl Server {
     /// Loads TLS and every policy; fails on the first invalid one.
     pub fn start(options: ServeOptions, cluster: ClusterAccess) -> Result<Arc<Self>> {
+        // Stamped before anything is read: a change from here on is reloaded.
+        let tls_files: Vec<&std::path::Path> =
+            options.tls.iter().flat_map(|(cert, key)| [cert.as_path(), key.as_path()]).collect();
+        let loaded_from = config_files::Stamps::read(&options.config, &tls_files);
         let tls = match &options.tls {
             Some((cert, key)) => Some(Arc::new(Tls::load(cert, key)?)),
             None => None,
         };
-        let tls_files: Vec<&std::path::Path> = tls.as_ref().map(|t| t.files().to_vec()).unwrap_or_default();
-        let loaded_from = config_files::Stamps::read(&options.config, &tls_files);
         let file = PoliciesFile::load(&options.config)?;
         let metrics = Arc::new(Metrics::default());
         let engine = PolicyEngine::new(options.engine.clone())?;

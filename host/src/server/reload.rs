@@ -51,8 +51,12 @@ pub fn start(server: Arc<Server>) -> Reloader {
     if let Some(watcher) = watcher.as_mut() {
         rewatch(watcher, &mut watched, &watch_dirs(&server, None));
     }
-    spawn_sighup(tx);
     let files = PolicyReload::from_stamps(&server.options.config, server.loaded_from.clone());
+    // A change made while the policies were loading, before the watches were set up.
+    if files.changed(&tls_files(&server)) {
+        let _ = tx.send(false);
+    }
+    spawn_sighup(tx);
     Reloader { server, watcher, watched, rx, files }
 }
 

@@ -140,7 +140,8 @@ impl WatchCache {
     /// of its own, so in a quiet cluster nothing would show it is flowing again, while a list
     /// answers at once (its objects, or its end, end the run of errors). Retries back off from
     /// 0.5 s to 5 s, and start at once when the API server answers again after not answering
-    /// (`contact`), so the caches follow it within about a probe interval of its return.
+    /// (`contact`), so the caches follow it within about a probe interval of its return; a watch
+    /// open through such a silence starts over then too.
     pub(super) async fn run(self: Arc<Self>, client: Client, contact: Arc<Contact>) {
         let api = Api::<DynamicObject>::all_with(client, &self.resource);
         let config = self.watcher_config();
@@ -149,22 +150,33 @@ impl WatchCache {
         loop {
             let events = kube::runtime::watcher(api.clone(), config.clone());
             let mut events = std::pin::pin!(events);
-            while let Some(event) = events.next().await {
-                match event {
-                    Ok(event) => {
-                        // `Init` comes before the list is asked for; what follows it, after.
-                        if !matches!(event, Event::Init) {
-                            failures = 0;
+            // Whether the watch itself (not only its list) has worked since the start.
+            let mut watched = false;
+            let listed = loop {
+                tokio::select! {
+                    event = events.next() => match event {
+                        Some(Ok(event)) => {
+                            watched |= matches!(event, Event::Apply(_) | Event::Delete(_));
+                            loader.apply(event);
                         }
-                        loader.apply(event);
-                    }
-                    Err(error) => {
-                        loader.cache.record_error(&error);
-                        break;
-                    }
+                        Some(Err(error)) => {
+                            loader.cache.record_error(&error);
+                            break false;
+                        }
+                        None => break true,
+                    },
+                    // A watch that lived through a silence of the API server may be on a
+                    // connection that died without a word (a partition, a load balancer's
+                    // failover), which would wait out the client's read timeout: start over.
+                    () = contact.back() => break true,
                 }
+            };
+            if listed {
+                continue;
             }
-            failures = failures.saturating_add(1);
+            // The back-off starts again only once the watch, not just a list, has worked: a
+            // watch refused after every successful list must not relist in a tight loop.
+            failures = if watched { 1 } else { failures.saturating_add(1) };
             tokio::select! {
                 () = tokio::time::sleep(retry_delay(failures)) => {}
                 () = contact.back() => {}
