@@ -12,7 +12,7 @@ use std::sync::Arc;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// Bytes reserved since the last give-back above which the end of a burst gives memory back.
-const TRIM_AFTER: usize = 4 * 1024 * 1024;
+const TRIM_AFTER: usize = 1024 * 1024;
 
 /// Reservations are counted in KiB, so that a semaphore's `u32` permits cover any budget.
 const UNIT: usize = 1024;

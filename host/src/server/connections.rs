@@ -29,10 +29,11 @@ use evac_evaluator::log_limit::LogLimit;
 /// writing (an HTTP/2 GOAWAY).
 const CLOSE_GRACE: Duration = Duration::from_secs(1);
 
-/// The HTTP/2 flow-control window of one stream: a quarter of the protocol's default, so that a
-/// connection's 32 windows hold 512 KiB (reviews are mostly a few KiB; a 3 MB one takes about 200
-/// round trips, well under a millisecond each inside a cluster).
-const STREAM_WINDOW: u32 = 16 * 1024;
+/// The HTTP/2 flow-control window of one stream: the protocol's default, so a connection's 32
+/// windows hold 2 MiB. (A quarter of it measured worse under load: each window's update waits
+/// for an admission thread, busy evaluating, so a 3 MB body's 200 round trips ran past the client
+/// timeout; docs/benchmarks.md.)
+const STREAM_WINDOW: u32 = 65_535;
 
 /// What one listener (or the shards of one) lets its connections hold.
 #[derive(Clone)]
