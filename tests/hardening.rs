@@ -222,11 +222,17 @@ fn metric(metrics: &str, series: &str) -> f64 {
 
 /// `evac sim serve` on the example cluster, writing its kubeconfig into `dir`.
 async fn start_sim(dir: &std::path::Path) -> (Process, String) {
+    start_sim_with(dir, &[]).await
+}
+
+/// [`start_sim`] with more arguments.
+async fn start_sim_with(dir: &std::path::Path, extra: &[&str]) -> (Process, String) {
     let kubeconfig = dir.join("kubeconfig");
     let objects = example("context.yaml");
     let args = ["sim", "serve", "--addr", "127.0.0.1:0", "--kubeconfig", kubeconfig.to_str().unwrap()];
     let mut args: Vec<&str> = args.to_vec();
     args.extend(["--objects", objects.to_str().unwrap()]);
+    args.extend(extra);
     let (api, listening) = spawn(&args, &dir.join("sim.log"));
     let url = listening.url("api").to_owned();
     wait_until_ok(&format!("{url}/api"), "the simulated API", &dir.join("sim.log")).await;
@@ -307,7 +313,10 @@ struct FaultProxy {
 }
 
 impl FaultProxy {
-    async fn start(upstream: std::net::SocketAddr) -> Self {
+    /// While down, `silent: false` closes every connection and refuses new ones (the API server
+    /// gone); `silent: true` keeps them open and forwards nothing, for ever for those open at the
+    /// cut (a partition, a load balancer's failover: connections that die without a word).
+    async fn start(upstream: std::net::SocketAddr, silent: bool) -> Self {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
         let down = Arc::new(AtomicBool::new(false));
@@ -317,15 +326,20 @@ impl FaultProxy {
             loop {
                 let Ok((mut client, _)) = listener.accept().await else { continue };
                 if accepting.load(Ordering::SeqCst) {
-                    drop(client);
+                    if silent {
+                        tokio::spawn(hold_for_ever(client));
+                    }
                     continue;
                 }
                 let mut cut = cuts.subscribe();
                 tokio::spawn(async move {
                     let Ok(mut server) = tokio::net::TcpStream::connect(upstream).await else { return };
-                    tokio::select! {
-                        _ = tokio::io::copy_bidirectional(&mut client, &mut server) => {}
-                        _ = cut.changed() => {}
+                    let was_cut = tokio::select! {
+                        _ = tokio::io::copy_bidirectional(&mut client, &mut server) => false,
+                        _ = cut.changed() => true,
+                    };
+                    if was_cut && silent {
+                        hold_for_ever((client, server)).await;
                     }
                 });
             }
@@ -341,27 +355,31 @@ impl FaultProxy {
     }
 }
 
-/// After an API server outage longer than the staleness bound, `evac serve` is ready again
-/// within seconds of the API server's return, though nothing changed in the cluster meanwhile
-/// (its watches resume with nothing to tell).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn readiness_returns_within_seconds_of_the_api_server() {
-    let dir = tempfile::tempdir().unwrap();
-    let (_api, url) = start_sim(dir.path()).await;
+/// Keeps what it is given (open sockets) until the test ends.
+async fn hold_for_ever<T>(held: T) {
+    std::future::pending::<()>().await;
+    drop(held);
+}
+
+/// `evac sim serve` (with `sim_args`), a [`FaultProxy`] before it, and `evac serve` of
+/// pod-eviction reading the cluster through the proxy, ready: the API's URL, the proxy, the
+/// server, its addresses and its log.
+async fn serve_behind_proxy(
+    dir: &std::path::Path,
+    silent: bool,
+    sim_args: &[&str],
+) -> (Process, String, FaultProxy, Process, evac_e2e::server::Listening, std::path::PathBuf) {
+    let (api, url) = start_sim_with(dir, sim_args).await;
     let upstream: std::net::SocketAddr = url.trim_start_matches("http://").parse().unwrap();
-    let proxy = FaultProxy::start(upstream).await;
-    let kubeconfig = dir.path().join("kubeconfig");
+    let proxy = FaultProxy::start(upstream, silent).await;
+    let kubeconfig = dir.join("kubeconfig");
     let text = std::fs::read_to_string(&kubeconfig)
         .unwrap()
         .replace(&url, &format!("http://127.0.0.1:{}", proxy.port));
     std::fs::write(&kubeconfig, text).unwrap();
-    let resources: String = GRANTS.to_owned();
-    std::fs::write(
-        dir.path().join("policies.yml"),
-        format!("pod-eviction:\n  module: {}{resources}\n", policy_path().display()),
-    )
-    .unwrap();
-    let p = |name: &str| dir.path().join(name).to_str().unwrap().to_owned();
+    let policies = format!("pod-eviction:\n  module: {}{GRANTS}\n", policy_path().display());
+    std::fs::write(dir.join("policies.yml"), policies).unwrap();
+    let p = |name: &str| dir.join(name).to_str().unwrap().to_owned();
     let (config, kubeconfig) = (p("policies.yml"), p("kubeconfig"));
     let mut args = vec!["serve", "--config", &config, "--kubeconfig", &kubeconfig, "--insecure-http"];
     args.extend([
@@ -372,10 +390,20 @@ async fn readiness_returns_within_seconds_of_the_api_server() {
         "--max-cache-staleness-seconds",
         "10",
     ]);
-    let log = dir.path().join("server.log");
-    let (_server, listening) = spawn(&args, &log);
+    let log = dir.join("server.log");
+    let (server, listening) = spawn(&args, &log);
+    wait_until_ok(&format!("{}/readiness", listening.url("probes")), "evac serve", &log).await;
+    (api, url, proxy, server, listening, log)
+}
+
+/// After an API server outage longer than the staleness bound, `evac serve` is ready again
+/// within seconds of the API server's return, though nothing changed in the cluster meanwhile
+/// (its watches resume with nothing to tell).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readiness_returns_within_seconds_of_the_api_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_api, _, proxy, _server, listening, log) = serve_behind_proxy(dir.path(), false, &[]).await;
     let readiness = format!("{}/readiness", listening.url("probes"));
-    wait_until_ok(&readiness, "evac serve", &log).await;
     let status = || async { reqwest::get(&readiness).await.map(|r| r.status().as_u16()).unwrap_or(0) };
 
     // The outage: long enough for readiness to fail, then some more.
@@ -437,4 +465,68 @@ fn a_burst_of_large_reviews_stays_under_the_memory_limit_and_is_given_back() {
     // Before the body budget and the give-back: 415 MiB at the peak, 320 MiB kept.
     assert!(peak <= 320.0, "{peak:.0} MiB at the peak");
     assert!(after <= 128.0, "{after:.0} MiB kept after the burst");
+}
+
+/// A partition: every connection to the API server dies without a word (the fault proxy keeps
+/// them open and forwards nothing). Once the API server answers again, `evac serve`'s caches
+/// follow the cluster again, though their watches' old connections never end: a VMI marked
+/// during the partition's end is seen within seconds, not after the client's read timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watches_on_connections_dead_without_a_word_start_over() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_api, url, proxy, _server, listening, log) =
+        serve_behind_proxy(dir.path(), true, &["--no-components"]).await;
+    let readiness = format!("{}/readiness", listening.url("probes"));
+    let client = reqwest::Client::builder().timeout(Duration::from_secs(5)).build().unwrap();
+    let status = || async { client.get(&readiness).send().await.map(|r| r.status().as_u16()).unwrap_or(0) };
+
+    proxy.set_down(true);
+    let deadline = Instant::now() + Duration::from_secs(40);
+    while status().await != 503 {
+        assert!(Instant::now() < deadline, "still ready 40 s into the partition");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    proxy.set_down(false);
+    // The mark, written straight to the API server (not through the partition).
+    let mark = serde_json::json!({"status": {"evacuationNodeName": NODE}});
+    let vmi = format!("{url}/apis/kubevirt.io/v1/namespaces/{NS}/virtualmachineinstances/web-1");
+    let written = client
+        .patch(&vmi)
+        .header("content-type", "application/merge-patch+json")
+        .body(mark.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert!(written.status().is_success(), "{}", written.text().await.unwrap());
+    let back = Instant::now();
+    let review = admission_review(eviction_request(NS, "virt-launcher-web-1-8xk2p"));
+    let admission = format!("{}/validate/pod-eviction", listening.url("admission"));
+    loop {
+        let mut dry_run = review.clone();
+        dry_run["request"]["dryRun"] = serde_json::json!(true);
+        let answer = client
+            .post(&admission)
+            .header("content-type", "application/json")
+            .body(dry_run.to_string())
+            .send()
+            .await;
+        let message = match answer {
+            Ok(answer) => answer.text().await.map_err(|e| e.to_string()).and_then(|text| {
+                let value: Value = serde_json::from_str(&text).map_err(|e| format!("{e}: {text}"))?;
+                Ok(value["response"]["status"]["message"].clone())
+            }),
+            Err(e) => Err(e.to_string()),
+        };
+        if message.as_ref().is_ok_and(|m| m.as_str().is_some_and(|m| m.starts_with("Evacuation in progress")))
+        {
+            break;
+        }
+        assert!(
+            back.elapsed() < Duration::from_secs(30),
+            "the mark was not seen 30 s after the partition ended ({message:?}):\n{}",
+            std::fs::read_to_string(&log).unwrap()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    println!("the mark seen {:.1} s after the partition ended", back.elapsed().as_secs_f64());
 }
