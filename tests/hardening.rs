@@ -9,20 +9,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use evac_e2e::server::{replace, spawn, wait_until_ok, Process, Setup, TestServer};
+use evac_e2e::server::{replace, spawn, wait_until_ok, Process, Setup, TestServer, POD_EVICTION_GRANTS};
 use evac_e2e::*;
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-const GRANTS: &str = "
-  hostCapabilities: [kubernetes/*]
-  contextAwareResources:
-    - {apiVersion: v1, kind: Pod}
-    - {apiVersion: kubevirt.io/v1, kind: VirtualMachineInstance}
-    - {apiVersion: kubevirt.io/v1, kind: KubeVirt}";
-
 fn pod_eviction_policies() -> String {
-    format!("pod-eviction:\n  module: {}\n  label: v1{GRANTS}\n", policy_path().display())
+    format!("pod-eviction:\n  module: {}\n  label: v1{POD_EVICTION_GRANTS}\n", policy_path().display())
 }
 
 fn example_context() -> Value {
@@ -377,7 +370,7 @@ async fn serve_behind_proxy(
         .unwrap()
         .replace(&url, &format!("http://127.0.0.1:{}", proxy.port));
     std::fs::write(&kubeconfig, text).unwrap();
-    let policies = format!("pod-eviction:\n  module: {}{GRANTS}\n", policy_path().display());
+    let policies = format!("pod-eviction:\n  module: {}{POD_EVICTION_GRANTS}\n", policy_path().display());
     std::fs::write(dir.join("policies.yml"), policies).unwrap();
     let p = |name: &str| dir.join(name).to_str().unwrap().to_owned();
     let (config, kubeconfig) = (p("policies.yml"), p("kubeconfig"));

@@ -5,7 +5,7 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use evac_e2e::server::{client_trusting, replace, self_signed, Setup, TestServer};
+use evac_e2e::server::{client_trusting, replace, self_signed, Setup, TestServer, POD_EVICTION_GRANTS};
 use evac_e2e::*;
 use serde_json::{json, Value};
 
@@ -19,15 +19,8 @@ fn example_review(name: &str) -> Value {
     serde_json::from_str(&text).expect("request JSON")
 }
 
-const GRANTS: &str = "
-  hostCapabilities: [kubernetes/*]
-  contextAwareResources:
-    - {apiVersion: v1, kind: Pod}
-    - {apiVersion: kubevirt.io/v1, kind: VirtualMachineInstance}
-    - {apiVersion: kubevirt.io/v1, kind: KubeVirt}";
-
 fn pod_eviction_policies(extra: &str) -> String {
-    format!("pod-eviction:\n  module: {}\n  label: v1{GRANTS}\n{extra}", policy_path().display())
+    format!("pod-eviction:\n  module: {}\n  label: v1{POD_EVICTION_GRANTS}\n{extra}", policy_path().display())
 }
 
 fn runtime() -> tokio::runtime::Runtime {

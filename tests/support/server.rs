@@ -214,6 +214,14 @@ impl Drop for TestServer {
     }
 }
 
+/// What pod-eviction may read, as a `policies.yml` entry's lines (after its `module`).
+pub const POD_EVICTION_GRANTS: &str = "
+  hostCapabilities: [kubernetes/*]
+  contextAwareResources:
+    - {apiVersion: v1, kind: Pod}
+    - {apiVersion: kubevirt.io/v1, kind: VirtualMachineInstance}
+    - {apiVersion: kubevirt.io/v1, kind: KubeVirt}";
+
 /// One compile cache for all server tests, so each module compiles once per test run.
 pub fn cache_dir() -> PathBuf {
     std::env::temp_dir().join(format!("evac-test-cache-{}", std::process::id()))
