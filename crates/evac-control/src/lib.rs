@@ -19,6 +19,7 @@
 //! The crate runs wherever the pipeline does: `evac control` against a real cluster (the binary
 //! adds leadership), the embedded simulator, and the browser playground.
 
+pub mod disruptions;
 pub mod hold;
 mod routing;
 
@@ -34,6 +35,7 @@ use evac_evaluator::metrics::{CauseLabels, EvacuationLabels};
 use evac_evaluator::{EffectOutcome, Pipeline, PolicySet, Registry, ServedPolicy};
 use serde_json::value::RawValue;
 
+use self::disruptions::Tally;
 use self::routing::{Routing, Work};
 
 /// The policy ids `policies.yml` must give the controller's modules.
@@ -77,13 +79,15 @@ pub struct Controller {
 struct State {
     cursors: [Option<u64>; WATCHED.len()],
     routing: Routing,
+    tally: Tally,
 }
 
 impl Controller {
     /// A controller over the pipeline's `disruption-cause` and `evacuation` policies.
     pub fn new(pipeline: Pipeline) -> Result<Self> {
         check_policies(&pipeline.registry().current()).map_err(anyhow::Error::msg)?;
-        let state = State { cursors: [None; WATCHED.len()], routing: Routing::default() };
+        let state =
+            State { cursors: [None; WATCHED.len()], routing: Routing::default(), tally: Tally::default() };
         Ok(Self { pipeline, state: Mutex::new(state), budget: None })
     }
 
@@ -113,6 +117,7 @@ impl Controller {
         let mut state = self.lock();
         state.cursors = [None; WATCHED.len()];
         state.routing = Routing::default();
+        state.tally = Tally::default();
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -126,7 +131,7 @@ impl Controller {
         let mut pass = Pass::default();
         let work = {
             let mut state = self.lock();
-            let State { cursors, routing } = &mut *state;
+            let State { cursors, routing, tally } = &mut *state;
             for (i, (api_version, kind)) in WATCHED.iter().enumerate() {
                 let (changes, cursor) = match feed.changes(api_version, kind, cursors[i]) {
                     Ok(read) => read,
@@ -137,6 +142,11 @@ impl Controller {
                 pass.changes += changes.len();
                 for change in &changes {
                     routing.observe(kind, change);
+                    if *kind == "Pod" && change.deleted {
+                        if let Some(uid) = routing::uid(&change.object) {
+                            tally.forget(&uid);
+                        }
+                    }
                 }
                 cursors[i] = Some(cursor);
             }
@@ -153,7 +163,13 @@ impl Controller {
         }
         let set = self.registry().current();
         self.carry_out(&set, work, &mut pass).await;
-        pass.pending_nodes = self.lock().routing.pending_nodes();
+        {
+            let state = self.lock();
+            pass.pending_nodes = state.routing.pending_nodes();
+            let (pending, running) = state.routing.evacuations();
+            metrics.evacuations_pending.set(pending as i64);
+            metrics.evacuations_running.set(running as i64);
+        }
         pass.elapsed = started.elapsed();
         self.pipeline.metrics().controller_reconcile.observe(pass.elapsed.as_secs_f64());
         Ok(pass)
@@ -191,7 +207,13 @@ impl Controller {
     async fn evaluate(&self, served: &Arc<ServedPolicy>, request: &RawValue, pass: &mut Pass) {
         pass.evaluations += 1;
         let request = Arc::new(request.to_owned());
-        let (evaluation, shadow) = self.pipeline.evaluate(served, request, "").await;
+        let (evaluation, shadow) = self.pipeline.evaluate(served, Arc::clone(&request), "").await;
+        if served.id == DISRUPTION_CAUSE {
+            let warnings = self.lock().tally.observe(&request, &evaluation, self.pipeline.metrics());
+            for warning in warnings {
+                tracing::warn!("{warning}");
+            }
+        }
         if let Ok(response) = &evaluation.outcome {
             if !response.accepted {
                 tracing::warn!(policy = %served.id, message = response.message.as_deref().unwrap_or_default(), "the policy refused the request");

@@ -272,6 +272,13 @@ impl Routing {
         self.pending().len()
     }
 
+    /// VMIs whose evacuation is asked for or marked and not finished (a marked VMI stays marked
+    /// while its migration runs), and the evacuation migrations running.
+    pub(super) fn evacuations(&self) -> (usize, usize) {
+        let pending: HashSet<&String> = self.marked.keys().chain(self.requested.keys()).collect();
+        (pending.len(), self.migrating.len())
+    }
+
     /// The work gathered since the last pass. With `resync`, or when a migration ended, every
     /// node with evacuations pending is evaluated again.
     /// Puts back what a pass left for the next one (its time was up): ahead of what came since,
@@ -339,6 +346,19 @@ fn ended_evacuation(
 }
 
 /// An `UPDATE` AdmissionRequest for an object, as the API server would send for its change.
+/// A pod's uid, from its JSON.
+pub(super) fn uid(object: &[u8]) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Meta {
+        uid: String,
+    }
+    #[derive(serde::Deserialize)]
+    struct Object {
+        metadata: Meta,
+    }
+    serde_json::from_slice::<Object>(object).ok().map(|o| o.metadata.uid)
+}
+
 fn request(
     (group, version, kind, resource): (&str, &str, &str, &str),
     namespace: &str,

@@ -273,7 +273,7 @@ pub enum Effect {
     },
 }
 
-/// The reasons of the events evac records: the two a policy decides to record
+/// The reasons of the events evac records: the three a policy decides to record
 /// ([`Effect::RecordEvent`]), and those its host records on the VMI for each decision it carries
 /// out (`Normal` events).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Serialize)]
@@ -297,6 +297,9 @@ pub enum EventReason {
     /// evac deleted the VMI's evacuation migration before it started so that KubeVirt creates it
     /// again behind migrations of VMs with a deadline ([`Effect::CancelMigration`] `requeue`).
     EvacuationMigrationRequeued,
+    /// A disruption evac would have turned into a migration is left to KubeVirt because its
+    /// feature gate is off: the VM shuts down with its pod.
+    DisruptionLeftToKubeVirt,
     /// evac's hold endpoint holds a launcher pod's termination while its VM migrates away (on the
     /// pod).
     TerminationHeld,
@@ -316,6 +319,7 @@ impl EventReason {
             Self::EvacuationCalledOff => "EvacuationCalledOff",
             Self::EvacuationMigrationCancelled => "EvacuationMigrationCancelled",
             Self::EvacuationMigrationRequeued => "EvacuationMigrationRequeued",
+            Self::DisruptionLeftToKubeVirt => "DisruptionLeftToKubeVirt",
             Self::TerminationHeld => "TerminationHeld",
             Self::TerminationReleased => "TerminationReleased",
         }
@@ -324,7 +328,7 @@ impl EventReason {
     /// The event's `type`: `Warning` for what evac did not do, `Normal` for what it did.
     pub fn event_type(self) -> &'static str {
         match self {
-            Self::EvacuationGivenUp | Self::EvacuationDeferred => "Warning",
+            Self::EvacuationGivenUp | Self::EvacuationDeferred | Self::DisruptionLeftToKubeVirt => "Warning",
             _ => "Normal",
         }
     }

@@ -15,6 +15,8 @@ pub struct KubeVirtConfig {
     pub eviction_strategy: Option<EvictionStrategy>,
     /// `spec.configuration.developerConfiguration.featureGates`: the feature gates enabled.
     pub feature_gates: Vec<String>,
+    /// `spec.configuration.developerConfiguration.disabledFeatureGates`: gates switched off.
+    pub disabled_feature_gates: Vec<String>,
     /// `parallelMigrationsPerCluster`: migrations running at once in the cluster (KubeVirt's default: 5).
     pub parallel_migrations_per_cluster: u32,
     /// `parallelOutboundMigrationsPerNode`: migrations running at once from one node (KubeVirt's default: 2).
@@ -51,6 +53,14 @@ impl From<&KubeVirt<'_>> for KubeVirtConfig {
                 .configuration
                 .developer_configuration
                 .feature_gates
+                .iter()
+                .map(|g| g.to_string())
+                .collect(),
+            disabled_feature_gates: kubevirt
+                .spec
+                .configuration
+                .developer_configuration
+                .disabled_feature_gates
                 .iter()
                 .map(|g| g.to_string())
                 .collect(),
@@ -93,10 +103,29 @@ impl KubeVirtConfig {
         }
     }
 
-    /// Whether `featureGates` lists `gate`.
+    /// Whether `gate` is on ([`gate_enabled`]).
     pub fn feature_gate_enabled(&self, gate: &str) -> bool {
-        self.feature_gates.iter().any(|g| g == gate)
+        gate_enabled(
+            gate,
+            self.feature_gates.iter().map(String::as_str),
+            self.disabled_feature_gates.iter().map(String::as_str),
+        )
     }
+}
+
+/// Whether one of evac's feature gates is on, given the CR's `featureGates` and
+/// `disabledFeatureGates`. evac's gates are off unless enabled, as KubeVirt's alpha gates are
+/// (`featuregate.IsEnabled`, pkg/virt-config/featuregate/feature-gates.go). A gate in
+/// `disabledFeatureGates` is off even when `featureGates` lists it too: KubeVirt's own admission
+/// refuses a CR naming a gate in both (`validateFeatureGates`,
+/// pkg/virt-operator/webhooks/kubevirt-update-admitter.go), so such a CR got past a check, and
+/// of the two readings the one that keeps evac out of the way is the admin's explicit "off".
+pub fn gate_enabled<'g>(
+    gate: &str,
+    mut enabled: impl Iterator<Item = &'g str>,
+    mut disabled: impl Iterator<Item = &'g str>,
+) -> bool {
+    enabled.any(|g| g == gate) && !disabled.any(|g| g == gate)
 }
 
 /// Of the KubeVirt CRs listed, the one whose configuration is in effect. KubeVirt's components
@@ -144,6 +173,7 @@ mod tests {
         KubeVirtConfig {
             eviction_strategy: Some(EvictionStrategy::LiveMigrate),
             feature_gates: vec!["LiveMigration".into(), "PreemptionEvictionLiveMigration".into()],
+            disabled_feature_gates: vec![],
             parallel_migrations_per_cluster: 10,
             parallel_outbound_migrations_per_node: 3,
             bandwidth_per_migration: Some(128 * 1024 * 1024),
@@ -182,6 +212,7 @@ mod tests {
         let expected = KubeVirtConfig {
             eviction_strategy: None,
             feature_gates: vec![],
+            disabled_feature_gates: vec![],
             parallel_migrations_per_cluster: 5,
             parallel_outbound_migrations_per_node: 2,
             bandwidth_per_migration: None,

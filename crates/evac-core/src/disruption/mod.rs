@@ -22,7 +22,7 @@ pub use pressure::{select_covering, Candidate};
 pub use settings::{NodePressure, Settings};
 
 use crate::cluster::{self, ClusterReader, ReadError};
-use crate::effect::{Effect, EvacuationSource, ObjectRef};
+use crate::effect::{Effect, EvacuationSource, EventReason, ObjectRef};
 use crate::eviction::VMI_API_VERSION;
 use crate::kubevirt_config::KubeVirtConfig;
 use crate::model::{AdmissionRequest, EvictionStrategy, Node, Pod, VirtualMachineInstance};
@@ -31,6 +31,8 @@ use crate::Decision;
 
 /// The audit annotation that records the classified [`Cause`] of a launcher pod's disruption.
 pub const CAUSE_AUDIT_ANNOTATION: &str = "evac.kubevirt.io/disruption-cause";
+/// The audit annotation that records how a launcher pod's disruption was handled ([`Handling`]).
+pub const HANDLING_AUDIT_ANNOTATION: &str = "evac.kubevirt.io/disruption-handling";
 /// KubeVirt's feature gates, one per cause (VEP 55 and design 000). This one turns a
 /// `PreemptionByScheduler` disruption into an evacuation (VEP 55).
 pub const PREEMPTION_GATE: &str = "PreemptionEvictionLiveMigration";
@@ -39,6 +41,14 @@ pub const NOEXECUTE_TAINT_GATE: &str = "NoExecuteTaintEvictionLiveMigration";
 /// The feature gate that turns node memory pressure (`TerminationByKubelet`, or `MemoryPressure`
 /// ahead of it) into an evacuation (design 000).
 pub const NODE_PRESSURE_GATE: &str = "NodePressureEvictionLiveMigration";
+
+/// evac's feature gates, each with the disruptions it turns into evacuations: what `evac control`
+/// reports at start.
+pub const GATES: [(&str, &str); 3] = [
+    (PREEMPTION_GATE, "scheduler preemption"),
+    (NOEXECUTE_TAINT_GATE, "NoExecute taint evictions"),
+    (NODE_PRESSURE_GATE, "node pressure (the kubelet's evictions)"),
+];
 
 /// What disrupts a pod.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -76,6 +86,19 @@ impl Cause {
         }
     }
 
+    /// The disruption, in words: "preemption of its pod", ...
+    pub fn disruption(self) -> &'static str {
+        match self {
+            Self::ApiEviction => "API eviction of its pod",
+            Self::Preemption => "scheduler's preemption of its pod",
+            Self::TaintManager => "NoExecute taint eviction of its pod",
+            Self::KubeletEviction | Self::NodePressure => "kubelet's node-pressure eviction of its pod",
+            Self::PodGc => "garbage collection of its pod",
+            Self::UserDeletion => "deletion of the VM",
+            Self::Unknown => "deletion of its pod",
+        }
+    }
+
     /// The feature gate that turns this cause into an evacuation, and the mark's source.
     pub fn evacuation(self) -> Option<(&'static str, EvacuationSource)> {
         match self {
@@ -85,6 +108,44 @@ impl Cause {
                 Some((NODE_PRESSURE_GATE, EvacuationSource::NodePressure))
             }
             Self::ApiEviction | Self::PodGc | Self::UserDeletion | Self::Unknown => None,
+        }
+    }
+}
+
+/// How a launcher pod's disruption was handled: whether evac moves the VM, and if not, why.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Handling {
+    /// The VMI is marked for evacuation (or its evacuation asked for): evac moves the VM.
+    Evacuating,
+    /// The VMI was evacuating from the node already.
+    AlreadyEvacuating,
+    /// The cause's feature gate is off: KubeVirt alone handles it.
+    GateOff,
+    /// The VMI's eviction strategy (or its migratability) calls for no migration.
+    NotMigratable,
+    /// The VMI is not running on the pod's node (a migration target's pod, a stopped VM).
+    NotRunning,
+    /// The node is down: nothing migrates away from it.
+    NodeDown,
+    /// The pod's VMI is gone.
+    NoVmi,
+    /// The cause calls for no evacuation of evac's (an API eviction, which the eviction decision
+    /// answers, a user's deletion, pod GC, a plain deletion).
+    NoEvacuation,
+}
+
+impl Handling {
+    /// The value in [`HANDLING_AUDIT_ANNOTATION`], e.g. `gate-off`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Evacuating => "evacuating",
+            Self::AlreadyEvacuating => "already-evacuating",
+            Self::GateOff => "gate-off",
+            Self::NotMigratable => "not-migratable",
+            Self::NotRunning => "not-running",
+            Self::NodeDown => "node-down",
+            Self::NoVmi => "no-vmi",
+            Self::NoEvacuation => "no-evacuation",
         }
     }
 }
@@ -295,45 +356,73 @@ fn decide_pod<C: ClusterReader + ?Sized>(
     trace.note(|| format!("cause: {}", cause.as_str()));
 
     let decision = Decision::allow().with_audit_annotation(CAUSE_AUDIT_ANNOTATION, cause.as_str());
+    let handled = |handling: Handling| {
+        decision.clone().with_audit_annotation(HANDLING_AUDIT_ANNOTATION, handling.as_str())
+    };
     let Some(vmi) = vmi else {
         trace.note(|| "no VMI -> allow, the cause recorded".into());
-        return Ok(decision);
+        return Ok(handled(Handling::NoVmi));
     };
     let Some((gate, source)) = cause.evacuation() else {
         trace.note(|| "this cause calls for no evacuation -> allow, the cause recorded".into());
-        return Ok(decision);
+        return Ok(handled(Handling::NoEvacuation));
     };
     // Not from the pod the VM runs in (a migration target's), not a VM that has stopped or is
     // not running yet, and not twice.
-    if vmi.status.node_name != node || vmi.status.phase != "Running" || vmi.is_evacuating_from(node) {
+    if vmi.status.node_name != node || vmi.status.phase != "Running" {
         trace.note(|| {
             format!(
-                "the VMI (phase {}, on {}) is not running here or is already evacuating -> allow",
+                "the VMI (phase {}, on {}) is not running here -> allow",
                 vmi.status.phase, vmi.status.node_name
             )
         });
-        return Ok(decision);
+        return Ok(handled(Handling::NotRunning));
+    }
+    if vmi.is_evacuating_from(node) {
+        trace.note(|| format!("the VMI is already evacuating from {node} -> allow"));
+        return Ok(handled(Handling::AlreadyEvacuating));
     }
     if node_is_down(cluster, node)? {
         trace.note(|| {
             format!("node {node} is down: no VM migrates away from it -> allow, the cause recorded")
         });
-        return Ok(decision);
+        return Ok(handled(Handling::NodeDown));
     }
     let config = KubeVirtConfig::read(settings.kubevirt.as_ref(), cluster)?;
-    if !config.feature_gate_enabled(gate) {
-        trace.note(|| format!("feature gate {gate} is off -> allow, the cause recorded"));
-        return Ok(decision);
-    }
     if !strategy_marks(&vmi, config.eviction_strategy.as_ref()) {
         trace.note(|| "the VMI's eviction strategy and migratability call for no evacuation -> allow".into());
-        return Ok(decision);
+        return Ok(handled(Handling::NotMigratable));
+    }
+    let vmi_ref = ObjectRef::new(namespace.as_str(), vmi.metadata.name.as_str());
+    if !config.feature_gate_enabled(gate) {
+        // A VM evac would have moved: the admin hears of it (a Warning event on the VMI, recorded
+        // once) rather than finding the VM shut down with nothing said.
+        trace.note(|| {
+            format!(
+                "feature gate {gate} is off -> allow, left to KubeVirt (RecordEvent: a Warning on the VMI)"
+            )
+        });
+        return Ok(handled(Handling::GateOff).with_effect(Effect::RecordEvent {
+            vmi: vmi_ref,
+            node: node.to_owned(),
+            reason: EventReason::DisruptionLeftToKubeVirt,
+            message: gate_off_message(cause, gate),
+        }));
     }
     let external = is_external(&vmi, config.eviction_strategy.as_ref());
-    let vmi = ObjectRef::new(namespace.as_str(), vmi.metadata.name.as_str());
-    let effect = evacuate(settings, vmi, node, request.is_dry_run(), source, external);
+    let effect = evacuate(settings, vmi_ref, node, request.is_dry_run(), source, external);
     trace.note(|| format!("feature gate {gate} on -> allow, {} from {node}", effect.type_name()));
-    Ok(decision.with_effect(effect))
+    Ok(handled(Handling::Evacuating).with_effect(effect))
+}
+
+/// The Warning event's message when a gate leaves a disruption to KubeVirt: which gate, where it
+/// goes, and what happens without it.
+pub fn gate_off_message(cause: Cause, gate: &str) -> String {
+    format!(
+        "feature gate {gate} is off (KubeVirt CR, spec.configuration.developerConfiguration.featureGates): \
+         evac leaves the {} to KubeVirt, and the VM shuts down with its pod",
+        cause.disruption()
+    )
 }
 
 /// Whether the VMI's evacuation is an external controller's (`External`): its mark is the

@@ -7,9 +7,10 @@ use serde_json::{json, Value};
 use super::objects::{kubevirt_cr, launcher_pod, node, vmi, with, NODE, NS, OTHER_NODE};
 use super::{Case, Expected, ReadFailure, TestCluster, Text};
 use crate::disruption::{
-    self, DecideError, CAUSE_AUDIT_ANNOTATION, NODE_PRESSURE_GATE, NOEXECUTE_TAINT_GATE, PREEMPTION_GATE,
+    self, Cause, DecideError, CAUSE_AUDIT_ANNOTATION, HANDLING_AUDIT_ANNOTATION, NODE_PRESSURE_GATE,
+    NOEXECUTE_TAINT_GATE, PREEMPTION_GATE,
 };
-use crate::effect::{EvacuationSource, ObjectRef};
+use crate::effect::{EvacuationSource, EventReason, ObjectRef};
 use crate::model::AdmissionRequest;
 use crate::{Effect, PolicyResponse};
 
@@ -142,6 +143,27 @@ fn mark(name: &str, source: EvacuationSource) -> Effect {
 /// Allowed, with the cause recorded, and these effects.
 fn caused(cause: &str, effects: impl IntoIterator<Item = Effect>) -> Expected {
     Expected::allow().with_audit_annotation(CAUSE_AUDIT_ANNOTATION, cause).with_effects(effects)
+}
+
+/// A launcher pod's disruption: allowed, with its cause and how it was handled recorded, and these
+/// effects.
+fn handled(cause: &str, handling: &str, effects: impl IntoIterator<Item = Effect>) -> Expected {
+    caused(cause, effects).with_audit_annotation(HANDLING_AUDIT_ANNOTATION, handling)
+}
+
+/// A disruption evac would have turned into an evacuation, left to KubeVirt for its gate: the
+/// Warning event on the VMI says so.
+fn gate_off(cause: Cause, gate: &str) -> Expected {
+    handled(
+        cause.as_str(),
+        "gate-off",
+        [Effect::RecordEvent {
+            vmi: ObjectRef::new(NS, VM),
+            node: NODE.into(),
+            reason: EventReason::DisruptionLeftToKubeVirt,
+            message: disruption::gate_off_message(cause, gate),
+        }],
+    )
 }
 
 fn pressure_marks(names: &[&str]) -> Expected {
@@ -290,14 +312,16 @@ fn causes(cases: &mut Vec<Case>) {
                         let expected = match needs {
                             // An UPDATE that neither deletes nor flags the pod is no disruption.
                             _ if op == Op::UpdateCondition && reason.is_none() => Expected::allow(),
+                            None => handled(cause, "no-evacuation", []),
+                            Some(_) if !marks => handled(cause, "not-migratable", []),
                             // An External VMI's mark is its external controller's request: at once.
-                            Some((gate, source)) if enabled.contains(&gate) && marks && external => {
-                                caused(cause, [marking(NS, VM, NODE, false, source)])
+                            Some((gate, source)) if enabled.contains(&gate) && external => {
+                                handled(cause, "evacuating", [marking(NS, VM, NODE, false, source)])
                             }
-                            Some((gate, source)) if enabled.contains(&gate) && marks => {
-                                caused(cause, [mark(VM, source)])
+                            Some((gate, source)) if enabled.contains(&gate) => {
+                                handled(cause, "evacuating", [mark(VM, source)])
                             }
-                            _ => caused(cause, []),
+                            Some((gate, _)) => gate_off(disruption::classify(reason, false, pressure), gate),
                         };
                         let name = format!(
                             "cause: {}, {}{}, VMI {}, cluster-wide {}, {}, gates {gates}",
@@ -342,7 +366,7 @@ fn down_nodes(cases: &mut Vec<Case>) {
                 name,
                 objects,
                 Op::UpdateTerminating.request(launcher(Some(reason))),
-                caused(cause, []),
+                handled(cause, "node-down", []),
             ));
         }
     }
@@ -377,7 +401,7 @@ fn user_deletions(cases: &mut Vec<Case>) {
                         name,
                         objects,
                         op.request(launcher(reason)),
-                        caused("user-deletion", []),
+                        handled("user-deletion", "no-evacuation", []),
                     ));
                 }
             }
@@ -394,21 +418,29 @@ fn preemption_cluster(vmi: Value) -> Vec<Value> {
 fn pods(cases: &mut Vec<Case>) {
     let preempted = || delete_pod(launcher(Some("PreemptionByScheduler")));
     let lm = || vm(VM, Some("LiveMigrate"), true);
-    let marked = || caused("preemption", [mark(VM, EvacuationSource::Preemption)]);
-    let unmarked = || caused("preemption", []);
+    let marked = || handled("preemption", "evacuating", [mark(VM, EvacuationSource::Preemption)]);
+    let unmarked = |handling| handled("preemption", handling, []);
 
     // Not from the pod the VM runs in (a migration target's), not a VM that has stopped or is not
     // running yet, and not twice.
     let rows = [
         ("the VM runs in this pod", lm(), marked()),
-        ("a migration target pod", with(lm(), "/status/nodeName", json!(OTHER_NODE)), unmarked()),
-        ("a VMI still scheduling", with(lm(), "/status/phase", json!("Scheduled")), unmarked()),
-        ("a VMI that has stopped", with(lm(), "/status/phase", json!("Succeeded")), unmarked()),
-        ("already marked for this node", with(lm(), "/status/evacuationNodeName", json!(NODE)), unmarked()),
+        (
+            "a migration target pod",
+            with(lm(), "/status/nodeName", json!(OTHER_NODE)),
+            unmarked("not-running"),
+        ),
+        ("a VMI still scheduling", with(lm(), "/status/phase", json!("Scheduled")), unmarked("not-running")),
+        ("a VMI that has stopped", with(lm(), "/status/phase", json!("Succeeded")), unmarked("not-running")),
+        (
+            "already marked for this node",
+            with(lm(), "/status/evacuationNodeName", json!(NODE)),
+            unmarked("already-evacuating"),
+        ),
         (
             "already requested from this node",
             with(lm(), "/metadata/annotations", json!({"evac.kubevirt.io/evacuate-from": NODE})),
-            unmarked(),
+            unmarked("already-evacuating"),
         ),
         (
             "requested from another node",
@@ -433,7 +465,7 @@ fn pods(cases: &mut Vec<Case>) {
             "the pod the VM runs in: evac creates the migrations",
             preemption_cluster(lm()),
             preempted(),
-            caused("preemption", [marking(NS, VM, NODE, false, EvacuationSource::Preemption)]),
+            handled("preemption", "evacuating", [marking(NS, VM, NODE, false, EvacuationSource::Preemption)]),
         )
         .with_settings(creating.clone()),
     );
@@ -517,29 +549,33 @@ fn pods(cases: &mut Vec<Case>) {
         "a dry run marks as a dry run",
         preemption_cluster(lm()),
         dry_run(delete_pod(launcher(Some("DeletionByTaintManager")))),
-        caused("taint-manager", [mark_in(NS, VM, NODE, true, EvacuationSource::NoexecuteTaint)]),
+        handled(
+            "taint-manager",
+            "evacuating",
+            [mark_in(NS, VM, NODE, true, EvacuationSource::NoexecuteTaint)],
+        ),
     ));
 
     // Missing objects: the cause is recorded, nothing is marked.
     let no_domain = with(launcher(Some("PreemptionByScheduler")), "/metadata/annotations", json!({}));
     let unscheduled = with(launcher(None), "/spec/nodeName", json!(""));
     let rows = [
-        ("no VMI", vec![kubevirt(&ALL_GATES, None)], preempted(), unmarked()),
-        ("the pod names no VMI", preemption_cluster(lm()), delete_pod(no_domain), unmarked()),
+        ("no VMI", vec![kubevirt(&ALL_GATES, None)], preempted(), unmarked("no-vmi")),
+        ("the pod names no VMI", preemption_cluster(lm()), delete_pod(no_domain), unmarked("no-vmi")),
         // No KubeVirt CR: no gate is on.
-        ("no KubeVirt CR", vec![lm()], preempted(), unmarked()),
+        ("no KubeVirt CR", vec![lm()], preempted(), gate_off(Cause::Preemption, PREEMPTION_GATE)),
         // No node: no pressure.
         (
             "no node",
             vec![lm(), kubevirt(&ALL_GATES, None)],
             delete_pod(launcher(None)),
-            caused("unknown", []),
+            handled("unknown", "no-evacuation", []),
         ),
         (
             "a pod without a node",
             vec![lm(), kubevirt(&ALL_GATES, None)],
             delete_pod(unscheduled),
-            caused("unknown", []),
+            handled("unknown", "no-evacuation", []),
         ),
     ];
     for (row, objects, request, expected) in rows {
@@ -552,8 +588,8 @@ fn pods(cases: &mut Vec<Case>) {
     let settings = |name: &str| json!({"kubevirt": {"namespace": "kubevirt", "name": name}});
     let rows = [
         ("the named CR", settings("kv"), marked()),
-        ("another CR", settings("a-first"), unmarked()),
-        ("none named: the first listed", json!({}), unmarked()),
+        ("another CR", settings("a-first"), gate_off(Cause::Preemption, PREEMPTION_GATE)),
+        ("none named: the first listed", json!({}), gate_off(Cause::Preemption, PREEMPTION_GATE)),
     ];
     for (row, settings, expected) in rows {
         cases.push(
@@ -567,7 +603,11 @@ fn pods(cases: &mut Vec<Case>) {
         "the pod's namespace names the VMI",
         preemption_cluster(tenant_vmi),
         delete_pod(tenant_pod),
-        caused("preemption", [mark_in("tenant", VM, NODE, false, EvacuationSource::Preemption)]),
+        handled(
+            "preemption",
+            "evacuating",
+            [mark_in("tenant", VM, NODE, false, EvacuationSource::Preemption)],
+        ),
     ));
 }
 
