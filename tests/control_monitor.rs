@@ -147,8 +147,7 @@ async fn a_deferred_evacuation_is_one_event_and_a_metric() {
     assert_eq!(events[0]["involvedObject"]["name"], "web", "{}", events[0]);
     let metrics = pipeline.metrics().encode();
     assert!(
-        metrics
-            .contains(r#"evac_evacuation_events_total{policy="evacuation",reason="EvacuationDeferred"} 1"#),
+        metrics.contains(r#"evac_policy_events_total{policy="evacuation",reason="EvacuationDeferred"} 1"#),
         "{metrics}"
     );
 }

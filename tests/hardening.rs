@@ -259,6 +259,23 @@ async fn evac_control_reports_each_refusal_once_and_keeps_its_descriptors() {
     let (control, listening) = spawn(&args, &log);
     let metrics_url = format!("{}/metrics", listening.url("metrics"));
     wait_until_ok(&metrics_url, "evac control", &log).await;
+    // Its probes (a Deployment's readiness and liveness), and its own families only.
+    for probe in ["readiness", "liveness"] {
+        let url = format!("{}/{probe}", listening.url("metrics"));
+        wait_until_ok(&url, "evac control's probe", &log).await;
+    }
+    let text = reqwest::get(&metrics_url).await.unwrap().text().await.unwrap();
+    for family in [
+        "evac_controller_reconcile_duration_seconds",
+        "evac_disruptions_total",
+        "evac_evacuations_pending",
+        "process_resident_memory_bytes",
+    ] {
+        assert!(text.contains(&format!("# TYPE {family}")), "{family} missing:\n{text}");
+    }
+    for other in ["evac_admission_requests_refused", "evac_tls_reloads", "evac_holds"] {
+        assert!(!text.contains(other), "evac control exports {other}:\n{text}");
+    }
     let refused = r#"evac_policy_swaps_total{policy="*",result="refused"}"#;
     let count =
         || async { metric(&reqwest::get(&metrics_url).await.unwrap().text().await.unwrap(), refused) };

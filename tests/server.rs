@@ -73,7 +73,60 @@ fn kubevirt_decisions_over_https() {
         let metrics = server.metrics().await;
         assert!(metrics.contains(r#"evac_policy_effects_total{policy="pod-eviction",effect="MarkForEvacuation",result="applied"} 3"#), "{metrics}");
         assert!(metrics.contains("evac_policy_evaluation_duration_seconds_bucket"), "{metrics}");
+        check_evaluation_metrics(&server, &metrics).await;
     });
+}
+
+/// What `kubevirt_decisions_over_https` evaluated, as the metrics show it: KubeVirt's 429 apart
+/// from allowed requests by its `code`, versions joinable to `evac_policy_version_info`, only
+/// `evac serve`'s families, and each format as the scraper asks.
+async fn check_evaluation_metrics(server: &TestServer, metrics: &str) {
+    let series = |code: u16| {
+        metrics
+            .lines()
+            .find(|l| {
+                l.starts_with("evac_policy_evaluations_total{") && l.contains(&format!(r#"code="{code}""#))
+            })
+            .unwrap_or_else(|| panic!("no evaluations with code {code}:\n{metrics}"))
+    };
+    let (allowed, evacuating) = (series(200), series(429));
+    assert!(allowed.contains(r#"outcome="accepted""#) && allowed.ends_with(" 3"), "{allowed}");
+    assert!(evacuating.contains(r#"outcome="rejected""#) && evacuating.ends_with(" 8"), "{evacuating}");
+    let version =
+        |line: &str| line.split(r#"version=""#).nth(1).and_then(|v| v.split('"').next()).map(str::to_owned);
+    let evaluated = version(allowed).unwrap();
+    assert!(evaluated.starts_with("v1@sha256:"), "{allowed}");
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with("evac_policy_version_info{") && version(l).as_ref() == Some(&evaluated)),
+        "the evaluations' version {evaluated} is not in evac_policy_version_info:\n{metrics}"
+    );
+    for family in [
+        "evac_build_info",
+        "evac_admission_requests_refused",
+        "process_cpu_seconds_total",
+        "process_open_fds",
+    ] {
+        assert!(metrics.contains(&format!("# TYPE {family}")), "{family} missing:\n{metrics}");
+    }
+    for other in ["evac_controller_reconcile", "evac_leader_election", "evac_disruptions", "evac_holds"] {
+        assert!(!metrics.contains(other), "evac serve exports {other}:\n{metrics}");
+    }
+    assert!(
+        metrics.contains(&format!(r#"evac_build_info{{version="{}"}} 1"#, env!("CARGO_PKG_VERSION"))),
+        "{metrics}"
+    );
+    // Prometheus asks for OpenMetrics first; a plain GET gets the text format.
+    let url = format!("http://127.0.0.1:{}/metrics", server.probe_port);
+    let client = reqwest::Client::new();
+    let plain = client.get(&url).send().await.unwrap();
+    assert_eq!(plain.headers()["content-type"], "text/plain; version=0.0.4; charset=utf-8");
+    let accept = "application/openmetrics-text;version=1.0.0;q=0.5,text/plain;version=0.0.4;q=0.3,*/*;q=0.2";
+    let open = client.get(&url).header("accept", accept).send().await.unwrap();
+    assert_eq!(open.headers()["content-type"], "application/openmetrics-text; version=1.0.0; charset=utf-8");
+    let text = open.text().await.unwrap();
+    assert!(text.ends_with("# EOF\n") && text.contains("# TYPE evac_policy_evaluations counter"), "{text}");
 }
 
 #[test]
@@ -314,7 +367,7 @@ fn metrics_has_version(metrics: &str, role: &str, label: &str) -> bool {
     metrics.lines().any(|l| {
         l.starts_with("evac_policy_version_info")
             && l.contains(&format!(r#"role="{role}""#))
-            && l.contains(&format!(r#"version="{label}""#))
+            && l.contains(&format!(r#"version="{label}@sha256:"#))
     })
 }
 
@@ -386,7 +439,11 @@ fn invalid_policies_are_start_up_errors() {
     };
     let module = policy_path().display().to_string();
     let err = run(&format!("pod-eviction:\n  module: {module}\n  settings: {{kubevirt: 7}}\n"));
-    assert!(err.contains("policy pod-eviction: invalid settings:"), "{err}");
+    assert!(
+        err.contains("policy pod-eviction: invalid settings: kubevirt: invalid type: integer `7`"),
+        "{err}"
+    );
+    assert!(!err.contains("invalid settings: invalid settings"), "{err}");
     let err = run("pod-eviction:\n  module: /nonexistent/policy.wasm\n");
     assert!(err.contains("policy pod-eviction: cannot read module /nonexistent/policy.wasm"), "{err}");
     let err = run(&format!("bad:\n  module: {}\n", test_data("wat/no_guest_call.wat").display()));

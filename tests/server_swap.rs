@@ -152,7 +152,7 @@ async fn wait_for_version(server: &TestServer, label: &str) {
     loop {
         let metrics = server.metrics().await;
         if metrics.lines().any(|l| {
-            l.starts_with("evac_policy_version_info") && l.contains(&format!(r#"version="{label}""#))
+            l.starts_with("evac_policy_version_info") && l.contains(&format!(r#"version="{label}@sha256:"#))
         }) {
             return;
         }

@@ -11,12 +11,14 @@
 //! the KubeVirt CR, each in a watch cache; it asks again at every change of them, and every few
 //! seconds for time-bound ends.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use axum::extract::{Path, State};
-use axum::http::{header, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::http::StatusCode;
+use axum::response::Response;
 use axum::routing::get;
 use axum::Router;
 use evac_cluster::kube::{KubeCluster, Watch};
@@ -24,6 +26,8 @@ use evac_cluster::{Kind, ListQuery, ObjectSource};
 use evac_control::hold::{Holder, Verdict};
 use evac_core::hold::{DEFAULT_WINDOW_SECONDS, HOLD_WINDOW_ANNOTATION};
 use evac_core::kubevirt::{DOMAIN_ANNOTATION, LAUNCHER_SELECTOR, NODE_NAME_LABEL};
+use evac_evaluator::metrics::HoldEndLabels;
+use evac_evaluator::Metrics;
 use serde_json::Value;
 
 /// What `evac hold` watches on its node: what the hold decision reads there.
@@ -53,6 +57,53 @@ pub struct HoldServer {
     /// How often a hold is asked about again without a change in the cluster (its time-bound
     /// ends: the window, the evacuation not taken up).
     pub recheck: Duration,
+    /// The holds open now.
+    pub holds: Holds,
+}
+
+/// The holds open now, for the gauges: when each began and its time-bound.
+#[derive(Default)]
+pub struct Holds {
+    next: AtomicU64,
+    open: Mutex<HashMap<u64, (Instant, Duration)>>,
+}
+
+/// The share of its time-bound after which a hold counts as near it.
+const NEAR_BOUND: f64 = 0.8;
+
+impl Holds {
+    fn begin(&self, bound: Duration, metrics: Arc<Metrics>) -> OpenHold<'_> {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        self.open.lock().unwrap_or_else(PoisonError::into_inner).insert(id, (Instant::now(), bound));
+        OpenHold { holds: self, id, metrics, ending: "dropped" }
+    }
+
+    /// Sets the gauges: holds open, and those that have used most of their time-bound.
+    pub fn record(&self, metrics: &Metrics) {
+        let open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
+        let near = open
+            .values()
+            .filter(|(began, bound)| began.elapsed().as_secs_f64() >= bound.as_secs_f64() * NEAR_BOUND)
+            .count();
+        metrics.holds.set(open.len() as i64);
+        metrics.holds_near_bound.set(near as i64);
+    }
+}
+
+/// A hold open: counted as ended, by how, when dropped. A call the kubelet gives up (the grace
+/// period ended) drops it without an ending: `dropped`.
+struct OpenHold<'a> {
+    holds: &'a Holds,
+    id: u64,
+    metrics: Arc<Metrics>,
+    ending: &'static str,
+}
+
+impl Drop for OpenHold<'_> {
+    fn drop(&mut self) {
+        self.holds.open.lock().unwrap_or_else(PoisonError::into_inner).remove(&self.id);
+        self.metrics.holds_ended.get_or_create(&HoldEndLabels { ending: self.ending }).inc();
+    }
 }
 
 /// The hold route.
@@ -65,9 +116,7 @@ pub fn router(server: Arc<HoldServer>) -> Router {
         .with_state(server)
 }
 
-fn text(status: StatusCode, message: String) -> Response {
-    (status, [(header::CONTENT_TYPE, "text/plain; charset=utf-8")], message + "\n").into_response()
-}
+use crate::server::probes::text;
 
 fn now_seconds() -> f64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
@@ -86,9 +135,15 @@ async fn hold(
     let started = now_seconds();
     let began = Instant::now();
     let mut changes = server.cluster.subscribe();
-    let mut held = false;
+    let mut held: Option<OpenHold<'_>> = None;
+    let end = |held: &mut Option<OpenHold<'_>>, ending| {
+        if let Some(hold) = held {
+            hold.ending = ending;
+        }
+    };
     loop {
         let Some(pod) = server.launcher_pod(&namespace, &vmi) else {
+            end(&mut held, "released");
             return text(
                 StatusCode::OK,
                 format!("no launcher pod of {namespace}/{vmi} runs on {}", server.node),
@@ -102,19 +157,22 @@ async fn hold(
             .and_then(|w| w.parse().ok())
             .unwrap_or(DEFAULT_WINDOW_SECONDS);
         if began.elapsed() > Duration::from_secs(window) + server.recheck {
+            end(&mut held, "window");
             return text(StatusCode::OK, format!("the hold window of {window} s has passed"));
         }
         match server.holder.ask(&pod.to_string(), started, &container).await {
             Verdict::Release(why) => {
-                if held {
+                if held.is_some() {
                     tracing::info!(pod = %pod_key(&pod), held_s = began.elapsed().as_secs(), "hold ended: {why}");
                 }
+                end(&mut held, "released");
                 return text(StatusCode::OK, why);
             }
             Verdict::Hold(message) => {
-                if !held {
+                if held.is_none() {
                     tracing::info!(pod = %pod_key(&pod), "holding: {message}");
-                    held = true;
+                    let metrics = Arc::clone(server.holder.pipeline().metrics());
+                    held = Some(server.holds.begin(Duration::from_secs(window), metrics));
                 }
             }
         }

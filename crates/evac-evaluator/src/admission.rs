@@ -22,14 +22,18 @@ pub const DIGEST_ANNOTATION: &str = "evac-policy-digest";
 #[error("{0}")]
 pub struct BadRequest(pub String);
 
+/// The envelope, read leniently: `kind` of any JSON type, so that a bare AdmissionRequest (whose
+/// `kind` is a group/version/kind object) is told apart from a broken document.
 #[derive(Deserialize)]
 struct Review<'a> {
     #[serde(rename = "apiVersion", default)]
-    api_version: Cow<'a, str>,
+    api_version: Option<serde_json::Value>,
     #[serde(default)]
-    kind: Cow<'a, str>,
+    kind: Option<serde_json::Value>,
     #[serde(borrow)]
     request: Option<&'a RawValue>,
+    #[serde(default)]
+    operation: Option<serde_json::Value>,
 }
 
 #[derive(Deserialize)]
@@ -51,10 +55,22 @@ pub fn parse_review(body: &[u8]) -> Result<ParsedReview, BadRequest> {
     let bad = |why: String| BadRequest(format!("invalid AdmissionReview: {why}"));
     let text = std::str::from_utf8(body).map_err(|e| bad(format!("not UTF-8: {e}")))?;
     let review: Review<'_> = serde_json::from_str(text).map_err(|e| bad(e.to_string()))?;
-    if review.kind != "AdmissionReview" || review.api_version != "admission.k8s.io/v1" {
+    let text_of = |field: &Option<serde_json::Value>| match field {
+        Some(serde_json::Value::String(s)) => s.clone(),
+        Some(other) => other.to_string(),
+        None => String::new(),
+    };
+    let (api_version, kind) = (text_of(&review.api_version), text_of(&review.kind));
+    if kind != "AdmissionReview" || api_version != "admission.k8s.io/v1" {
+        if review.operation.is_some() && review.request.is_none() {
+            return Err(bad(
+                "expected an AdmissionReview (apiVersion admission.k8s.io/v1, kind AdmissionReview), got what looks \
+                 like a bare AdmissionRequest: send it as the review's `request`"
+                    .into(),
+            ));
+        }
         return Err(bad(format!(
-            "expected apiVersion admission.k8s.io/v1 and kind AdmissionReview, got {:?} {:?}",
-            review.api_version, review.kind
+            "expected apiVersion admission.k8s.io/v1 and kind AdmissionReview, got {api_version:?} {kind:?}"
         )));
     }
     let request = review.request.ok_or_else(|| bad("no request".into()))?;
@@ -326,6 +342,14 @@ mod tests {
         assert!(
             err(br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}"#).contains("no request")
         );
+        // A bare AdmissionRequest: said so, not a serde position.
+        let bare = br#"{"uid":"u1","kind":{"group":"","version":"v1","kind":"Pod"},"operation":"CREATE"}"#;
+        assert_eq!(
+            err(bare),
+            "invalid AdmissionReview: expected an AdmissionReview (apiVersion admission.k8s.io/v1, kind \
+             AdmissionReview), got what looks like a bare AdmissionRequest: send it as the review's `request`"
+        );
+        assert!(err(br#"{"apiVersion":"v1","kind":"Pod"}"#).contains(r#"got "v1" "Pod""#));
         assert!(err(
             br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":""}}"#
         )

@@ -12,6 +12,7 @@
 
 pub mod admission;
 pub mod config;
+pub mod exposition;
 pub mod log_limit;
 pub mod metrics;
 pub mod pipeline;

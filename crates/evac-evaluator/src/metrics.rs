@@ -1,4 +1,6 @@
-//! The server's Prometheus metrics, served as text on the probe port (`/metrics`).
+//! evac's Prometheus metrics: one registry per process ([`Process`]), holding the pipeline's
+//! families and that process's own, served on its probe port (`/metrics`) in the format the
+//! scraper asks for ([`Metrics::encode_for`]).
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -7,8 +9,11 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
-/// `policy`, `version` (the version's label and digest) and `outcome`: `accepted`, `rejected`,
-/// or `error` (no verdict: the evaluation failed).
+/// `policy`, `version` (the version's label and digest), `outcome` (`accepted`, `rejected`, or
+/// `error`: no verdict, the evaluation failed) and `code`, the HTTP status of the policy's answer:
+/// `200` accepted, `429` KubeVirt's "evacuation under way, retry" (a rejection that is no
+/// denial), the rejection's own code otherwise (`403` when it gives none, as the API server
+/// answers a webhook's denial without one), `500` for an evaluation that failed.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct EvaluationLabels {
     /// The policy's id.
@@ -17,6 +22,13 @@ pub struct EvaluationLabels {
     pub version: String,
     /// `accepted`, `rejected` or `error`.
     pub outcome: &'static str,
+    /// The answer's HTTP status (see the struct's documentation).
+    pub code: u16,
+}
+
+impl EvaluationLabels {
+    /// The `code` of a rejection that names none.
+    pub const DENIED: u16 = 403;
 }
 
 /// `policy`.
@@ -46,14 +58,15 @@ pub struct SwapLabels {
     pub result: &'static str,
 }
 
-/// The versions being served: `role` is `active` or `shadow`.
+/// The versions being served: `role` is `active` or `shadow`. `policy` and `version` are those of
+/// the evaluation metrics, so that a query can join them.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct VersionLabels {
     /// The policy's id.
     pub policy: String,
     /// `active` or `shadow`.
     pub role: &'static str,
-    /// The version (`label@sha256:<12 hex digits>`).
+    /// The version (`label@sha256:<12 hex digits>`), as the evaluation metrics name it.
     pub version: String,
     /// The module's full digest.
     pub digest: String,
@@ -83,8 +96,8 @@ pub struct EffectLabels {
     pub result: &'static str,
 }
 
-/// An event recorded on a VMI for a policy: `reason` is `EvacuationGivenUp` or
-/// `EvacuationDeferred`.
+/// A Warning event a policy recorded on a VMI: `reason` is `EvacuationGivenUp`,
+/// `EvacuationDeferred` or `DisruptionLeftToKubeVirt`.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct EventLabels {
     /// The policy's id.
@@ -98,6 +111,13 @@ pub struct EventLabels {
 pub struct RefusalLabels {
     /// Why (`unknown_policy`, `bad_request`, ...).
     pub reason: &'static str,
+}
+
+/// What became of something: `result` is `applied` or `refused` (a certificate reload).
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResultLabels {
+    /// `applied` or `refused`.
+    pub result: &'static str,
 }
 
 /// An evacuation migration that ended: its cause (`evac.kubevirt.io/cause`, `unknown` when it
@@ -124,7 +144,64 @@ pub struct LeaderLabels {
     pub name: String,
 }
 
-/// Every metric of the pipeline and its hosts, in one Prometheus registry (prefix `evac_`).
+/// A launcher pod's disruption, counted once: its cause (`evac.kubevirt.io/disruption-cause`) and
+/// how it was handled (`evac.kubevirt.io/disruption-handling`: `evacuating`, `gate-off`, ...).
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DisruptionLabels {
+    /// The cause, e.g. `preemption`.
+    pub cause: String,
+    /// How evac handled it, e.g. `gate-off`.
+    pub handling: String,
+}
+
+/// A hold that ended: `ending` is `released` (the policy ended it: the VM left, or nothing holds
+/// it), `window` (its time-bound passed first) or `dropped` (the kubelet gave up the call: the
+/// grace period ended).
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct HoldEndLabels {
+    /// How the hold ended.
+    pub ending: &'static str,
+}
+
+/// The build: evac's version.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct BuildLabels {
+    /// The version of the binary (and of its modules and image).
+    pub version: &'static str,
+}
+
+/// The process a registry is for: each exports the pipeline's families and its own, and no other
+/// process's (an `evac serve` has no reconcile passes to report, an `evac control` no refused
+/// admission requests).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Process {
+    /// `evac serve`: admission.
+    Serve,
+    /// `evac control`: the controller.
+    Control,
+    /// `evac hold`: the node-local hold endpoint.
+    Hold,
+    /// The embedded simulator, which runs them all in one process.
+    Simulator,
+}
+
+impl Process {
+    fn serves(self) -> bool {
+        matches!(self, Self::Serve | Self::Simulator)
+    }
+
+    fn controls(self) -> bool {
+        matches!(self, Self::Control | Self::Simulator)
+    }
+
+    fn holds(self) -> bool {
+        matches!(self, Self::Hold | Self::Simulator)
+    }
+}
+
+/// Every metric of the pipeline and its host, in one Prometheus registry (prefix `evac_`). Only
+/// the families of its [`Process`] are registered: the others still count (a handle is a handle)
+/// but are never exported.
 pub struct Metrics {
     registry: Registry,
     /// Evaluations by policy, version and outcome.
@@ -141,8 +218,8 @@ pub struct Metrics {
     pub shadow: Family<ShadowLabels, Counter>,
     /// Effects, by policy, type and result.
     pub effects: Family<EffectLabels, Counter>,
-    /// Events recorded on VMIs (each once: a repeated event is not written again), by reason:
-    /// evacuations given up or deferred.
+    /// Warning events policies recorded on VMIs (each once: a repeated event is not written
+    /// again), by reason.
     pub events: Family<EventLabels, Counter>,
     /// Evacuation migrations that ended, by cause and outcome (seen by `evac control`).
     pub evacuations: Family<EvacuationLabels, Counter>,
@@ -151,14 +228,26 @@ pub struct Metrics {
     /// Requests refused before evaluation.
     pub refused: Family<RefusalLabels, Counter>,
     /// Certificate reloads, by result.
-    pub tls_reloads: Family<RefusalLabels, Counter>,
+    pub tls_reloads: Family<ResultLabels, Counter>,
     /// Evaluations by how their instance came.
-    pub instances: Family<InstanceLabels, Gauge>,
+    pub instances: Family<InstanceLabels, Counter>,
     /// `evac control`: the time of one reconcile pass.
     pub controller_reconcile: Histogram,
     /// `evac control`: 1 while this replica holds the Lease (it acts), 0 while it follows;
     /// client-go's `leader_election_master_status`.
     pub leader: Family<LeaderLabels, Gauge>,
+    /// `evac control`: launcher pods' disruptions, each counted once, by cause and handling.
+    pub disruptions: Family<DisruptionLabels, Counter>,
+    /// `evac control`: VMIs whose evacuation is asked for or marked, and not finished.
+    pub evacuations_pending: Gauge,
+    /// `evac control`: evacuation migrations running.
+    pub evacuations_running: Gauge,
+    /// `evac hold`: launcher pod deletions held now (a `preStop` hook's call kept open).
+    pub holds: Gauge,
+    /// `evac hold`: holds that have used 80 % or more of their time-bound.
+    pub holds_near_bound: Gauge,
+    /// `evac hold`: holds that ended, by how.
+    pub holds_ended: Family<HoldEndLabels, Counter>,
 }
 
 /// Instances of a version's module: `how` is `created` (instantiated) or `reused` (evaluations
@@ -180,90 +269,152 @@ fn latency_histogram() -> Histogram {
 }
 
 impl Default for Metrics {
+    /// Every family: for what runs every part in one process (the simulator, tests).
     fn default() -> Self {
-        let mut registry = Registry::with_prefix("evac");
+        Self::new(Process::Simulator)
+    }
+}
+
+impl Metrics {
+    /// The registry of `process`, with the build info set.
+    pub fn new(process: Process) -> Self {
+        // Unprefixed: the process collector's `process_*` families are Prometheus' own names.
+        let mut registry = Registry::default();
+        let build = Family::<BuildLabels, Gauge>::default();
+        build.get_or_create(&BuildLabels { version: env!("CARGO_PKG_VERSION") }).set(1);
+        registry.register("evac_build_info", "evac's version: 1 for the version this process runs", build);
+
         let evaluations = Family::default();
         registry.register(
-            "policy_evaluations",
-            "Admission requests evaluated, by policy, version and outcome",
+            "evac_policy_evaluations",
+            "Admission requests evaluated, by policy, version, outcome and the answer's HTTP status",
             evaluations.clone(),
         );
         let latency = Family::new_with_constructor(latency_histogram as fn() -> Histogram);
         registry.register(
-            "policy_evaluation_duration_seconds",
+            "evac_policy_evaluation_duration_seconds",
             "Time to answer an admission request, from its body to the verdict (effects included)",
             latency.clone(),
         );
         let faults = Family::default();
         registry.register(
-            "policy_faults",
+            "evac_policy_faults",
             "Evaluations that produced no verdict: timeouts, traps, memory overruns, bad answers",
             faults.clone(),
         );
         let swaps = Family::default();
-        registry.register("policy_swaps", "Policy version changes, applied or refused", swaps.clone());
+        registry.register("evac_policy_swaps", "Policy version changes, applied or refused", swaps.clone());
         let versions = Family::default();
-        registry.register("policy_version_info", "The policy versions being served", versions.clone());
+        registry.register(
+            "evac_policy_version_info",
+            "The policy versions being served: 1 for each, by policy, role, version and digest",
+            versions.clone(),
+        );
         let shadow = Family::default();
         registry.register(
-            "policy_shadow_comparisons",
+            "evac_policy_shadow_comparisons",
             "Shadow evaluations compared with the active version's verdict",
             shadow.clone(),
         );
         let effects = Family::default();
-        registry.register("policy_effects", "Effects carried out for policies", effects.clone());
+        registry.register("evac_policy_effects", "Effects of policies, by result", effects.clone());
         let events = Family::default();
         registry.register(
-            "evacuation_events",
-            "Events recorded on VMIs, by reason: evacuations given up or deferred",
+            "evac_policy_events",
+            "Warning events policies recorded on VMIs, by reason (each recorded once)",
             events.clone(),
         );
-        let refused = Family::default();
-        registry.register(
-            "admission_requests_refused",
-            "Requests refused before evaluation",
-            refused.clone(),
-        );
-        let tls_reloads = Family::default();
-        registry.register("tls_reloads", "Certificate reloads, by result", tls_reloads.clone());
         let instances = Family::default();
         registry.register(
-            "policy_instances",
-            "Evaluations by how their instance came: created, or reused after a reset",
+            "evac_policy_instances",
+            "Evaluations by how their module instance came: created, or reused after a reset",
             instances.clone(),
         );
+
+        let refused = Family::default();
+        let tls_reloads = Family::default();
+        if process.serves() {
+            registry.register(
+                "evac_admission_requests_refused",
+                "Admission requests refused before any evaluation, by reason",
+                refused.clone(),
+            );
+            registry.register(
+                "evac_tls_reloads",
+                "Serving certificate reloads, by result",
+                tls_reloads.clone(),
+            );
+        }
+
         let controller_reconcile = latency_histogram();
-        registry.register(
-            "controller_reconcile_duration_seconds",
-            "Time of one evac control pass: changes read, modules evaluated, effects carried out",
-            controller_reconcile.clone(),
-        );
         let leader = Family::default();
-        registry.register(
-            "leader_election_master_status",
-            "Whether this evac control replica holds the leader election Lease (1) or follows (0)",
-            leader.clone(),
-        );
         let evacuations = Family::default();
-        registry.register(
-            "evacuations",
-            "Evacuation migrations that ended, by cause and outcome (succeeded, failed)",
-            evacuations.clone(),
-        );
         let evacuation_duration = Family::<CauseLabels, Histogram>::new_with_constructor(|| {
             // 1 s to about 68 min, doubling: migrations take seconds to the completion timeout.
             Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(1.0, 2.0, 13))
         });
-        registry.register(
-            "evacuation_duration_seconds",
-            "Time from an evacuation migration's creation to its end, by cause",
-            evacuation_duration.clone(),
-        );
+        let disruptions = Family::default();
+        let evacuations_pending = Gauge::default();
+        let evacuations_running = Gauge::default();
+        if process.controls() {
+            registry.register(
+                "evac_controller_reconcile_duration_seconds",
+                "Time of one evac control pass: changes read, modules evaluated, effects carried out",
+                controller_reconcile.clone(),
+            );
+            registry.register(
+                "evac_leader_election_master_status",
+                "Whether this evac control replica holds the leader election Lease (1) or follows (0)",
+                leader.clone(),
+            );
+            registry.register(
+                "evac_evacuations",
+                "Evacuation migrations that ended, by cause and outcome (succeeded, failed, cancelled)",
+                evacuations.clone(),
+            );
+            registry.register(
+                "evac_evacuation_duration_seconds",
+                "Time from an evacuation migration's creation to its end, by cause",
+                evacuation_duration.clone(),
+            );
+            registry.register(
+                "evac_disruptions",
+                "Launcher pod disruptions, each counted once, by cause and how evac handled it",
+                disruptions.clone(),
+            );
+            registry.register(
+                "evac_evacuations_pending",
+                "VMIs whose evacuation is asked for or marked and not finished",
+                evacuations_pending.clone(),
+            );
+            registry.register(
+                "evac_evacuations_running",
+                "Evacuation migrations running",
+                evacuations_running.clone(),
+            );
+        }
+
+        let holds = Gauge::default();
+        let holds_near_bound = Gauge::default();
+        let holds_ended = Family::default();
+        if process.holds() {
+            registry.register(
+                "evac_holds",
+                "Launcher pod deletions held now (preStop calls kept open)",
+                holds.clone(),
+            );
+            registry.register(
+                "evac_holds_near_bound",
+                "Holds that have used 80% or more of their time-bound: their VMs shut down if it runs out",
+                holds_near_bound.clone(),
+            );
+            registry.register(
+                "evac_holds_ended",
+                "Holds that ended, by how: released, window (the time-bound passed), dropped (by the kubelet)",
+                holds_ended.clone(),
+            );
+        }
         Self {
-            evacuations,
-            evacuation_duration,
-            leader,
-            controller_reconcile,
             registry,
             evaluations,
             latency,
@@ -273,23 +424,47 @@ impl Default for Metrics {
             shadow,
             effects,
             events,
+            evacuations,
+            evacuation_duration,
             refused,
             tls_reloads,
             instances,
+            controller_reconcile,
+            leader,
+            disruptions,
+            evacuations_pending,
+            evacuations_running,
+            holds,
+            holds_near_bound,
+            holds_ended,
         }
     }
-}
 
-impl Metrics {
+    /// Registers a collector of the host's (the process's CPU and memory).
+    pub fn register_collector(&mut self, collector: Box<dyn prometheus_client::collector::Collector>) {
+        self.registry.register_collector(collector);
+    }
+
     /// Counts a request refused before evaluation.
     pub fn refuse(&self, reason: &'static str) {
         self.refused.get_or_create(&RefusalLabels { reason }).inc();
     }
 
-    /// The Prometheus text exposition.
+    /// The OpenMetrics text exposition.
     pub fn encode(&self) -> String {
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &self.registry).expect("writing to a String");
         text
+    }
+
+    /// The exposition a scraper sending `accept` asks for, and its content type: OpenMetrics
+    /// when it accepts `application/openmetrics-text`, else Prometheus' text format 0.0.4 (what
+    /// Prometheus, and `curl`, read without asking).
+    pub fn encode_for(&self, accept: Option<&str>) -> (&'static str, String) {
+        if accept.is_some_and(super::exposition::accepts_openmetrics) {
+            (super::exposition::OPENMETRICS, self.encode())
+        } else {
+            (super::exposition::PROMETHEUS_TEXT, super::exposition::to_prometheus_text(&self.encode()))
+        }
     }
 }

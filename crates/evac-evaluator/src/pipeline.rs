@@ -27,7 +27,7 @@ use serde_json::value::RawValue;
 
 use crate::config::PolicyMode;
 use crate::log_limit::LogLimit;
-use crate::metrics::{EffectLabels, EventLabels, FaultLabels, Metrics, ShadowLabels};
+use crate::metrics::{EffectLabels, EvaluationLabels, EventLabels, FaultLabels, Metrics, ShadowLabels};
 use crate::registry::{Registry, ServedPolicy, Version};
 
 /// Evaluations slower than this move off the caller's async thread (see [`Pipeline::evaluate`]).
@@ -208,7 +208,26 @@ impl Pipeline {
         };
         match result {
             Ok(mut response) => {
-                if response.accepted { &served.outcomes.accepted } else { &served.outcomes.rejected }.inc();
+                match (response.accepted, response.code) {
+                    (true, _) => served.outcomes.accepted.inc(),
+                    (false, Some(429)) => served.outcomes.evacuating.inc(),
+                    (false, code) => {
+                        let code = code.unwrap_or(EvaluationLabels::DENIED);
+                        served
+                            .outcomes
+                            .other_codes
+                            .lock()
+                            .unwrap_or_else(PoisonError::into_inner)
+                            .insert(code);
+                        let labels = EvaluationLabels {
+                            policy: served.id.clone(),
+                            version: active.name.clone(),
+                            outcome: "rejected",
+                            code,
+                        };
+                        self.metrics.evaluations.get_or_create(&labels).inc()
+                    }
+                };
                 let effects = std::mem::take(&mut response.effects);
                 evaluation.effects = self.carry_out(served, &mut response, effects, uid).await;
                 if !response.accepted && served.mode == PolicyMode::Monitor {

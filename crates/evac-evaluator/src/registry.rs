@@ -67,10 +67,13 @@ pub struct ServedPolicy {
 pub struct Outcomes {
     /// Requests the policy accepted.
     pub accepted: Counter,
-    /// Requests it rejected.
-    pub rejected: Counter,
+    /// Requests it answered 429, KubeVirt's "evacuation under way" (the common rejection; others
+    /// are counted by their code through the family).
+    pub evacuating: Counter,
     /// Evaluations without a verdict.
     pub error: Counter,
+    /// The codes of the other rejections counted, so that their series go when the version does.
+    pub other_codes: std::sync::Mutex<std::collections::BTreeSet<u16>>,
 }
 
 #[derive(PartialEq)]
@@ -322,14 +325,16 @@ impl Registry {
             }
             _ => None,
         };
-        let counter = |outcome| {
-            let labels = EvaluationLabels { policy: id.to_owned(), version: active.name.clone(), outcome };
+        let counter = |outcome, code| {
+            let labels =
+                EvaluationLabels { policy: id.to_owned(), version: active.name.clone(), outcome, code };
             self.metrics.evaluations.get_or_create(&labels).clone()
         };
         let outcomes = Outcomes {
-            accepted: counter("accepted"),
-            rejected: counter("rejected"),
-            error: counter("error"),
+            accepted: counter("accepted", 200),
+            evacuating: counter("rejected", 429),
+            error: counter("error", 500),
+            other_codes: Default::default(),
         };
         let latency = self.metrics.latency.get_or_create(&PolicyLabels { policy: id.to_owned() }).clone();
         Ok(ServedPolicy {
@@ -395,11 +400,17 @@ impl Registry {
         for old in self.current.load().values() {
             let still_served = set.get(&old.id).is_some_and(|new| new.active.name == old.active.name);
             if !still_served {
-                for outcome in ["accepted", "rejected", "error"] {
+                let others =
+                    old.outcomes.other_codes.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                let codes = [("accepted", 200), ("rejected", 429), ("error", 500)]
+                    .into_iter()
+                    .chain(others.iter().map(|code| ("rejected", *code)));
+                for (outcome, code) in codes {
                     let labels = EvaluationLabels {
                         policy: old.id.clone(),
                         version: old.active.name.clone(),
                         outcome,
+                        code,
                     };
                     self.metrics.evaluations.remove(&labels);
                 }
@@ -411,7 +422,7 @@ impl Registry {
                 let labels = VersionLabels {
                     policy: served.id.clone(),
                     role,
-                    version: version.label.clone(),
+                    version: version.name.clone(),
                     digest: version.digest.clone(),
                 };
                 self.metrics.versions.get_or_create(&labels).set(1);

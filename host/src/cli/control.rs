@@ -11,6 +11,7 @@ use crate::control::{Controller, RESYNC, WATCHED};
 use crate::server::config_files::PolicyReload;
 use evac_cluster::kube::{KubeCluster, LeaderElector, LeaseSettings};
 use evac_cluster::Executor;
+use evac_evaluator::metrics::Process;
 use evac_evaluator::Metrics;
 use evac_evaluator::Pipeline;
 use evac_evaluator::PoliciesFile;
@@ -104,6 +105,9 @@ fn identity() -> String {
     format!("{host}_{:08x}", fastrand::u32(..))
 }
 
+/// How far behind the API server the watch caches may fall before `/readiness` says so.
+const CACHE_STALENESS: Duration = Duration::from_secs(30);
+
 /// How long one pass may evaluate before leaving the rest to the next: a newly disrupted pod
 /// waits at most about this long behind a pass over the whole cluster (the first one).
 const PASS_BUDGET: Duration = Duration::from_millis(200);
@@ -128,7 +132,7 @@ async fn control(args: ControlArgs) -> Result<()> {
         cache_dir: args.cache_dir.clone().or_else(evac_runtime::wapc::usable_default_cache_dir),
         ..EngineOptions::default()
     })?;
-    let metrics = Arc::new(Metrics::default());
+    let metrics = Arc::new(crate::server::process_metrics::metrics(Process::Control));
     let loader = Loader { engine, source: Arc::clone(&cluster) as _ };
     let registry = Arc::new(
         tokio::task::block_in_place(|| Registry::start(&file, loader, Arc::clone(&metrics)))
@@ -142,8 +146,9 @@ async fn control(args: ControlArgs) -> Result<()> {
         .await
         .with_context(|| format!("cannot serve metrics on {}", args.metrics_addr))?;
     super::report_listening(&[("metrics", format!("http://{}", listener.local_addr()?))]);
-    tokio::spawn(serve_metrics(listener, Arc::clone(&metrics)));
+    tokio::spawn(serve_probes(listener, Arc::clone(&cluster), Arc::clone(&registry), Arc::clone(&metrics)));
     tracing::info!(policies = %args.policies.display(), "evac control started");
+    report_gates(&registry, &cluster);
 
     // One listener for the whole run: a signal between two waits is not lost.
     let shutdown = crate::server::shutdown_signal();
@@ -204,14 +209,41 @@ async fn lost(leadership: &mut Option<Leadership>) -> String {
     }
 }
 
-/// `/metrics`, with the probe port's limits: idle scrapers cannot take the process's descriptors.
-async fn serve_metrics(listener: tokio::net::TcpListener, metrics: Arc<Metrics>) {
-    let router = axum::Router::new().route(
-        "/metrics",
-        axum::routing::get(move || {
-            let metrics = Arc::clone(&metrics);
-            async move { metrics.encode() }
-        }),
-    );
+/// `/readiness` (the watch caches synced and fresh, policies loaded), `/liveness` and `/metrics`,
+/// with the probe port's limits: idle scrapers cannot take the process's descriptors.
+async fn serve_probes(
+    listener: tokio::net::TcpListener,
+    cluster: Arc<KubeCluster>,
+    registry: Arc<Registry>,
+    metrics: Arc<Metrics>,
+) {
+    let ready = move || {
+        if !cluster.is_synced() {
+            return Some("the watch caches have not synced".to_owned());
+        }
+        if let Some(why) = cluster.staleness(CACHE_STALENESS) {
+            return Some(why);
+        }
+        registry.current().is_empty().then(|| "no policy is loaded".to_owned())
+    };
+    let router = crate::server::probes::router(Arc::new(ready), metrics, None);
     crate::server::connections::serve(listener, router, None, crate::server::probe_limits()).await;
+}
+
+/// Prints which disruptions evac acts on, by the feature gates of the KubeVirt CR the policies
+/// read: beside a stock KubeVirt these gates are evac's alone, and one left off is a disruption
+/// KubeVirt handles by itself (the VM shuts down).
+fn report_gates(registry: &Registry, cluster: &KubeCluster) {
+    match evac_control::disruptions::gate_states(&registry.current(), cluster) {
+        Ok(states) => {
+            for line in evac_control::disruptions::describe(&states) {
+                if states.iter().any(|s| !s.on && line.contains(s.gate)) {
+                    tracing::warn!("{line}");
+                } else {
+                    tracing::info!("{line}");
+                }
+            }
+        }
+        Err(e) => tracing::warn!("cannot read the KubeVirt CR's feature gates: {e}"),
+    }
 }

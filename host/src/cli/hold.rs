@@ -4,16 +4,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use axum::http::{header, StatusCode};
-use axum::response::IntoResponse;
 use clap::Args;
 
-use crate::hold::{router, watches, HoldServer};
+use crate::hold::{router, watches, HoldServer, Holds};
 use crate::server::connections::{self, ConnectionLimits};
 use evac_cluster::kube::KubeCluster;
 use evac_cluster::Executor;
 use evac_control::hold::Holder;
 use evac_control::DISRUPTION_CAUSE;
+use evac_evaluator::metrics::Process;
 use evac_evaluator::{Loader, Metrics, Pipeline, PoliciesFile, Registry};
 use evac_runtime::wapc::{EngineOptions, PolicyEngine};
 
@@ -70,7 +69,7 @@ async fn hold(args: HoldArgs) -> Result<()> {
         cache_dir: args.cache_dir.clone().or_else(evac_runtime::wapc::usable_default_cache_dir),
         ..EngineOptions::default()
     })?;
-    let metrics = Arc::new(Metrics::default());
+    let metrics = Arc::new(crate::server::process_metrics::metrics(Process::Hold));
     let loader = Loader { engine, source: Arc::clone(&cluster) as _ };
     let registry = Arc::new(
         tokio::task::block_in_place(|| Registry::start(&file, loader, Arc::clone(&metrics)))
@@ -83,6 +82,7 @@ async fn hold(args: HoldArgs) -> Result<()> {
         cluster: Arc::clone(&cluster),
         node: args.node.clone(),
         recheck: Duration::from_secs(args.recheck_seconds.max(1)),
+        holds: Holds::default(),
     });
     let listener = crate::server::http::bind(args.addr).await?;
     let probes = crate::server::http::bind(args.probe_addr).await?;
@@ -96,36 +96,23 @@ async fn hold(args: HoldArgs) -> Result<()> {
     let limits = ConnectionLimits::new(4096, Duration::from_secs(10));
     tokio::select! {
         () = connections::serve(listener, router(Arc::clone(&server)), None, limits) => {}
-        () = connections::serve(probes, probe_router(Arc::clone(&cluster), Arc::clone(&metrics)), None, crate::server::probe_limits()) => {}
+        () = connections::serve(probes, probe_router(&server, metrics), None, crate::server::probe_limits()) => {}
         () = crate::server::shutdown_signal() => tracing::info!("evac hold stopping: its open holds end"),
     }
     Ok(())
 }
 
-fn probe_router(cluster: Arc<KubeCluster>, metrics: Arc<Metrics>) -> axum::Router {
+/// The probes: ready once the node's watch caches are synced and fresh; the hold gauges set at
+/// each scrape.
+fn probe_router(server: &Arc<HoldServer>, metrics: Arc<Metrics>) -> axum::Router {
+    let cluster = Arc::clone(&server.cluster);
     let ready = move || {
-        let cluster = Arc::clone(&cluster);
-        async move {
-            if !cluster.is_synced() {
-                return (StatusCode::SERVICE_UNAVAILABLE, "the watch caches have not synced\n".to_owned());
-            }
-            match cluster.staleness(Duration::from_secs(30)) {
-                Some(why) => (StatusCode::SERVICE_UNAVAILABLE, why + "\n"),
-                None => (StatusCode::OK, "ready\n".to_owned()),
-            }
+        if !cluster.is_synced() {
+            return Some("the watch caches have not synced".to_owned());
         }
+        cluster.staleness(Duration::from_secs(30))
     };
-    axum::Router::new()
-        .route("/readiness", axum::routing::get(ready))
-        .route("/liveness", axum::routing::get(|| async { "alive\n" }))
-        .route(
-            "/metrics",
-            axum::routing::get(move || {
-                let metrics = Arc::clone(&metrics);
-                async move {
-                    let content_type = "application/openmetrics-text; version=1.0.0; charset=utf-8";
-                    ([(header::CONTENT_TYPE, content_type)], metrics.encode()).into_response()
-                }
-            }),
-        )
+    let (holding, gauges) = (Arc::clone(server), Arc::clone(&metrics));
+    let before_scrape = move || holding.holds.record(&gauges);
+    crate::server::probes::router(Arc::new(ready), metrics, Some(Arc::new(before_scrape)))
 }

@@ -1,5 +1,5 @@
-//! The HTTP side: the admission router (`POST /validate/{policy}`) and the probe router
-//! (`/readiness`, `/metrics`); `connections` serves them over TLS or plain TCP.
+//! The admission side: the router of `POST /validate/{policy}`; `connections` serves it over TLS
+//! or plain TCP, beside the probe router (`probes`).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -8,11 +8,12 @@ use axum::body::{Body, Bytes};
 use axum::extract::{Path, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::post;
 use axum::Router;
 use tokio::net::TcpListener;
 
 use super::bodies::Reserved;
+use super::probes::text;
 use super::Server;
 use evac_evaluator::admission::{self, BadRequest};
 
@@ -23,15 +24,6 @@ pub fn admission_router(server: Arc<Server>) -> Router {
         .fallback(|| async {
             (StatusCode::NOT_FOUND, "not found: admission requests go to POST /validate/<policy id>\n")
         })
-        .with_state(server)
-}
-
-/// The probe routes, on their own port so that probes and scrapes never queue behind admission.
-pub fn probe_router(server: Arc<Server>) -> Router {
-    Router::new()
-        .route("/readiness", get(readiness))
-        .route("/liveness", get(liveness))
-        .route("/metrics", get(metrics))
         .with_state(server)
 }
 
@@ -167,29 +159,6 @@ fn is_length_limit(error: &axum::Error) -> bool {
         source = e.source();
     }
     false
-}
-
-fn text(status: StatusCode, message: String) -> Response {
-    (status, [(header::CONTENT_TYPE, "text/plain; charset=utf-8")], message + "\n").into_response()
-}
-
-async fn readiness(State(server): State<Arc<Server>>) -> Response {
-    match server.not_ready() {
-        None => text(StatusCode::OK, "ready".into()),
-        Some(why) => text(StatusCode::SERVICE_UNAVAILABLE, why),
-    }
-}
-
-/// The process answers: all a restart could fix. Readiness (synced, fresh caches, policies
-/// loaded) is the cluster's state, which a restart would only lose.
-async fn liveness() -> Response {
-    text(StatusCode::OK, "alive".into())
-}
-
-async fn metrics(State(server): State<Arc<Server>>) -> Response {
-    server.record_instance_stats();
-    let content_type = "application/openmetrics-text; version=1.0.0; charset=utf-8";
-    ([(header::CONTENT_TYPE, content_type)], server.metrics().encode()).into_response()
 }
 
 /// Binds a listener, with the address in the error.

@@ -7,6 +7,8 @@ pub(crate) mod config_files;
 pub(crate) mod connections;
 mod give_back;
 pub(crate) mod http;
+pub(crate) mod probes;
+pub mod process_metrics;
 mod reload;
 mod tls;
 
@@ -92,7 +94,7 @@ impl Server {
             None => None,
         };
         let file = PoliciesFile::load(&options.config)?;
-        let metrics = Arc::new(Metrics::default());
+        let metrics = Arc::new(process_metrics::metrics(evac_evaluator::metrics::Process::Serve));
         let engine = PolicyEngine::new(options.engine.clone())?;
         let loader = Loader { engine, source: Arc::clone(&cluster.store) as _ };
         let registry = Arc::new(Registry::start(&file, loader, Arc::clone(&metrics))?);
@@ -130,7 +132,8 @@ impl Server {
         None
     }
 
-    /// Copies the instance counters of the served versions into the metrics.
+    /// Copies the instance counters of the served versions into the metrics: counters the
+    /// module pool keeps, exported as they stand at the scrape (a version no longer served goes).
     pub fn record_instance_stats(&self) {
         self.metrics().instances.clear();
         for served in self.registry().current().values() {
@@ -139,7 +142,7 @@ impl Server {
                 for (how, count) in [("created", stats.created), ("reused", stats.reused)] {
                     let labels =
                         InstanceLabels { policy: served.id.clone(), version: version.name.clone(), how };
-                    self.metrics().instances.get_or_create(&labels).set(count as i64);
+                    self.metrics().instances.get_or_create(&labels).inc_by(count);
                 }
             }
         }
@@ -187,7 +190,14 @@ impl Server {
             ready_after_ms = started.elapsed().as_millis() as u64,
             "serving admission requests over {scheme}"
         );
-        let probe_router = http::probe_router(Arc::clone(&self));
+        let probe_router = {
+            let (ready, scrape) = (Arc::clone(&self), Arc::clone(&self));
+            probes::router(
+                Arc::new(move || ready.not_ready()),
+                Arc::clone(self.pipeline.metrics()),
+                Some(Arc::new(move || scrape.record_instance_stats())),
+            )
+        };
         tokio::select! {
             Some(why) = stopped.recv() => anyhow::bail!(why),
             () = connections::serve(probes, probe_router, None, probe_limits()) => {}

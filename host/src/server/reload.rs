@@ -13,7 +13,7 @@ use tokio::sync::mpsc;
 
 use super::config_files::{PolicyReload, Reloaded};
 use super::Server;
-use evac_evaluator::metrics::RefusalLabels;
+use evac_evaluator::metrics::ResultLabels;
 use evac_evaluator::PoliciesFile;
 use evac_evaluator::Registry;
 
@@ -113,8 +113,8 @@ fn reload(server: &Server, files: &mut PolicyReload, forced: bool) -> Reloaded {
                 Some("refused")
             }
         };
-        if let Some(reason) = result {
-            server.metrics().tls_reloads.get_or_create(&RefusalLabels { reason }).inc();
+        if let Some(result) = result {
+            server.metrics().tls_reloads.get_or_create(&ResultLabels { result }).inc();
         }
     }
     files.reload(server.registry(), &|_| Ok(()), &tls_files(server), forced)
