@@ -134,6 +134,8 @@ fn eval_settings() {
         ),
     );
     assert_eq!(json["accepted"], false, "{json}");
+    assert_eq!(json["effects"][0]["dryRun"], false, "{json}");
+    assert_one_key_style(&json);
     let stderr = error(
         "invalid settings",
         &evac(
@@ -234,4 +236,22 @@ fn inspect_prints_the_metadata() {
     std::fs::write(&bare, wat_fixture("guest.wat")).unwrap();
     let stderr = error("a module without metadata", &evac(&["inspect".into(), path(&bare)], None));
     assert!(stderr.contains("bare.wasm carries no io.kubewarden.metadata section"), "{stderr}");
+}
+
+/// Every key of `evac eval`'s answer in Kubernetes' camelCase, the effects' as the rest.
+fn assert_one_key_style(value: &serde_json::Value) {
+    match value {
+        serde_json::Value::Object(map) => {
+            for (key, value) in map {
+                // Annotation keys are data, not fields.
+                if key.contains('/') || key.contains('-') {
+                    continue;
+                }
+                assert!(!key.contains('_'), "a snake_case key in evac eval's answer: {key}");
+                assert_one_key_style(value);
+            }
+        }
+        serde_json::Value::Array(items) => items.iter().for_each(assert_one_key_style),
+        _ => {}
+    }
 }

@@ -47,7 +47,7 @@ fn example_hold(name: &str) -> PathBuf {
 fn evac_eval_gives_a_launcher_pod_the_hook_and_a_longer_grace() {
     let answer = eval("launcher-pod-create.json", None);
     assert_eq!(answer["accepted"], true);
-    let pod = &answer["mutated_object"];
+    let pod = &answer["mutatedObject"];
     assert_eq!(pod["spec"]["terminationGracePeriodSeconds"], 360, "KubeVirt's 60 s and the 300 s window");
     for (i, container) in ["compute", "volumecontainerdisk"].iter().enumerate() {
         let hook = &pod["spec"]["containers"][i]["lifecycle"]["preStop"]["httpGet"];
@@ -61,9 +61,9 @@ fn evac_eval_gives_a_launcher_pod_the_hook_and_a_longer_grace() {
     assert_eq!(answer["effects"], json!([]));
 
     let longer = eval("launcher-pod-create.json", Some(r#"{"windowSeconds": 900, "port": 9300}"#));
-    assert_eq!(longer["mutated_object"]["spec"]["terminationGracePeriodSeconds"], 960);
+    assert_eq!(longer["mutatedObject"]["spec"]["terminationGracePeriodSeconds"], 960);
     assert_eq!(
-        longer["mutated_object"]["spec"]["containers"][0]["lifecycle"]["preStop"]["httpGet"]["port"],
+        longer["mutatedObject"]["spec"]["containers"][0]["lifecycle"]["preStop"]["httpGet"]["port"],
         9300
     );
 }
@@ -72,7 +72,7 @@ fn evac_eval_gives_a_launcher_pod_the_hook_and_a_longer_grace() {
 fn evac_eval_leaves_other_pods_unchanged() {
     let answer = eval("other-pod-create.json", None);
     assert_eq!(answer["accepted"], true);
-    assert_eq!(answer["mutated_object"], Value::Null);
+    assert_eq!(answer["mutatedObject"], Value::Null);
 }
 
 #[test]

@@ -55,8 +55,18 @@ fn modules_that_are_not_wapc_policies_are_refused_at_load() {
     let wat = wat_fixture;
     let cases: Vec<(&str, Vec<u8>, &[&str])> = vec![
         ("truncated module", wasm[..wasm.len() / 2].to_vec(), &["not a valid WebAssembly module"]),
-        ("empty bytes", Vec::new(), &["not a valid WebAssembly module"]),
-        ("text that is not WAT", b"hello".to_vec(), &["not a valid WebAssembly module"]),
+        ("empty bytes", Vec::new(), &["not a WebAssembly module: it starts with neither"]),
+        ("text that is not WAT", b"hello".to_vec(), &["not a WebAssembly module: it starts with neither"]),
+        (
+            "an ELF binary",
+            b"\x7fELF\x02\x01\x01\0\0\0".to_vec(),
+            &["not a WebAssembly module: it starts with neither"],
+        ),
+        (
+            "WAT with a syntax error",
+            b"(module (func $f (result i32) i32.const))".to_vec(),
+            &["not a valid WebAssembly module"],
+        ),
         (
             "no __guest_call",
             wat("no_guest_call.wat"),
@@ -76,6 +86,8 @@ fn modules_that_are_not_wapc_policies_are_refused_at_load() {
     ];
     for (case, bytes, expected) in cases {
         let error = compile_error(&engine, &bytes);
+        // A file that is no module is not reported as the text parser's complaint.
+        assert!(!error.contains("expected `(`"), "{case}: {error:?}");
         for text in expected {
             assert!(error.contains(text), "{case}: {error:?} does not say {text:?}");
         }

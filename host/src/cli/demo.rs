@@ -9,18 +9,20 @@ use evac_sim::scenario::{
 
 #[derive(Debug, Args)]
 pub struct DemoArgs {
-    /// The scenarios to run (every `*.yaml` of this directory).
-    #[arg(long, default_value = "examples/scenarios")]
-    scenarios: PathBuf,
-    /// The policies evac runs with.
-    #[arg(long, default_value = "examples/control/policies.yml")]
-    policies: PathBuf,
+    /// The scenarios to run (every `*.yaml` of this directory) [default: the checkout's
+    /// examples/scenarios]
+    #[arg(long)]
+    scenarios: Option<PathBuf>,
+    /// The policies evac runs with [default: the checkout's examples/control/policies.yml]
+    #[arg(long)]
+    policies: Option<PathBuf>,
     /// Run only the scenarios whose file name contains one of these.
     #[arg(long)]
     only: Vec<String>,
-    /// Where the HTML report of every scenario goes (one self-contained page).
-    #[arg(long, default_value = "dist/demo/index.html")]
-    html: PathBuf,
+    /// Where the HTML report of every scenario goes (one self-contained page) [default: the
+    /// checkout's dist/demo/index.html]
+    #[arg(long)]
+    html: Option<PathBuf>,
 }
 
 /// Runs every scenario twice, with KubeVirt alone and with evac (simulator, policy server and
@@ -28,8 +30,11 @@ pub struct DemoArgs {
 /// what either run must never show (an invariant broken, more VMs shut down with evac): a
 /// failure. Then the summary table of all, and one HTML page with every scenario's pictures.
 pub fn run(args: DemoArgs) -> Result<()> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&args.scenarios)
-        .with_context(|| format!("cannot read the scenarios in {}", args.scenarios.display()))?
+    let scenarios_dir = super::checkout::file(args.scenarios, "examples/scenarios")?;
+    let policies = super::checkout::file(args.policies, "examples/control/policies.yml")?;
+    let html = super::checkout::output(args.html, "dist/demo/index.html");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&scenarios_dir)
+        .with_context(|| format!("cannot read the scenarios in {}", scenarios_dir.display()))?
         .filter_map(|entry| entry.ok().map(|e| e.path()))
         .filter(|path| path.extension().is_some_and(|e| e == "yaml" || e == "yml"))
         .filter(|path| args.only.is_empty() || args.only.iter().any(|o| file_name(path).contains(o.as_str())))
@@ -46,7 +51,7 @@ pub fn run(args: DemoArgs) -> Result<()> {
     let mut runs: Vec<(String, Report, Report)> = Vec::new();
     for (file, scenario) in scenarios.iter().filter(|(file, _)| !baselines.contains(file)) {
         let started = std::time::Instant::now();
-        match compare(file, scenario, &args.policies) {
+        match compare(file, scenario, &policies) {
             Ok(run) => {
                 let name = file_name(file).replace(".yaml", "");
                 println!(
@@ -69,8 +74,8 @@ pub fn run(args: DemoArgs) -> Result<()> {
     let rows: Vec<(String, &Report, &Report)> =
         runs.iter().map(|(name, evac, baseline)| (name.clone(), evac, baseline)).collect();
     println!("\n{}", summary_table(&rows));
-    write_page(&args.html, &runs)?;
-    println!("The pictures of every run: {}", args.html.display());
+    write_page(&html, &runs)?;
+    println!("The pictures of every run: {}", html.display());
     anyhow::ensure!(failures == 0, "{failures} scenario(s) could not run");
     anyhow::ensure!(unsound == 0, "{unsound} scenario(s) broke an invariant");
     Ok(())

@@ -80,8 +80,42 @@ pub fn run(args: EvalArgs) -> Result<()> {
         bail!("invalid settings: {}", verdict.message.unwrap_or_default());
     }
     let response = kubewarden::validate(&policy, &request, &settings).context("evaluating the request")?;
-    println!("{}", serde_json::to_string(&response)?);
+    println!("{}", serde_json::to_string(&Printed::from(response))?);
     Ok(())
+}
+
+/// The module's answer as `evac eval` prints it: one key style throughout (Kubernetes' camelCase,
+/// as `kwctl run` prints an AdmissionResponse), where the waPC wire format has Kubewarden's
+/// snake_case fields beside evac's camelCase effects; fields the answer leaves out are left out.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Printed {
+    accepted: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    message: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    code: Option<u16>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    warnings: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    audit_annotations: Option<std::collections::BTreeMap<String, String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    mutated_object: Option<serde_json::Value>,
+    effects: Vec<evac_core::Effect>,
+}
+
+impl From<evac_core::PolicyResponse> for Printed {
+    fn from(r: evac_core::PolicyResponse) -> Self {
+        Self {
+            accepted: r.accepted,
+            message: r.message,
+            code: r.code,
+            warnings: r.warnings,
+            audit_annotations: r.audit_annotations,
+            mutated_object: r.mutated_object,
+            effects: r.effects,
+        }
+    }
 }
 
 /// `--settings` as inline JSON, or a JSON or YAML file; `{}` without it.

@@ -1,6 +1,7 @@
 //! The `evac` command line.
 
 mod annotate;
+mod checkout;
 mod control;
 mod demo;
 mod eval;

@@ -29,9 +29,10 @@ struct ServeArgs {
     /// Address of the API.
     #[arg(long, default_value = "127.0.0.1:6443")]
     addr: SocketAddr,
-    /// Where to write a kubeconfig for clients.
-    #[arg(long, default_value = "evac-sim.kubeconfig")]
-    kubeconfig: PathBuf,
+    /// Where to write a kubeconfig for clients [default: a new temporary file, whose path is
+    /// printed]
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
     /// Objects to start with: a v1 List (JSON or YAML) of nodes, pods, VMIs, the KubeVirt CR,
     /// PodDisruptionBudgets, ValidatingWebhookConfigurations...
     #[arg(long)]
@@ -98,8 +99,8 @@ fn serve(args: ServeArgs) -> Result<()> {
             .await
             .with_context(|| format!("cannot listen on {}", args.addr))?;
         let url = format!("http://{}", listener.local_addr()?);
-        write_kubeconfig(&args.kubeconfig, &url)?;
-        eprintln!("simulated cluster at {url}; kubeconfig: {}", args.kubeconfig.display());
+        let kubeconfig = write_kubeconfig(args.kubeconfig.as_deref(), &url)?;
+        eprintln!("simulated cluster at {url}; kubeconfig: {}", kubeconfig.display());
         super::report_listening(&[("api", url.clone())]);
         axum::serve(listener, api::router(store)).await.context("serving the simulated API")
     })
@@ -195,9 +196,33 @@ fn load(store: &Store, path: &std::path::Path) -> Result<usize> {
     Ok(items.len())
 }
 
-fn write_kubeconfig(path: &std::path::Path, url: &str) -> Result<()> {
-    std::fs::write(path, evac_sim::kubeconfig(url))
-        .with_context(|| format!("cannot write the kubeconfig {}", path.display()))
+/// Writes the kubeconfig where asked, or else to a new file of the temporary directory (created
+/// new, readable by its owner only: nothing there is taken over or followed), and says where.
+fn write_kubeconfig(path: Option<&std::path::Path>, url: &str) -> Result<PathBuf> {
+    let text = evac_sim::kubeconfig(url);
+    if let Some(path) = path {
+        std::fs::write(path, text)
+            .with_context(|| format!("cannot write the kubeconfig {}", path.display()))?;
+        return Ok(path.to_path_buf());
+    }
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let dir = std::env::temp_dir();
+    let mut attempt = 0;
+    loop {
+        let path = dir.join(format!("evac-sim-{}-{:08x}.kubeconfig", std::process::id(), fastrand::u32(..)));
+        match std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&path) {
+            Ok(mut file) => {
+                file.write_all(text.as_bytes())
+                    .with_context(|| format!("cannot write the kubeconfig {}", path.display()))?;
+                return Ok(path);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && attempt < 8 => attempt += 1,
+            Err(e) => {
+                return Err(e).with_context(|| format!("cannot create the kubeconfig {}", path.display()))
+            }
+        }
+    }
 }
 
 #[cfg(test)]

@@ -24,9 +24,10 @@ pub struct SimulateArgs {
     /// of running beside them as it does in a real cluster.
     #[arg(long, requires = "evac")]
     replace_kubevirt: bool,
-    /// The policies evac runs with (`--evac`).
-    #[arg(long, default_value = "examples/control/policies.yml")]
-    policies: PathBuf,
+    /// The policies evac runs with (`--evac`) [default: the checkout's
+    /// examples/control/policies.yml]
+    #[arg(long)]
+    policies: Option<PathBuf>,
     /// Also write the report as a self-contained HTML page (timelines per VM, migrations over
     /// time, eviction requests) to this file.
     #[arg(long)]
@@ -41,6 +42,11 @@ pub struct SimulateArgs {
 
 pub fn run(args: SimulateArgs) -> Result<()> {
     let file = args.scenario.display().to_string();
+    // Found before the run: a missing file is said at once.
+    let policies = match args.evac {
+        true => Some(super::checkout::file(args.policies.clone(), "examples/control/policies.yml")?),
+        false => None,
+    };
     let text = std::fs::read_to_string(&args.scenario)
         .with_context(|| format!("cannot read the scenario {file}"))?;
     let mut scenario = Scenario::parse(&text, &file)?;
@@ -56,13 +62,11 @@ pub fn run(args: SimulateArgs) -> Result<()> {
     }
     let mut progress = Terminal { bar: bar(), timeline };
     let started = std::time::Instant::now();
-    let mode = if args.evac {
-        Mode::Evac(std::sync::Arc::new(crate::simulation::evac_policies(
-            &args.policies,
-            args.replace_kubevirt,
-        )))
-    } else {
-        Mode::KubeVirt
+    let mode = match &policies {
+        Some(policies) => {
+            Mode::Evac(std::sync::Arc::new(crate::simulation::evac_policies(policies, args.replace_kubevirt)))
+        }
+        None => Mode::KubeVirt,
     };
     let report = scenario::run(&scenario, &mode, &mut progress)?;
     progress.bar.finish_and_clear();

@@ -41,13 +41,30 @@ pub(crate) struct Exports {
     pub(crate) init: Vec<ModuleExport>,
 }
 
+/// The binary format (`\0asm`), or text whose first token opens a form or a comment.
+fn looks_like_a_module(bytes: &[u8]) -> bool {
+    if bytes.starts_with(b"\0asm") {
+        return true;
+    }
+    let Ok(text) = std::str::from_utf8(bytes) else { return false };
+    let text = text.trim_start();
+    text.starts_with('(') || text.starts_with(";;")
+}
+
 impl PolicyModule {
     pub(crate) fn compile(engine: &PolicyEngine, bytes: &[u8]) -> Result<Self> {
         let digest = hex::encode(Sha256::digest(bytes));
         let invalid = |e: &dyn std::fmt::Display| {
             anyhow!("not a valid WebAssembly module: {}", first_line(&format!("{e:#}")))
         };
-        // WebAssembly text is accepted too, as wasmtime does.
+        // WebAssembly text is accepted too, as wasmtime does; anything that is neither is said
+        // to be so, not reported as the text parser's complaint about its first byte.
+        if !looks_like_a_module(bytes) {
+            bail!(
+                "not a WebAssembly module: it starts with neither the binary format's magic bytes (\\0asm) \
+                 nor WebAssembly text"
+            );
+        }
         let binary = wat::parse_bytes(bytes).map_err(|e| invalid(&e))?;
         let prepared = prepare::prepare(&binary).map_err(|e| invalid(&e))?;
         let limit = engine.options().memory_limit;

@@ -46,8 +46,6 @@ fn parse_target(path: &str) -> Result<Target<'_>, ApiError> {
                 json!({"major": "1", "minor": "33", "gitVersion": "v1.33.0-evac-sim", "platform": "linux/amd64"}),
             ))
         }
-        // The API server's health checks (kube-apiserver's /livez, /readyz, /healthz): always ok.
-        ["livez" | "readyz" | "healthz"] => return Ok(Target::Document(json!("ok"))),
         ["api"] => return Ok(Target::Document(resources::core_versions())),
         ["openapi", "v3"] => return Ok(Target::Document(openapi::index())),
         ["openapi", "v3", rest @ ..] => {
@@ -122,6 +120,12 @@ async fn handle(
             Ok(_) => json_response(StatusCode::OK, &crate::actors::Kubelet::default().configz()),
             Err(error) => status_response(&error),
         };
+    }
+    // The API server's health checks (kube-apiserver's /livez, /readyz, /healthz): always ok,
+    // in plain text as kube-apiserver's healthz handler writes it.
+    if method == Method::GET && matches!(uri.path().trim_end_matches('/'), "/livez" | "/readyz" | "/healthz")
+    {
+        return (StatusCode::OK, [(header::CONTENT_TYPE, "text/plain; charset=utf-8")], "ok").into_response();
     }
     if method == Method::GET && uri.path() == "/openapi/v2" {
         let protobuf = headers

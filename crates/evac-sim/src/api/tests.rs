@@ -781,3 +781,16 @@ async fn informers_with_streaming_lists_start_and_follow() {
         assert!(status["message"].as_str().unwrap().contains(message), "{query}: {status}");
     }
 }
+
+/// The health checks answer as kube-apiserver's do: `ok`, in plain text (`kubectl get --raw
+/// /healthz` prints it as it is).
+#[tokio::test]
+async fn health_checks_answer_ok_in_plain_text() {
+    let api = serve(10).await;
+    for check in ["livez", "readyz", "healthz"] {
+        let response = reqwest::get(format!("{}/{check}", api.url)).await.unwrap();
+        assert_eq!(response.status(), 200, "{check}");
+        assert!(response.headers()["content-type"].to_str().unwrap().starts_with("text/plain"), "{check}");
+        assert_eq!(response.text().await.unwrap(), "ok", "{check}");
+    }
+}
