@@ -1,0 +1,108 @@
+//! What a release is made of: one license and one version, said the same way everywhere.
+//!
+//! The license is Apache-2.0: the `LICENSE` file, every crate's `license` (inherited from the
+//! workspace), every module's `io.kubewarden.policy.license`. The version is the workspace's
+//! (`[workspace.package] version`): the binary's, every module's `io.kubewarden.policy.version`,
+//! the image tag deploy/ installs, the tag `make image` builds, the module tags of the
+//! Kubewarden manifests, and the newest release of `CHANGELOG.md`.
+
+use std::path::{Path, PathBuf};
+
+use evac_e2e::repo_root;
+
+/// The value of `key` in the `[section]` of a Cargo.toml: a minimal reading that is enough for
+/// the few keys checked here (`key = "value"` or `key.workspace = true` on one line).
+fn toml_value(text: &str, section: &str, key: &str) -> Option<String> {
+    let mut current = String::new();
+    for line in text.lines().map(str::trim) {
+        if line.starts_with('[') {
+            current = line.trim_matches(['[', ']']).to_owned();
+            continue;
+        }
+        if current != section {
+            continue;
+        }
+        if let Some((k, v)) = line.split_once('=') {
+            if k.trim() == key {
+                return Some(v.trim().trim_matches('"').to_owned());
+            }
+        }
+    }
+    None
+}
+
+fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()))
+}
+
+/// Every Cargo.toml of the repository but the root's, found by walking it (build outputs and
+/// VCS data left out), so that a crate added later is checked too.
+fn crate_manifests() -> Vec<PathBuf> {
+    fn walk(dir: &Path, found: &mut Vec<PathBuf>) {
+        for entry in std::fs::read_dir(dir).unwrap().map(Result::unwrap) {
+            let path = entry.path();
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if entry.file_type().unwrap().is_dir() {
+                if !name.starts_with('.') && !["target", "dist", "node_modules"].contains(&name.as_str()) {
+                    walk(&path, found);
+                }
+            } else if name == "Cargo.toml" && dir != repo_root() {
+                found.push(path);
+            }
+        }
+    }
+    let mut found = Vec::new();
+    walk(&repo_root(), &mut found);
+    found.sort();
+    found
+}
+
+#[test]
+fn every_crate_is_licensed_apache_2_0() {
+    let root = read(&repo_root().join("Cargo.toml"));
+    assert_eq!(toml_value(&root, "workspace.package", "license").as_deref(), Some("Apache-2.0"));
+
+    let manifests = crate_manifests();
+    // The workspace's members, the policies and the fuzz targets at least.
+    assert!(manifests.len() >= 15, "{manifests:?}");
+    for manifest in manifests {
+        let text = read(&manifest);
+        let license = if manifest.starts_with(repo_root().join("fuzz")) {
+            // The fuzz targets are a workspace of their own: they cannot inherit.
+            toml_value(&text, "package", "license")
+        } else {
+            toml_value(&text, "package", "license.workspace").map(|v| format!("workspace {v}"))
+        };
+        let expected =
+            if manifest.starts_with(repo_root().join("fuzz")) { "Apache-2.0" } else { "workspace true" };
+        assert_eq!(license.as_deref(), Some(expected), "{}: license", manifest.display());
+    }
+
+    let license = read(&repo_root().join("LICENSE"));
+    assert!(license.trim_start().starts_with("Apache License"), "LICENSE is not the Apache License");
+    assert!(license.contains("Version 2.0, January 2004"));
+    assert!(license.contains("END OF TERMS AND CONDITIONS"), "LICENSE is not the whole text");
+
+    for policy in policy_names() {
+        let metadata = read(&repo_root().join("policies").join(&policy).join("metadata.yml"));
+        let metadata: serde_yaml::Value = serde_yaml::from_str(&metadata).unwrap();
+        assert_eq!(
+            metadata["annotations"]["io.kubewarden.policy.license"].as_str(),
+            Some("Apache-2.0"),
+            "{policy}"
+        );
+    }
+}
+
+/// The policies: the directories of policies/ with a metadata.yml.
+fn policy_names() -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(repo_root().join("policies"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.join("metadata.yml").is_file())
+        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["disruption-cause", "evacuation", "launcher-hold", "pod-eviction"]);
+    names
+}
