@@ -7,8 +7,10 @@
 //! Kubewarden manifests, and the newest release of `CHANGELOG.md`.
 
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
-use evac_e2e::repo_root;
+use evac_e2e::{evac_bin, repo_root};
+use evac_runtime::kubewarden::metadata;
 
 /// The value of `key` in the `[section]` of a Cargo.toml: a minimal reading that is enough for
 /// the few keys checked here (`key = "value"` or `key.workspace = true` on one line).
@@ -55,6 +57,12 @@ fn crate_manifests() -> Vec<PathBuf> {
     walk(&repo_root(), &mut found);
     found.sort();
     found
+}
+
+/// The workspace's version, the one version of a release.
+fn workspace_version() -> String {
+    let text = read(&repo_root().join("Cargo.toml"));
+    toml_value(&text, "workspace.package", "version").expect("[workspace.package] version")
 }
 
 #[test]
@@ -105,4 +113,85 @@ fn policy_names() -> Vec<String> {
     names.sort();
     assert_eq!(names, ["disruption-cause", "evacuation", "launcher-hold", "pod-eviction"]);
     names
+}
+
+/// The image deploy/ runs, without its tag.
+const IMAGE: &str = "ghcr.io/evac-project/evac";
+
+/// Every place that says which release this is says the workspace's version: the binary, each
+/// policy's metadata.yml and built module, the image tag deploy/ installs (and every workload
+/// of it runs), and the tag `make image` builds. Tags are `v` + the version, as Kubewarden's
+/// policies and most images are tagged.
+#[test]
+fn one_version_everywhere() {
+    let version = workspace_version();
+    assert!(!version.is_empty() && version.split('.').count() == 3, "{version}");
+    let tag = format!("v{version}");
+
+    let output = Command::new(evac_bin()).arg("--version").output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&output.stdout).trim(), format!("evac {version}"), "evac --version");
+
+    for policy in policy_names() {
+        let path = repo_root().join("policies").join(&policy).join("metadata.yml");
+        let yml: serde_yaml::Value = serde_yaml::from_str(&read(&path)).unwrap();
+        let annotation = &yml["annotations"]["io.kubewarden.policy.version"];
+        assert_eq!(annotation.as_str(), Some(version.as_str()), "{}", path.display());
+        // The built module embeds it (make build): a stale one would be published with another.
+        let module = repo_root().join("dist/policies").join(format!("{policy}.wasm"));
+        let bytes =
+            std::fs::read(&module).unwrap_or_else(|e| panic!("{}: {e} (run `make build`)", module.display()));
+        let embedded = metadata::read(&bytes).unwrap().expect("embedded metadata");
+        assert_eq!(
+            embedded.annotations.unwrap_or_default().get("io.kubewarden.policy.version"),
+            Some(&version),
+            "{} embeds another version: run `make build`",
+            module.display()
+        );
+    }
+
+    // deploy/kustomization.yaml sets the tag, and every container of the rendered base runs it.
+    let kustomization: serde_yaml::Value =
+        serde_yaml::from_str(&read(&repo_root().join("deploy/kustomization.yaml"))).unwrap();
+    let images = kustomization["images"].as_sequence().expect("deploy/kustomization.yaml sets images:");
+    assert_eq!(images.len(), 1, "{images:?}");
+    assert_eq!(images[0]["name"].as_str(), Some(IMAGE));
+    assert_eq!(images[0]["newName"].as_str(), Some(IMAGE));
+    assert_eq!(images[0]["newTag"].as_str(), Some(tag.as_str()), "deploy/kustomization.yaml newTag");
+    let rendered = Command::new("kubectl").arg("kustomize").arg(repo_root().join("deploy")).output().unwrap();
+    assert!(rendered.status.success(), "{}", String::from_utf8_lossy(&rendered.stderr));
+    let images: Vec<String> = String::from_utf8(rendered.stdout)
+        .unwrap()
+        .lines()
+        .filter_map(|line| line.trim().strip_prefix("image: "))
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(images.len(), 3, "the server, the controller and the hold: {images:?}");
+    for image in images {
+        assert_eq!(image, format!("{IMAGE}:{tag}"));
+    }
+
+    // The manifests name the image without a tag (kustomize would set it anyway: a tag written
+    // in one of them would only mislead its reader).
+    for entry in std::fs::read_dir(repo_root().join("deploy")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "yaml") {
+            for line in read(&path).lines().filter_map(|l| l.trim().strip_prefix("image: ")) {
+                assert_eq!(line, IMAGE, "{}: the image by name only", path.display());
+            }
+        }
+    }
+
+    // `make image` tags with it (make -n: the command, without docker).
+    let make = Command::new("make")
+        .args(["-n", "image"])
+        .current_dir(repo_root())
+        .env_remove("IMAGE")
+        .env_remove("IMAGE_REPO")
+        .env_remove("VERSION")
+        .env_remove("MAKEFLAGS")
+        .output()
+        .expect("make");
+    assert!(make.status.success(), "{}", String::from_utf8_lossy(&make.stderr));
+    let commands = String::from_utf8(make.stdout).unwrap();
+    assert!(commands.contains(&format!(" -t {IMAGE}:{tag} ")), "make image tags otherwise: {commands}");
 }
