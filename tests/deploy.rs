@@ -7,8 +7,8 @@ use std::process::Command;
 use evac_e2e::{declared_effects, repo_root};
 use evac_evaluator::PoliciesFile;
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
-use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{ConfigMap, Service};
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, PodSpec, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule, Role, RoleBinding};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -241,4 +241,134 @@ fn the_deployment_serves_the_configured_policies_over_tls() {
     let entry = &file.policies["pod-eviction"];
     assert_eq!(file.module_path(&entry.module).unwrap(), std::path::Path::new("/policies/pod-eviction.wasm"));
     assert_eq!(entry.context_aware_resources.len(), 3);
+}
+
+/// The pod spec of a rendered Deployment or DaemonSet.
+fn pod_spec(object: &Value) -> PodSpec {
+    serde_json::from_value(object["spec"]["template"]["spec"].clone()).expect("a pod template")
+}
+
+/// Why `pod` would be refused under Pod Security's restricted level (v1.32's checks), if it would.
+fn restricted_violations(pod: &PodSpec) -> Vec<String> {
+    let mut found = Vec::new();
+    for (what, set) in
+        [("hostNetwork", pod.host_network), ("hostPID", pod.host_pid), ("hostIPC", pod.host_ipc)]
+    {
+        if set == Some(true) {
+            found.push(what.to_owned());
+        }
+    }
+    let allowed_volumes = [
+        "configMap",
+        "csi",
+        "downwardAPI",
+        "emptyDir",
+        "ephemeral",
+        "persistentVolumeClaim",
+        "projected",
+        "secret",
+    ];
+    for volume in pod.volumes.iter().flatten() {
+        let value = serde_json::to_value(volume).unwrap();
+        for key in value.as_object().unwrap().keys().filter(|k| *k != "name") {
+            if !allowed_volumes.contains(&key.as_str()) {
+                found.push(format!("volume {} of type {key}", volume.name));
+            }
+        }
+    }
+    let pod_security = pod.security_context.clone().unwrap_or_default();
+    let pod_non_root = pod_security.run_as_non_root == Some(true);
+    let pod_seccomp = pod_security.seccomp_profile.as_ref().map(|p| p.type_.clone());
+    for container in pod.containers.iter().chain(pod.init_containers.iter().flatten()) {
+        let name = &container.name;
+        let security = container.security_context.clone().unwrap_or_default();
+        if security.privileged == Some(true) {
+            found.push(format!("{name}: privileged"));
+        }
+        if security.allow_privilege_escalation != Some(false) {
+            found.push(format!("{name}: allowPrivilegeEscalation is not false"));
+        }
+        if !(security.run_as_non_root == Some(true) || pod_non_root && security.run_as_non_root.is_none()) {
+            found.push(format!("{name}: runAsNonRoot is not true"));
+        }
+        if security.run_as_user == Some(0) || pod_security.run_as_user == Some(0) {
+            found.push(format!("{name}: runAsUser 0"));
+        }
+        let seccomp = security.seccomp_profile.as_ref().map(|p| p.type_.clone()).or(pod_seccomp.clone());
+        if !matches!(seccomp.as_deref(), Some("RuntimeDefault" | "Localhost")) {
+            found.push(format!("{name}: seccompProfile is {seccomp:?}"));
+        }
+        let capabilities = security.capabilities.unwrap_or_default();
+        if !capabilities.drop.unwrap_or_default().iter().any(|c| c == "ALL") {
+            found.push(format!("{name}: capabilities do not drop ALL"));
+        }
+        if capabilities.add.unwrap_or_default().iter().any(|c| c != "NET_BIND_SERVICE") {
+            found.push(format!("{name}: capabilities added"));
+        }
+        if container.ports.iter().flatten().any(|p| p.host_port.is_some_and(|port| port != 0)) {
+            found.push(format!("{name}: a hostPort"));
+        }
+    }
+    found
+}
+
+/// Every namespaced object is in a namespace deploy/ creates, and every workload passes its
+/// namespace's Pod Security level: evac-system is restricted, and only the hold endpoint, which
+/// needs the host's network, runs in a namespace that is not (and passes every other restricted
+/// check there).
+#[test]
+fn every_pod_passes_its_namespaces_pod_security_level() {
+    let objects = rendered();
+    let mut levels = BTreeMap::new();
+    for (key, object) in &objects {
+        if key.starts_with("Namespace/") {
+            let namespace: Namespace = serde_json::from_value(object.clone()).unwrap();
+            let labels = namespace.metadata.labels.unwrap_or_default();
+            let level = labels.get("pod-security.kubernetes.io/enforce").cloned();
+            levels.insert(
+                namespace.metadata.name.unwrap(),
+                level.unwrap_or_else(|| panic!("{key}: no Pod Security level")),
+            );
+        }
+    }
+    assert_eq!(levels.get("evac-system").map(String::as_str), Some("restricted"));
+
+    let cluster_scoped = [
+        "Namespace",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "ValidatingWebhookConfiguration",
+        "MutatingWebhookConfiguration",
+    ];
+    let mut outside_restricted = Vec::new();
+    for (key, object) in &objects {
+        let kind = object["kind"].as_str().unwrap();
+        let namespace = object["metadata"]["namespace"].as_str();
+        if cluster_scoped.contains(&kind) {
+            assert_eq!(namespace, None, "{key} is cluster-scoped");
+            continue;
+        }
+        let namespace = namespace.unwrap_or_else(|| panic!("{key} names no namespace"));
+        let level = levels
+            .get(namespace)
+            .unwrap_or_else(|| panic!("{key}: deploy/ creates no namespace {namespace}"));
+        if !matches!(kind, "Deployment" | "DaemonSet") {
+            continue;
+        }
+        let pod = pod_spec(object);
+        let violations = restricted_violations(&pod);
+        if level == "restricted" {
+            assert!(
+                violations.is_empty(),
+                "{key} would be refused in {namespace} (restricted): {violations:?}"
+            );
+        } else {
+            // Only the host network, which the hold endpoint needs, is why it is not restricted.
+            assert_eq!(violations, ["hostNetwork"], "{key} in {namespace} ({level})");
+            outside_restricted.push(key.clone());
+        }
+    }
+    assert_eq!(outside_restricted, ["DaemonSet/evac-hold"]);
+    let hold: DaemonSet = typed(&objects, "DaemonSet/evac-hold");
+    assert_eq!(hold.metadata.namespace.as_deref(), Some("evac-hold"));
 }
