@@ -8,7 +8,7 @@ use evac_e2e::{declared_effects, repo_root};
 use evac_evaluator::PoliciesFile;
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, PodSpec, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, PodSpec, ResourceQuota, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule, Role, RoleBinding};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -371,4 +371,93 @@ fn every_pod_passes_its_namespaces_pod_security_level() {
     assert_eq!(outside_restricted, ["DaemonSet/evac-hold"]);
     let hold: DaemonSet = typed(&objects, "DaemonSet/evac-hold");
     assert_eq!(hold.metadata.namespace.as_deref(), Some("evac-hold"));
+}
+
+/// The webhook is on the path of every drain (and of every launcher pod's creation): its replicas
+/// spread over nodes where they can, so that a drained node takes one of them only, and it runs
+/// at the priority of the cluster's own components, so that node pressure or a preemptor takes a
+/// workload before it.
+#[test]
+fn the_webhook_spreads_over_nodes_at_cluster_critical_priority() {
+    let objects = rendered();
+    let deployment: Deployment = typed(&objects, "Deployment/evac");
+    let spec = deployment.spec.unwrap();
+    assert_eq!(spec.replicas, Some(2));
+    let template_labels = spec.template.metadata.unwrap().labels.unwrap();
+    let pod = spec.template.spec.unwrap();
+    assert_eq!(pod.priority_class_name.as_deref(), Some("system-cluster-critical"));
+    let anti = pod.affinity.and_then(|a| a.pod_anti_affinity).expect("podAntiAffinity");
+    // Preferred, not required: a cluster of one schedulable node still runs both replicas.
+    assert!(anti.required_during_scheduling_ignored_during_execution.is_none());
+    let terms = anti.preferred_during_scheduling_ignored_during_execution.expect("preferred anti-affinity");
+    let term = &terms[0].pod_affinity_term;
+    assert_eq!(term.topology_key, "kubernetes.io/hostname");
+    let selector = term.label_selector.clone().unwrap().match_labels.unwrap();
+    assert!(!selector.is_empty());
+    for (key, value) in &selector {
+        assert_eq!(template_labels.get(key), Some(value), "the anti-affinity selects the webhook's own pods");
+    }
+}
+
+/// A pod of a critical priority class is admitted wherever the cluster limits those classes to
+/// namespaces with a quota for them: each namespace that runs one has a ResourceQuota scoped to
+/// its class.
+#[test]
+fn every_critical_pod_has_a_quota_for_its_class() {
+    let objects = rendered();
+    let mut critical = 0;
+    for (key, object) in
+        objects.iter().filter(|(key, _)| key.starts_with("Deployment/") || key.starts_with("DaemonSet/"))
+    {
+        let Some(class) = pod_spec(object).priority_class_name.filter(|c| c.starts_with("system-")) else {
+            continue;
+        };
+        critical += 1;
+        let namespace = object["metadata"]["namespace"].as_str().unwrap();
+        let quota_names_it =
+            objects.iter().filter(|(k, _)| k.starts_with("ResourceQuota/")).any(|(_, quota)| {
+                let quota: ResourceQuota = serde_json::from_value(quota.clone()).unwrap();
+                quota.metadata.namespace.as_deref() == Some(namespace)
+                    && quota
+                        .spec
+                        .and_then(|s| s.scope_selector)
+                        .and_then(|s| s.match_expressions)
+                        .is_some_and(|e| {
+                            e.iter().any(|e| {
+                                e.scope_name == "PriorityClass"
+                                    && e.operator == "In"
+                                    && e.values.iter().flatten().any(|v| *v == class)
+                            })
+                        })
+            });
+        assert!(quota_names_it, "{key} runs at {class} in {namespace}, which has no ResourceQuota for it");
+    }
+    assert_eq!(critical, 2, "the webhook and the hold endpoint");
+}
+
+/// evac control's probes: readiness and liveness on its metrics port (where `--metrics-addr`
+/// serves them), liveness less eager than readiness.
+#[test]
+fn the_controller_is_probed_on_its_metrics_port() {
+    let objects = rendered();
+    let controller: Deployment = typed(&objects, "Deployment/evac-controller");
+    let pod = controller.spec.unwrap().template.spec.unwrap();
+    let container = &pod.containers[0];
+    let args = container.args.clone().unwrap();
+    assert!(args.iter().any(|a| a == "--metrics-addr=0.0.0.0:8082"), "{args:?}");
+    let port_of = |port: &IntOrString| match port {
+        IntOrString::Int(number) => *number,
+        IntOrString::String(name) => {
+            let ports = container.ports.as_ref().unwrap();
+            ports.iter().find(|p| p.name.as_deref() == Some(name)).expect("a named port").container_port
+        }
+    };
+    let readiness = container.readiness_probe.clone().expect("readinessProbe");
+    let get = readiness.http_get.expect("an httpGet readiness probe");
+    assert_eq!((get.path.as_deref(), port_of(&get.port)), (Some("/readiness"), 8082));
+    let liveness = container.liveness_probe.clone().expect("livenessProbe");
+    let get = liveness.http_get.expect("an httpGet liveness probe");
+    assert_eq!((get.path.as_deref(), port_of(&get.port)), (Some("/liveness"), 8082));
+    assert!(liveness.initial_delay_seconds.unwrap_or(0) > 0);
+    assert!(liveness.period_seconds.unwrap_or(10) >= readiness.period_seconds.unwrap_or(10));
 }
