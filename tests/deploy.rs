@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::process::Command;
 
 use evac_e2e::{declared_effects, repo_root};
-use evac_evaluator::PoliciesFile;
+use evac_evaluator::{PoliciesFile, PolicyMode};
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, PodSpec, ResourceQuota, Service};
@@ -17,11 +17,16 @@ use serde_json::Value;
 
 /// `kubectl kustomize deploy/`, as objects by `Kind/name`.
 fn rendered() -> BTreeMap<String, Value> {
+    rendered_at("deploy")
+}
+
+/// `kubectl kustomize <dir>` (relative to the repository), as objects by `Kind/name`.
+fn rendered_at(dir: &str) -> BTreeMap<String, Value> {
     let output = Command::new("kubectl")
         .arg("kustomize")
-        .arg(repo_root().join("deploy"))
+        .arg(repo_root().join(dir))
         .output()
-        .expect("kubectl is needed to render deploy/ (kubectl kustomize)");
+        .expect("kubectl is needed to render deploy/ and overlays/ (kubectl kustomize)");
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     let text = String::from_utf8(output.stdout).unwrap();
     serde_yaml::Deserializer::from_str(&text)
@@ -460,4 +465,145 @@ fn the_controller_is_probed_on_its_metrics_port() {
     assert_eq!((get.path.as_deref(), port_of(&get.port)), (Some("/liveness"), 8082));
     assert!(liveness.initial_delay_seconds.unwrap_or(0) > 0);
     assert!(liveness.period_seconds.unwrap_or(10) >= readiness.period_seconds.unwrap_or(10));
+}
+
+/// The policies file of a rendered ConfigMap, as YAML (its comments left out).
+fn policies_yaml(objects: &BTreeMap<String, Value>, config_map: &str) -> serde_yaml::Value {
+    let config: ConfigMap = typed(objects, config_map);
+    serde_yaml::from_str(&config.data.unwrap()["policies.yml"]).expect("policies.yml is YAML")
+}
+
+/// The same file as `PoliciesFile`, as evac loads it.
+fn policies_file(objects: &BTreeMap<String, Value>, config_map: &str) -> PoliciesFile {
+    let config: ConfigMap = typed(objects, config_map);
+    PoliciesFile::parse(&config.data.unwrap()["policies.yml"], "/etc/evac".into())
+        .unwrap_or_else(|e| panic!("{config_map}: {e:#}"))
+}
+
+/// The base's policies files, changed as `change` says, are the overlay's; and every object but
+/// those in `changed` renders as in the base.
+fn differs_from_base_only_in(
+    overlay: &BTreeMap<String, Value>,
+    changed: &[&str],
+    change: impl Fn(&str, &str, &mut serde_yaml::Mapping),
+) {
+    let base = rendered();
+    for config_map in changed.iter().filter(|key| key.starts_with("ConfigMap/")) {
+        let mut expected = policies_yaml(&base, config_map);
+        for (id, entry) in expected.as_mapping_mut().unwrap() {
+            change(config_map, id.as_str().unwrap(), entry.as_mapping_mut().unwrap());
+        }
+        assert_eq!(
+            policies_yaml(overlay, config_map),
+            expected,
+            "{config_map}: the overlay's file is out of step with deploy/"
+        );
+    }
+    let unchanged = |objects: &BTreeMap<String, Value>| -> BTreeMap<String, Value> {
+        objects
+            .iter()
+            .filter(|(key, _)| !changed.contains(&key.as_str()))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    };
+    assert_eq!(unchanged(overlay), unchanged(&base), "the overlay changes more than it says");
+}
+
+const POLICY_CONFIG_MAPS: [&str; 3] =
+    ["ConfigMap/evac-policies", "ConfigMap/evac-controller-policies", "ConfigMap/evac-hold-policies"];
+
+/// overlays/monitor: every policy of every component in monitor mode, and nothing else changed.
+#[test]
+fn the_monitor_overlay_monitors_every_policy() {
+    let overlay = rendered_at("overlays/monitor");
+    for config_map in POLICY_CONFIG_MAPS {
+        let file = policies_file(&overlay, config_map);
+        assert!(!file.policies.is_empty());
+        for (id, entry) in &file.policies {
+            assert_eq!(entry.policy_mode, PolicyMode::Monitor, "{config_map}: {id}");
+        }
+    }
+    differs_from_base_only_in(&overlay, &POLICY_CONFIG_MAPS, |_, _, entry| {
+        entry.insert("policyMode".into(), "monitor".into());
+    });
+}
+
+/// overlays/replace-evacuation-controller: evac control's policies and the hold's disruption-cause
+/// say KubeVirt's evacuation controller is off, and the eviction webhook fails closed; nothing
+/// else changed.
+#[test]
+fn the_replacing_overlay_turns_evac_into_the_evacuation_controller() {
+    let overlay = rendered_at("overlays/replace-evacuation-controller");
+    let config_maps = ["ConfigMap/evac-controller-policies", "ConfigMap/evac-hold-policies"];
+    for config_map in config_maps {
+        for (id, entry) in policies_file(&overlay, config_map).policies {
+            let settings = entry.settings.unwrap_or_default();
+            assert_eq!(settings["kubevirtEvacuationController"], false, "{config_map}: {id}");
+        }
+    }
+    let webhook: ValidatingWebhookConfiguration =
+        typed(&overlay, "ValidatingWebhookConfiguration/evac-pod-eviction");
+    assert_eq!(webhook.webhooks.unwrap()[0].failure_policy.as_deref(), Some("Fail"));
+    // The webhook: only its failure policy differs.
+    let mut expected = rendered()["ValidatingWebhookConfiguration/evac-pod-eviction"].clone();
+    expected["webhooks"][0]["failurePolicy"] = "Fail".into();
+    assert_eq!(overlay["ValidatingWebhookConfiguration/evac-pod-eviction"], expected);
+
+    let mut changed = config_maps.to_vec();
+    changed.push("ValidatingWebhookConfiguration/evac-pod-eviction");
+    differs_from_base_only_in(&overlay, &changed, |_, _, entry| {
+        let settings = entry.entry("settings".into()).or_insert_with(|| serde_yaml::Mapping::new().into());
+        settings.as_mapping_mut().unwrap().insert("kubevirtEvacuationController".into(), false.into());
+    });
+}
+
+/// overlays/without-hold: everything of the hold gone (the DaemonSet, its namespace, account,
+/// role, policies and quota, the launcher-hold webhook and policy), every namespace left
+/// restricted and no pod on the host's network; nothing else changed.
+#[test]
+fn the_overlay_without_the_hold_leaves_no_part_of_it() {
+    let base = rendered();
+    let overlay = rendered_at("overlays/without-hold");
+    let hold: BTreeSet<String> = base
+        .iter()
+        .filter(|(key, object)| {
+            object["metadata"]["namespace"] == "evac-hold"
+                || ["Namespace/evac-hold", "ClusterRole/evac-hold", "ClusterRoleBinding/evac-hold"]
+                    .contains(&key.as_str())
+                || key.as_str() == "MutatingWebhookConfiguration/evac-launcher-hold"
+        })
+        .map(|(key, _)| key.clone())
+        .collect();
+    assert_eq!(hold.len(), 8, "{hold:?}");
+    let left: BTreeSet<&String> = overlay.keys().collect();
+    let expected: BTreeSet<&String> = base.keys().filter(|key| !hold.contains(*key)).collect();
+    assert_eq!(left, expected);
+
+    let serve = policies_file(&overlay, "ConfigMap/evac-policies");
+    assert_eq!(serve.policies.keys().collect::<Vec<_>>(), ["pod-eviction"]);
+    for (key, object) in &overlay {
+        if key.starts_with("Namespace/") {
+            assert_eq!(
+                object["metadata"]["labels"]["pod-security.kubernetes.io/enforce"], "restricted",
+                "{key}"
+            );
+        }
+        if key.starts_with("Deployment/") || key.starts_with("DaemonSet/") {
+            assert_ne!(pod_spec(object).host_network, Some(true), "{key}");
+        }
+    }
+
+    let base_without_hold: BTreeMap<String, Value> =
+        base.into_iter().filter(|(key, _)| !hold.contains(key)).collect();
+    let mut expected_serve = policies_yaml(&base_without_hold, "ConfigMap/evac-policies");
+    expected_serve.as_mapping_mut().unwrap().remove("launcher-hold");
+    assert_eq!(policies_yaml(&overlay, "ConfigMap/evac-policies"), expected_serve);
+    let unchanged = |objects: &BTreeMap<String, Value>| -> BTreeMap<String, Value> {
+        objects
+            .iter()
+            .filter(|(key, _)| *key != "ConfigMap/evac-policies")
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    };
+    assert_eq!(unchanged(&overlay), unchanged(&base_without_hold));
 }
