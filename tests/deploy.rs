@@ -4,8 +4,14 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::Command;
 
+use std::sync::Arc;
+
+use evac_cluster::MemoryStore;
 use evac_e2e::{declared_effects, repo_root};
 use evac_evaluator::{PoliciesFile, PolicyMode};
+use evac_runtime::capabilities::KubernetesCapabilities;
+use evac_runtime::kubewarden;
+use evac_runtime::wapc::{EngineOptions, Policy, PolicyEngine};
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, PodSpec, ResourceQuota, Service};
@@ -606,4 +612,161 @@ fn the_overlay_without_the_hold_leaves_no_part_of_it() {
             .collect()
     };
     assert_eq!(unchanged(&overlay), unchanged(&base_without_hold));
+}
+
+/// A policy's metadata.yml, as JSON.
+fn policy_metadata(policy: &str) -> Value {
+    let path = repo_root().join("policies").join(policy).join("metadata.yml");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_yaml::from_str(&text).unwrap()
+}
+
+/// Whether the built module accepts `settings` (its own validate_settings), and why not.
+fn module_accepts(engine: &PolicyEngine, policy: &str, settings: &Value) -> Result<(), String> {
+    let path = repo_root().join("dist/policies").join(format!("{policy}.wasm"));
+    assert!(path.is_file(), "{} is missing: run `make build`", path.display());
+    let module = engine.load(&path).unwrap_or_else(|e| panic!("{}: {e:#}", path.display()));
+    let policy = Policy::new(module, Arc::new(KubernetesCapabilities::new(Arc::new(MemoryStore::empty()))));
+    let raw = serde_json::value::to_raw_value(settings).unwrap();
+    let answer = kubewarden::validate_settings(&policy, &raw).expect("validate_settings answers");
+    if answer.valid {
+        Ok(())
+    } else {
+        Err(answer.message.unwrap_or_default())
+    }
+}
+
+/// The Kubewarden ClusterAdmissionPolicies (deploy/kubewarden) are the modules as they describe
+/// themselves: each one's rules, mutating and contextAwareResources its metadata.yml's, its module
+/// the release's OCI artifact, its settings deploy/'s for that policy and accepted by the module,
+/// its match conditions and failure policy evac's webhook's; and the PolicyServer's account may
+/// read exactly what they read.
+#[test]
+fn the_kubewarden_policies_are_the_modules_as_deploy_runs_them() {
+    let objects = rendered_at("deploy/kubewarden");
+    let base = rendered();
+    let serve = policies_file(&base, "ConfigMap/evac-policies");
+    let control = policies_file(&base, "ConfigMap/evac-controller-policies");
+    let engine = PolicyEngine::new(EngineOptions::default()).expect("engine");
+    let version = env!("CARGO_PKG_VERSION");
+    let mut reads = Grants::new();
+    let mut seen = Vec::new();
+    for (key, object) in objects.iter().filter(|(key, _)| key.starts_with("ClusterAdmissionPolicy/")) {
+        assert_eq!(object["apiVersion"], "policies.kubewarden.io/v1", "{key}");
+        assert!(object["metadata"].get("namespace").is_none(), "{key} is cluster-scoped");
+        let spec = &object["spec"];
+        let module = spec["module"].as_str().unwrap();
+        let (name, tag) = module
+            .strip_prefix("registry://ghcr.io/evac-project/policies/")
+            .and_then(|m| m.split_once(':'))
+            .unwrap_or_else(|| panic!("{key}: module {module}"));
+        assert_eq!(tag, format!("v{version}"), "{key}: the module is the release's");
+        assert_eq!(key.as_str(), format!("ClusterAdmissionPolicy/evac-{name}"));
+        seen.push(name.to_owned());
+
+        let metadata = policy_metadata(name);
+        assert_eq!(spec["rules"], metadata["rules"], "{key}: rules");
+        assert_eq!(spec["mutating"], metadata["mutating"], "{key}: mutating");
+        assert_eq!(spec["backgroundAudit"], false, "{key}");
+        assert_eq!(metadata["backgroundAudit"], false, "{name}'s metadata.yml");
+        let resources = |value: &Value| -> BTreeSet<(String, String)> {
+            value
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|r| {
+                    (r["apiVersion"].as_str().unwrap().to_owned(), r["kind"].as_str().unwrap().to_owned())
+                })
+                .collect()
+        };
+        let context = resources(&spec["contextAwareResources"]);
+        assert_eq!(context, resources(&metadata["contextAwareResources"]), "{key}: contextAwareResources");
+        for (api_version, kind) in &context {
+            let verbs: &[&str] = if api_version.starts_with("metrics.k8s.io/") {
+                &["get", "list"]
+            } else {
+                &["get", "list", "watch"]
+            };
+            grant(&mut reads, api_version, kind, verbs);
+        }
+
+        // The settings deploy/ gives the policy, which the module accepts.
+        let entry = match name {
+            "pod-eviction" | "launcher-hold" => &serve.policies[name],
+            _ => &control.policies[name],
+        };
+        let settings = entry.settings.clone().unwrap_or_else(|| serde_json::json!({}));
+        assert_eq!(spec["settings"], settings, "{key}: settings");
+        module_accepts(&engine, name, &settings)
+            .unwrap_or_else(|e| panic!("{key}: the module refuses its settings: {e}"));
+
+        // The verdicts work under Kubewarden; the controller's policies only audit there.
+        let mode = if ["pod-eviction", "launcher-hold"].contains(&name) { "protect" } else { "monitor" };
+        assert_eq!(spec["mode"], mode, "{key}");
+        assert_eq!(spec["failurePolicy"], "Ignore", "{key}");
+        assert_eq!(spec["sideEffects"], "None", "{key}: Kubewarden writes nothing");
+        let webhook = match name {
+            "pod-eviction" => Some(&base["ValidatingWebhookConfiguration/evac-pod-eviction"]),
+            "launcher-hold" => Some(&base["MutatingWebhookConfiguration/evac-launcher-hold"]),
+            _ => None,
+        };
+        match webhook {
+            Some(webhook) => {
+                assert_eq!(spec["matchConditions"], webhook["webhooks"][0]["matchConditions"], "{key}");
+                assert_eq!(spec["failurePolicy"], webhook["webhooks"][0]["failurePolicy"], "{key}");
+            }
+            None => assert!(spec.get("matchConditions").is_none(), "{key}"),
+        }
+    }
+    seen.sort();
+    assert_eq!(seen, ["disruption-cause", "evacuation", "launcher-hold", "pod-eviction"]);
+
+    assert_eq!(granted(&objects, "ClusterRole/evac-kubewarden-policy-server"), reads);
+    let binding: k8s_openapi::api::rbac::v1::ClusterRoleBinding =
+        typed(&objects, "ClusterRoleBinding/evac-kubewarden-policy-server");
+    assert_eq!(binding.role_ref.name, "evac-kubewarden-policy-server");
+    let subject = &binding.subjects.unwrap()[0];
+    assert_eq!((subject.name.as_str(), subject.namespace.as_deref()), ("policy-server", Some("kubewarden")));
+}
+
+/// A module refuses settings it does not know: the check above can fail.
+#[test]
+fn a_module_refuses_settings_it_does_not_know() {
+    let engine = PolicyEngine::new(EngineOptions::default()).expect("engine");
+    assert!(module_accepts(&engine, "launcher-hold", &serde_json::json!({"windowSeconds": 0})).is_err());
+}
+
+/// overlays/kubewarden: Kubewarden's policies in place of evac serve, and evac control and evac
+/// hold beside them (they carry out what Kubewarden does not); nothing of evac serve is left.
+#[test]
+fn the_kubewarden_overlay_runs_the_controller_and_the_hold_in_place_of_the_server() {
+    let base = rendered();
+    let kubewarden = rendered_at("deploy/kubewarden");
+    let overlay = rendered_at("overlays/kubewarden");
+    let server: BTreeSet<String> = [
+        "Deployment/evac",
+        "Service/evac-webhook",
+        "PodDisruptionBudget/evac",
+        "ConfigMap/evac-policies",
+        "ServiceAccount/evac",
+        "ClusterRole/evac",
+        "ClusterRoleBinding/evac",
+        "ValidatingWebhookConfiguration/evac-pod-eviction",
+        "MutatingWebhookConfiguration/evac-launcher-hold",
+        "Issuer/evac-selfsigned",
+        "Certificate/evac-webhook",
+        "ResourceQuota/evac-critical-pods",
+    ]
+    .into_iter()
+    .map(str::to_owned)
+    .collect();
+    let mut expected: BTreeMap<String, Value> =
+        base.into_iter().filter(|(key, _)| !server.contains(key)).chain(kubewarden).collect();
+    assert_eq!(overlay.len(), expected.len(), "{:?}", overlay.keys().collect::<Vec<_>>());
+    for (key, object) in &overlay {
+        assert_eq!(Some(object), expected.remove(key).as_ref(), "{key}");
+    }
+    for workload in ["Deployment/evac-controller", "DaemonSet/evac-hold"] {
+        assert!(overlay.contains_key(workload), "{workload}");
+    }
 }

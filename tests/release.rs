@@ -4,7 +4,7 @@
 //! workspace), every module's `io.kubewarden.policy.license`. The version is the workspace's
 //! (`[workspace.package] version`): the binary's, every module's `io.kubewarden.policy.version`,
 //! the image tag deploy/ installs, the tag `make image` builds, the module tags of the
-//! Kubewarden manifests, and the newest release of `CHANGELOG.md`.
+//! Kubewarden manifests (deploy/kubewarden), and the newest release of `CHANGELOG.md`.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -179,6 +179,17 @@ fn one_version_everywhere() {
                 assert_eq!(line, IMAGE, "{}: the image by name only", path.display());
             }
         }
+    }
+
+    // The Kubewarden policies name the release's modules.
+    let modules: Vec<String> = read(&repo_root().join("deploy/kubewarden/policies.yaml"))
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("module: "))
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(modules.len(), 4, "{modules:?}");
+    for module in modules {
+        assert!(module.ends_with(&format!(":{tag}")), "deploy/kubewarden: {module} is not {tag}");
     }
 
     // `make image` tags with it (make -n: the command, without docker).
