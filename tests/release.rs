@@ -192,6 +192,16 @@ fn one_version_everywhere() {
         assert!(module.ends_with(&format!(":{tag}")), "deploy/kubewarden: {module} is not {tag}");
     }
 
+    // The newest release of the changelog is this one, with its link.
+    let changelog = read(&repo_root().join("CHANGELOG.md"));
+    let newest = changelog
+        .lines()
+        .filter_map(|l| l.strip_prefix("## ["))
+        .find(|l| !l.starts_with("Unreleased"))
+        .expect("CHANGELOG.md has a release");
+    assert!(newest.starts_with(&format!("{version}] - ")), "CHANGELOG.md's newest release is {newest}");
+    assert!(changelog.contains(&format!("\n[{version}]: ")), "CHANGELOG.md has no link for {version}");
+
     // `make image` tags with it (make -n: the command, without docker).
     let make = Command::new("make")
         .args(["-n", "image"])
