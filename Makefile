@@ -13,7 +13,7 @@ PLAYGROUND   := dist/playground
 # The wasm-bindgen the page is built with: the CLI must match the crate's version exactly.
 WASM_BINDGEN := 0.2.130
 
-.PHONY: all build host policies playground bench-playground test test-core test-e2e lint fmt demo demo-evictions bench bench-control bench-hold bench-load bench-memory bench-sim mutants fuzz image clean setup
+.PHONY: all build host policies playground bench-playground test test-core test-e2e lint fmt demo demo-evictions bench bench-control bench-hold bench-load bench-memory bench-sim mutants fuzz image version clean setup
 
 all: build
 
@@ -147,11 +147,20 @@ fuzz:
 	done
 
 ## The container image deploy/ runs (Dockerfile: multi-stage, evac and dist/policies/*.wasm
-## under /policies). Needs docker or podman; not part of `make test`.
-IMAGE      ?= ghcr.io/evac-project/evac:latest
+## under /policies), tagged with the release's version: v + the workspace's version in
+## Cargo.toml, the tag deploy/kustomization.yaml installs. Needs docker or podman; not part of
+## `make test`. `make -n image` prints the command without either.
+VERSION    := $(shell sed -n '/^\[workspace.package\]/,/^\[/s/^version *= *"\(.*\)"/\1/p' Cargo.toml)
+IMAGE_REPO ?= ghcr.io/evac-project/evac
+IMAGE      ?= $(IMAGE_REPO):v$(VERSION)
 IMAGE_TOOL ?= docker
 image:
-	$(IMAGE_TOOL) build -t $(IMAGE) .
+	@test -n "$(VERSION)" || { echo "no [workspace.package] version in Cargo.toml" >&2; exit 1; }
+	$(IMAGE_TOOL) build --label org.opencontainers.image.version=$(VERSION) -t $(IMAGE) .
+
+## The release's version (the workspace's, in Cargo.toml).
+version:
+	@echo $(VERSION)
 
 clean:
 	$(CARGO) clean
