@@ -255,3 +255,62 @@ fn assert_one_key_style(value: &serde_json::Value) {
         _ => {}
     }
 }
+
+/// `evac simulate --evac` and `evac demo` from a directory that is not the checkout: the
+/// checkout's examples and modules are found (the binary's checkout), and nothing is written to
+/// the current directory but what was asked for.
+#[test]
+fn the_simulator_runs_from_any_directory() {
+    let elsewhere = tempfile::tempdir().unwrap();
+    let scenario = repo_root().join("examples/scenarios/drain.yaml");
+    let output = Command::new(evac_bin())
+        .current_dir(elsewhere.path())
+        .args(["simulate", "--evac", "--json"])
+        .arg(&scenario)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert!(report.is_object(), "{report}");
+    let html = elsewhere.path().join("demo.html");
+    let output = Command::new(evac_bin())
+        .current_dir(elsewhere.path())
+        .args(["demo", "--only", "drain.yaml", "--html"])
+        .arg(&html)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(std::fs::metadata(&html).unwrap().len() > 1000);
+    let written: Vec<_> =
+        std::fs::read_dir(elsewhere.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(written, ["demo.html"], "{written:?}");
+}
+
+/// `evac sim serve` without `--kubeconfig` writes none into the current directory: it writes a
+/// new temporary file, owner-only, and prints where.
+#[test]
+fn sim_serve_writes_its_kubeconfig_where_it_says() {
+    let elsewhere = tempfile::tempdir().unwrap();
+    let mut child = Command::new(evac_bin())
+        .current_dir(elsewhere.path())
+        .args(["sim", "serve", "--no-components", "--addr", "127.0.0.1:0"])
+        .stderr(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let line = std::io::BufRead::lines(std::io::BufReader::new(stderr))
+        .map(Result::unwrap)
+        .find(|l| l.contains("kubeconfig: "))
+        .expect("the kubeconfig's path is printed");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let path = std::path::PathBuf::from(line.rsplit("kubeconfig: ").next().unwrap());
+    assert!(path.starts_with(std::env::temp_dir()), "{}", path.display());
+    let metadata = std::fs::metadata(&path).unwrap();
+    use std::os::unix::fs::PermissionsExt as _;
+    assert_eq!(metadata.permissions().mode() & 0o777, 0o600);
+    assert!(std::fs::read_to_string(&path).unwrap().contains("server: http://127.0.0.1:"));
+    std::fs::remove_file(&path).unwrap();
+    assert_eq!(std::fs::read_dir(elsewhere.path()).unwrap().count(), 0);
+}
