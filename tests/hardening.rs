@@ -259,6 +259,16 @@ async fn evac_control_reports_each_refusal_once_and_keeps_its_descriptors() {
     let (control, listening) = spawn(&args, &log);
     let metrics_url = format!("{}/metrics", listening.url("metrics"));
     wait_until_ok(&metrics_url, "evac control", &log).await;
+    // At start, which disruptions it acts on: one line per feature gate, as the CR has it.
+    let started = std::fs::read_to_string(&log).unwrap();
+    for gate in [
+        "PreemptionEvictionLiveMigration",
+        "NoExecuteTaintEvictionLiveMigration",
+        "NodePressureEvictionLiveMigration",
+    ] {
+        let line = started.lines().find(|l| l.contains(&format!("feature gate {gate} is")));
+        assert!(line.is_some(), "no start-up line for {gate}:\n{started}");
+    }
     // Its probes (a Deployment's readiness and liveness), and its own families only.
     for probe in ["readiness", "liveness"] {
         let url = format!("{}/{probe}", listening.url("metrics"));

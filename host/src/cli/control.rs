@@ -142,13 +142,13 @@ async fn control(args: ControlArgs) -> Result<()> {
         Pipeline::new(Arc::clone(&registry), Executor::new(Arc::clone(&cluster) as _), Arc::clone(&metrics))
             .with_effect_timeout(evac_evaluator::pipeline::DEFAULT_EFFECT_TIMEOUT);
     let controller = Controller::new(pipeline)?.with_pass_budget(PASS_BUDGET);
+    report_gates(&registry, &cluster);
     let listener = tokio::net::TcpListener::bind(args.metrics_addr)
         .await
         .with_context(|| format!("cannot serve metrics on {}", args.metrics_addr))?;
     super::report_listening(&[("metrics", format!("http://{}", listener.local_addr()?))]);
     tokio::spawn(serve_probes(listener, Arc::clone(&cluster), Arc::clone(&registry), Arc::clone(&metrics)));
     tracing::info!(policies = %args.policies.display(), "evac control started");
-    report_gates(&registry, &cluster);
 
     // One listener for the whole run: a signal between two waits is not lost.
     let shutdown = crate::server::shutdown_signal();
