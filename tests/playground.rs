@@ -268,7 +268,17 @@ fn the_demo_report_renders_every_scenario() {
             dom.find(&format!("id=\"scenario-{name}\"")).unwrap_or_else(|| panic!("no section for {name}"));
         let section = &dom[at..];
         let section = &section[..section[1..].find("id=\"scenario-").map_or(section.len(), |end| end + 1)];
-        for run in ["KubeVirt alone", "with evac"] {
+        // A baseline that is another scenario is named by its `label` (the naive descheduler).
+        let file = |name: &str| -> serde_yaml::Value {
+            let text = std::fs::read_to_string(repo_root().join("examples/scenarios").join(name)).unwrap();
+            serde_yaml::from_str(&text).unwrap()
+        };
+        let scenario = file(&format!("{name}.yaml"));
+        let baseline = match scenario["baseline"].as_str() {
+            Some(other) => file(other)["label"].as_str().expect("a baseline scenario's label").to_owned(),
+            None => "KubeVirt alone".to_owned(),
+        };
+        for run in [baseline.as_str(), "with evac"] {
             assert!(section.contains(&format!("data-run=\"{run}\"")), "{name}: no run {run}");
         }
         assert!(section.matches("<svg").count() >= 2, "{name}: its pictures are missing");

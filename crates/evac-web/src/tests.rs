@@ -117,7 +117,7 @@ fn a_scenario_runs_with_kubevirt_alone_and_draws_its_report() {
 fn a_scenario_runs_with_evac_beside_kubevirt_alone() {
     let run = crate::scenario::run(scenario("drain"), Runs::Both).unwrap();
     let [alone, evac] = run.runs.as_slice() else { panic!("two runs") };
-    assert_eq!((alone.label, evac.label), ("KubeVirt alone", "with evac"));
+    assert_eq!((alone.label.as_str(), evac.label.as_str()), ("KubeVirt alone", "with evac"));
     assert!(run.problems.is_empty(), "{:?}", run.problems);
     assert!(evac.report.vms.shut_down <= alone.report.vms.shut_down);
     assert!(
@@ -131,12 +131,20 @@ fn a_scenario_runs_with_evac_beside_kubevirt_alone() {
     }
 }
 
-/// `descheduler`'s baseline is another scenario, `descheduler-naive`, which the page has.
+/// `descheduler`'s baseline is another scenario, `descheduler-naive`, which the page has, and
+/// names its run by its `label`, the naive descheduler, not KubeVirt alone.
 #[test]
 fn a_baseline_named_by_the_scenario_is_the_page_s() {
     let both = crate::scenario::run(scenario("descheduler"), Runs::Both).unwrap();
     let naive = crate::scenario::run(scenario("descheduler-naive"), Runs::KubeVirt).unwrap();
     assert_eq!(both.runs[0].report.scenario, naive.runs[0].report.scenario);
+    assert_eq!(
+        (both.runs[0].label.as_str(), both.runs[1].label.as_str()),
+        ("naive descheduler", "with evac")
+    );
+    assert_eq!(naive.runs[0].label, "naive descheduler");
+    assert!(both.html.contains("data-run=\"naive descheduler\""));
+    assert!(!both.html.contains("KubeVirt alone\""), "no run is named KubeVirt alone");
     let unknown = scenario("descheduler").replace("baseline: descheduler-naive.yaml", "baseline: other.yaml");
     let error = crate::scenario::run(&unknown, Runs::Both).unwrap_err().to_string();
     assert!(error.contains("other.yaml is not one of the page's scenarios"), "{error}");
