@@ -191,6 +191,56 @@ fn an_edited_request_changes_the_verdict() {
     assert_eq!(items_of(&dom, "reads"), ["get Pod default/no-such-pod: pods \"no-such-pod\" not found"]);
 }
 
+/// The example requests of disruption-cause and evacuation open with their policy, cluster and
+/// settings, and decide as their README says (`tests/examples.rs`).
+#[test]
+fn the_other_policies_examples_open_with_their_policy() {
+    let Some(browser) = chromium() else { return };
+    let playground = Playground::start();
+    let dom = load(
+        &browser,
+        &format!("{}index.html?example=02-noexecute-taint-delete", playground.url),
+        "example-disruption-cause.png",
+        decided,
+    );
+    assert!(dom.contains("data-policy=\"disruption-cause\""), "decided by the example's policy");
+    assert_eq!(text_of(&dom, "verdict"), "allowed");
+    assert_eq!(items_of(&dom, "effects"), ["RequestEvacuation default/db-1 from node01"]);
+    assert!(text_of(&dom, "error").is_empty(), "{}", text_of(&dom, "error"));
+}
+
+/// A link naming an example or a scenario the page does not have says so, and which there are.
+#[test]
+fn an_unknown_example_or_scenario_says_which_there_are() {
+    let Some(browser) = chromium() else { return };
+    let playground = Playground::start();
+    let said =
+        |id: &'static str| move |dom: &str| dom.contains("data-ready-ms=") && !text_of(dom, id).is_empty();
+    let dom = load(
+        &browser,
+        &format!("{}index.html?example=foo", playground.url),
+        "unknown-example.png",
+        said("error"),
+    );
+    let error = text_of(&dom, "error");
+    assert!(
+        error.starts_with("no example named \"foo\"; the examples are: 01-drain-live-migratable, "),
+        "{error}"
+    );
+    assert!(error.contains("01-preemption-live-migratable") && error.contains("01-drained-node"), "{error}");
+    assert!(text_of(&dom, "verdict").is_empty());
+    let dom = load(
+        &browser,
+        &format!("{}index.html?scenario=foo", playground.url),
+        "unknown-scenario.png",
+        said("scenario-error"),
+    );
+    let error = text_of(&dom, "scenario-error");
+    assert!(error.starts_with("no scenario named \"foo\"; the scenarios are: descheduler, "), "{error}");
+    assert!(!error.contains("missing field"), "{error}");
+    assert!(!dom.contains("data-fates="), "nothing ran");
+}
+
 /// The fates `evac simulate --json` reports for a scenario, with `args` (`--evac`).
 fn simulated_fates(scenario: &Path, args: &[&str]) -> Value {
     let out = Command::new(evac_bin())

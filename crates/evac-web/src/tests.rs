@@ -214,3 +214,51 @@ fn a_changed_cluster_is_read_again() {
     let back = decide(PolicyName::PodEviction, request, EVICTION_CONTEXT, "", NOW).unwrap();
     assert_eq!(format!("{:?}", back.response), format!("{:?}", first.response));
 }
+
+/// The example requests of disruption-cause and evacuation decide in the page as their README's
+/// table says `evac eval` answers them (`tests/examples.rs` checks the built modules).
+#[test]
+fn the_policies_examples_decide_as_their_readmes_say() {
+    use crate::examples::REQUESTS;
+    let readmes = [
+        ("disruption-cause", include_str!("../../../examples/disruption-cause/README.md")),
+        ("evacuation", include_str!("../../../examples/evacuation/README.md")),
+    ];
+    for (policy, readme) in readmes {
+        let examples = REQUESTS.iter().find(|p| p.policy == policy).unwrap();
+        let rows: Vec<Vec<&str>> = readme
+            .lines()
+            .filter(|line| line.starts_with("| ") && !line.starts_with("| request "))
+            .map(|line| line.trim_matches('|').split(" | ").map(str::trim).collect())
+            .collect();
+        assert_eq!(rows.len(), examples.requests.len(), "{policy}");
+        for row in rows {
+            let example = examples.requests.iter().find(|e| e.name == row[0]).unwrap();
+            let name = PolicyName::parse(policy).unwrap();
+            let answer = decide(name, example.text, examples.context, examples.settings, NOW).unwrap();
+            assert!(answer.settings_refused.is_none(), "{:?}", answer.settings_refused);
+            let response = serde_json::to_value(&answer.response).unwrap();
+            let verdict = if answer.response.accepted {
+                "allowed".to_owned()
+            } else {
+                format!("denied: {}", answer.response.code.unwrap_or(400))
+            };
+            let effects: Vec<String> = response["effects"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|effect| {
+                    let object = ["vmi", "pod", "migration"].iter().find_map(|key| effect.get(*key)).unwrap();
+                    format!(
+                        "{} {}/{}",
+                        effect["type"].as_str().unwrap(),
+                        object["namespace"].as_str().unwrap(),
+                        object["name"].as_str().unwrap()
+                    )
+                })
+                .collect();
+            let effects = if effects.is_empty() { "none".to_owned() } else { effects.join(", ") };
+            assert_eq!((verdict.as_str(), effects.as_str()), (row[1], row[2]), "{policy}: {}", row[0]);
+        }
+    }
+}
