@@ -1,7 +1,9 @@
 //! Scenario reports as pictures: a self-contained HTML page (or a fragment of one) with inline
-//! SVG and CSS, nothing loaded from elsewhere and no script. Per scenario and run: a lane per VM
-//! showing its states over time, the migrations running against the parallel limits, the eviction
-//! requests of each actor, and what became of the VMs.
+//! SVG and CSS, nothing loaded from elsewhere and no script. Per scenario: its description and,
+//! beside a baseline, why a run took longer ([`costs::slower`]); per run: what became of the VMs
+//! (and, in a table, each one's outcome, cause, from and to), what the run cost in time, a lane per
+//! VM showing its states over time, the migrations running against the parallel limits, and the
+//! eviction requests of each actor. Its words and numbers are the text report's.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
