@@ -191,6 +191,56 @@ fn an_edited_request_changes_the_verdict() {
     assert_eq!(items_of(&dom, "reads"), ["get Pod default/no-such-pod: pods \"no-such-pod\" not found"]);
 }
 
+/// The example requests of disruption-cause and evacuation open with their policy, cluster and
+/// settings, and decide as their README says (`tests/examples.rs`).
+#[test]
+fn the_other_policies_examples_open_with_their_policy() {
+    let Some(browser) = chromium() else { return };
+    let playground = Playground::start();
+    let dom = load(
+        &browser,
+        &format!("{}index.html?example=02-noexecute-taint-delete", playground.url),
+        "example-disruption-cause.png",
+        decided,
+    );
+    assert!(dom.contains("data-policy=\"disruption-cause\""), "decided by the example's policy");
+    assert_eq!(text_of(&dom, "verdict"), "allowed");
+    assert_eq!(items_of(&dom, "effects"), ["RequestEvacuation default/db-1 from node01"]);
+    assert!(text_of(&dom, "error").is_empty(), "{}", text_of(&dom, "error"));
+}
+
+/// A link naming an example or a scenario the page does not have says so, and which there are.
+#[test]
+fn an_unknown_example_or_scenario_says_which_there_are() {
+    let Some(browser) = chromium() else { return };
+    let playground = Playground::start();
+    let said =
+        |id: &'static str| move |dom: &str| dom.contains("data-ready-ms=") && !text_of(dom, id).is_empty();
+    let dom = load(
+        &browser,
+        &format!("{}index.html?example=foo", playground.url),
+        "unknown-example.png",
+        said("error"),
+    );
+    let error = text_of(&dom, "error");
+    assert!(
+        error.starts_with("no example named \"foo\"; the examples are: 01-drain-live-migratable, "),
+        "{error}"
+    );
+    assert!(error.contains("01-preemption-live-migratable") && error.contains("01-drained-node"), "{error}");
+    assert!(text_of(&dom, "verdict").is_empty());
+    let dom = load(
+        &browser,
+        &format!("{}index.html?scenario=foo", playground.url),
+        "unknown-scenario.png",
+        said("scenario-error"),
+    );
+    let error = text_of(&dom, "scenario-error");
+    assert!(error.starts_with("no scenario named \"foo\"; the scenarios are: descheduler, "), "{error}");
+    assert!(!error.contains("missing field"), "{error}");
+    assert!(!dom.contains("data-fates="), "nothing ran");
+}
+
 /// The fates `evac simulate --json` reports for a scenario, with `args` (`--evac`).
 fn simulated_fates(scenario: &Path, args: &[&str]) -> Value {
     let out = Command::new(evac_bin())
@@ -268,7 +318,17 @@ fn the_demo_report_renders_every_scenario() {
             dom.find(&format!("id=\"scenario-{name}\"")).unwrap_or_else(|| panic!("no section for {name}"));
         let section = &dom[at..];
         let section = &section[..section[1..].find("id=\"scenario-").map_or(section.len(), |end| end + 1)];
-        for run in ["KubeVirt alone", "with evac"] {
+        // A baseline that is another scenario is named by its `label` (the naive descheduler).
+        let file = |name: &str| -> serde_yaml::Value {
+            let text = std::fs::read_to_string(repo_root().join("examples/scenarios").join(name)).unwrap();
+            serde_yaml::from_str(&text).unwrap()
+        };
+        let scenario = file(&format!("{name}.yaml"));
+        let baseline = match scenario["baseline"].as_str() {
+            Some(other) => file(other)["label"].as_str().expect("a baseline scenario's label").to_owned(),
+            None => "KubeVirt alone".to_owned(),
+        };
+        for run in [baseline.as_str(), "with evac"] {
             assert!(section.contains(&format!("data-run=\"{run}\"")), "{name}: no run {run}");
         }
         assert!(section.matches("<svg").count() >= 2, "{name}: its pictures are missing");

@@ -193,3 +193,141 @@ fn an_html_report_that_cannot_be_written_is_an_error() {
     assert!(stderr.contains("cannot write the HTML report"), "{stderr}");
     assert!(out.stdout.is_empty(), "{}", String::from_utf8_lossy(&out.stdout));
 }
+
+/// The numbers after which each of `words` comes in `text` (`822 eviction requests, 12 allowed`).
+fn number_before(text: &str, words: &str) -> usize {
+    text.find(words).map_or(0, |at| {
+        text[..at].split_whitespace().last().and_then(|n| n.parse().ok()).unwrap_or_else(|| panic!("{text}"))
+    })
+}
+
+/// The value of `attribute="..."` in an HTML element's text.
+fn attribute<'a>(element: &'a str, attribute: &str) -> &'a str {
+    let from =
+        element.find(&format!("{attribute}=\"")).unwrap_or_else(|| panic!("no {attribute} in {element}"));
+    let value = &element[from + attribute.len() + 2..];
+    &value[..value.find('"').unwrap()]
+}
+
+/// `evac simulate` prints its text report and writes its page from one run: both give each
+/// actor the same eviction requests (allowed, refused) and disruptions without a request, and
+/// each disrupted VM the same FROM and TO, a VM shut down having none to go to in both.
+#[test]
+fn the_text_report_and_the_page_agree() {
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["drain", "preemption"] {
+        let page_file = dir.path().join(format!("{name}.html"));
+        let out = Command::new(evac_bin())
+            .args(["simulate", "--quiet", "--html"])
+            .arg(&page_file)
+            .arg(repo_root().join(format!("examples/scenarios/{name}.yaml")))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let text = String::from_utf8(out.stdout).unwrap();
+        let page = std::fs::read_to_string(&page_file).unwrap();
+        let actors: Vec<&str> = text
+            .lines()
+            .skip_while(|l| !l.starts_with("Eviction requests and disruptions by actor:"))
+            .skip(1)
+            .take_while(|l| l.starts_with("  "))
+            .collect();
+        assert!(!actors.is_empty(), "{name}: {text}");
+        let mut requests = 0;
+        for line in actors {
+            let (actor, counts) = line.trim().split_once(": ").unwrap();
+            let at = page
+                .find(&format!("<li data-actor=\"{actor}\""))
+                .unwrap_or_else(|| panic!("{name}: {actor}"));
+            let item = &page[at..at + page[at..].find('>').unwrap()];
+            for (words, data) in [
+                (" eviction requests", "data-requested"),
+                (" allowed", "data-accepted"),
+                (" refused", "data-refused"),
+                (" pods disrupted without", "data-disruptions"),
+            ] {
+                let number = number_before(counts, words);
+                assert_eq!(attribute(item, data), number.to_string(), "{name}, {actor}: {words}");
+            }
+            requests += number_before(counts, " eviction requests");
+        }
+        let summary = &page[page.find("<tbody>").unwrap()..page.find("</tbody>").unwrap()];
+        assert!(summary.contains(&format!("<td class=\"n\">{requests}</td>")), "{name}: {summary}");
+
+        let rows: Vec<&str> = text
+            .lines()
+            .skip_while(|l| !l.starts_with("VM "))
+            .skip(1)
+            .take_while(|l| !l.trim().is_empty())
+            .collect();
+        assert!(!rows.is_empty(), "{name}: {text}");
+        for row in rows {
+            let columns: Vec<&str> = row.split_whitespace().collect();
+            let (vm, from, to) = (columns[0], columns[columns.len() - 2], columns[columns.len() - 1]);
+            let at =
+                page.find(&format!("<tr data-vm-row=\"{vm}\">")).unwrap_or_else(|| panic!("{name}: {vm}"));
+            let cells: Vec<&str> = page[at..at + page[at..].find("</tr>").unwrap()]
+                .split("<td>")
+                .skip(1)
+                .map(|cell| cell.trim_end_matches("</td>"))
+                .collect();
+            assert_eq!((cells[4], cells[5]), (from, to), "{name}: {vm}");
+            if row.contains(" shut down ") {
+                assert_eq!(to, "—", "{name}: a VM shut down runs nowhere: {row}");
+            }
+        }
+    }
+}
+
+/// `evac demo`'s page names the descheduler's baseline by its scenario's `label` (the naive
+/// descheduler, not KubeVirt alone), shows each scenario's description, and says why a run with
+/// evac took longer from the runs' own figures: the preemptors' waits `evac simulate` reports.
+#[test]
+fn the_demo_page_names_baselines_and_says_why_a_run_took_longer() {
+    let dir = tempfile::tempdir().unwrap();
+    let page_file = dir.path().join("demo.html");
+    let out = Command::new(evac_bin())
+        .current_dir(repo_root())
+        .args(["demo", "--only", "descheduler", "--only", "preemption", "--html"])
+        .arg(&page_file)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("descheduler: its baseline, in the KubeVirt alone columns, is another scenario: \"descheduler rebalancing (naive)\"."), "{stdout}");
+    let page = std::fs::read_to_string(&page_file).unwrap();
+    let section = |name: &str| {
+        let at = page.find(&format!("id=\"scenario-{name}\"")).unwrap();
+        &page[at..at + page[at..].find("</section>").unwrap()]
+    };
+    let descheduler = section("descheduler");
+    assert!(descheduler.contains("data-run=\"naive descheduler\""), "the baseline's label");
+    assert!(!descheduler.contains("KubeVirt alone"), "the naive descheduler is not KubeVirt alone");
+    assert!(descheduler.contains("<p class=\"description\">node01 and node02 are crowded"));
+
+    let longest = |args: &[&str]| {
+        let out = Command::new(evac_bin())
+            .current_dir(repo_root())
+            .args(["simulate", "--json"])
+            .args(args)
+            .arg("examples/scenarios/preemption.yaml")
+            .output()
+            .unwrap();
+        let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let waits =
+            report["preemptors"].as_array().unwrap().iter().map(|p| p["waitedSeconds"].as_f64().unwrap());
+        waits.fold(0.0, f64::max)
+    };
+    let (with_evac, alone) = (longest(&["--evac"]), longest(&[]));
+    assert!(with_evac > alone, "with evac the preemptors wait for the migrations");
+    let preemption = section("preemption");
+    let slower = &preemption[preemption
+        .find("<div class=\"slower\" data-compared=\"with evac\">")
+        .expect("why it took longer")..];
+    let slower = &slower[..slower.find("</div>").unwrap()];
+    assert!(
+        slower.contains(&format!("preemptors waited up to {with_evac:.0} s (KubeVirt alone: {alone:.0} s)")),
+        "{slower}"
+    );
+    assert!(slower.contains("VMs were live-migrated (KubeVirt alone: 0)"), "{slower}");
+}

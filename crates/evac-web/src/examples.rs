@@ -1,8 +1,11 @@
 //! The examples the page opens with, compiled in (the page makes no network requests): the
-//! example evictions of `examples/evictions/` with their cluster, and the scenarios of
+//! example requests of each policy (`examples/evictions/`, `examples/disruption-cause/`,
+//! `examples/evacuation/`) with their cluster and settings, and the scenarios of
 //! `examples/scenarios/`.
 
 use serde::Serialize;
+
+use crate::WebError;
 
 /// One example: its name (the file name without extension) and its text.
 #[derive(Debug, Clone, Copy, Serialize)]
@@ -37,6 +40,72 @@ pub const EVICTIONS: &[Example] = examples!("evictions/requests", ".json":
 /// The cluster the example evictions are decided against (a `v1 List`).
 pub const EVICTION_CONTEXT: &str = include_str!("../../../examples/evictions/context.yaml");
 
+/// The example disruptions of launcher pods (AdmissionReviews of pod updates and deletions).
+pub const DISRUPTIONS: &[Example] = examples!("disruption-cause/requests", ".json":
+    "01-preemption-live-migratable",
+    "02-noexecute-taint-delete",
+    "03-preemption-strategy-none",
+    "04-plain-delete",
+);
+
+/// The example node updates of the evacuation policy.
+pub const NODE_UPDATES: &[Example] = examples!("evacuation/requests", ".json":
+    "01-drained-node",
+    "02-uncordoned-node-marked-vm",
+    "03-unchanged-node",
+);
+
+/// One policy's examples: its requests, the cluster they are decided against (a `v1 List`) and
+/// the settings they are decided with (empty: the defaults).
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct PolicyExamples {
+    /// The policy's module name (`pod-eviction`, ...).
+    pub policy: &'static str,
+    /// Its example requests.
+    pub requests: &'static [Example],
+    /// The cluster, `context.yaml` of its examples' directory.
+    pub context: &'static str,
+    /// Its settings, `settings.json` of its examples' directory when it has one.
+    pub settings: &'static str,
+}
+
+/// Every policy's examples, in the page's order.
+pub const REQUESTS: &[PolicyExamples] = &[
+    PolicyExamples { policy: "pod-eviction", requests: EVICTIONS, context: EVICTION_CONTEXT, settings: "" },
+    PolicyExamples {
+        policy: "disruption-cause",
+        requests: DISRUPTIONS,
+        context: include_str!("../../../examples/disruption-cause/context.yaml"),
+        settings: "",
+    },
+    PolicyExamples {
+        policy: "evacuation",
+        requests: NODE_UPDATES,
+        context: include_str!("../../../examples/evacuation/context.yaml"),
+        settings: include_str!("../../../examples/evacuation/settings.json"),
+    },
+];
+
+/// The example request named `name`, with its policy's examples; an unknown name is an error
+/// that lists the names there are.
+pub fn request(name: &str) -> Result<(&'static PolicyExamples, &'static Example), WebError> {
+    REQUESTS
+        .iter()
+        .find_map(|policy| policy.requests.iter().find(|e| e.name == name).map(|e| (policy, e)))
+        .ok_or_else(|| {
+            let names: Vec<&str> = REQUESTS.iter().flat_map(|p| p.requests.iter().map(|e| e.name)).collect();
+            WebError::new(format!("no example named {name:?}; the examples are: {}", names.join(", ")))
+        })
+}
+
+/// The scenario named `name`; an unknown name is an error that lists the names there are.
+pub fn scenario(name: &str) -> Result<&'static Example, WebError> {
+    SCENARIOS.iter().find(|s| s.name == name).ok_or_else(|| {
+        let names: Vec<&str> = SCENARIOS.iter().map(|s| s.name).collect();
+        WebError::new(format!("no scenario named {name:?}; the scenarios are: {}", names.join(", ")))
+    })
+}
+
 /// The scenarios a page can run. `drain-500-nodes` (10,000 VMs) is left out: it is the
 /// command line's benchmark, not something to wait for in a browser.
 pub const SCENARIOS: &[Example] = examples!("scenarios", ".yaml":
@@ -51,17 +120,15 @@ pub const SCENARIOS: &[Example] = examples!("scenarios", ".yaml":
 /// Everything, as the page receives it.
 #[derive(Debug, Serialize)]
 pub struct Catalog {
-    /// [`EVICTIONS`].
-    pub evictions: &'static [Example],
-    /// [`EVICTION_CONTEXT`].
-    pub eviction_context: &'static str,
+    /// [`REQUESTS`].
+    pub requests: &'static [PolicyExamples],
     /// [`SCENARIOS`].
     pub scenarios: &'static [Example],
 }
 
 /// The catalog of examples.
 pub fn catalog() -> Catalog {
-    Catalog { evictions: EVICTIONS, eviction_context: EVICTION_CONTEXT, scenarios: SCENARIOS }
+    Catalog { requests: REQUESTS, scenarios: SCENARIOS }
 }
 
 #[cfg(test)]
@@ -92,6 +159,32 @@ mod tests {
             names
         };
         assert_eq!(names("evictions/requests"), listed(EVICTIONS));
+        assert_eq!(names("disruption-cause/requests"), listed(DISRUPTIONS));
+        assert_eq!(names("evacuation/requests"), listed(NODE_UPDATES));
         assert_eq!(names("scenarios"), listed(SCENARIOS));
+        // A name in a link (`?example=`) opens one example.
+        let mut all: Vec<&str> = REQUESTS.iter().flat_map(|p| p.requests.iter().map(|e| e.name)).collect();
+        let count = all.len();
+        all.sort();
+        all.dedup();
+        assert_eq!(all.len(), count, "example names are unique across the policies");
+    }
+
+    #[test]
+    fn an_unknown_name_lists_the_names_there_are() {
+        let (policy, example) = request("02-noexecute-taint-delete").unwrap();
+        assert_eq!((policy.policy, example.name), ("disruption-cause", "02-noexecute-taint-delete"));
+        let error = request("foo").unwrap_err().to_string();
+        assert!(
+            error.starts_with("no example named \"foo\"; the examples are: 01-drain-live-migratable, "),
+            "{error}"
+        );
+        for name in ["01-preemption-live-migratable", "03-unchanged-node"] {
+            assert!(error.contains(name), "{error}");
+        }
+        assert_eq!(scenario("drain").unwrap().name, "drain");
+        let error = scenario("foo").unwrap_err().to_string();
+        let names: Vec<&str> = SCENARIOS.iter().map(|s| s.name).collect();
+        assert_eq!(error, format!("no scenario named \"foo\"; the scenarios are: {}", names.join(", ")));
     }
 }

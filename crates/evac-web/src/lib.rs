@@ -8,8 +8,9 @@
 //!   pipeline and controller, the policies [`linked`] in), the reports and their pictures;
 //! - [`examples`]: the examples the page opens with.
 //!
-//! The JavaScript functions (`decide`, `runScenario`, `examples`) take and return text (JSON),
-//! which keeps the boundary to one shape the page and the tests both read.
+//! The JavaScript functions (`decide`, `runScenario`, `examples`, `example`, `scenarioExample`)
+//! take and return text (JSON), which keeps the boundary to one shape the page and the tests both
+//! read.
 
 #![warn(missing_docs)]
 
@@ -72,8 +73,26 @@ pub fn run_scenario_js(scenario: &str, runs: Option<String>) -> Result<String, w
     json(&scenario::run(scenario, runs).map_err(js)?)
 }
 
-/// The examples: `{evictions: [{name, text}], eviction_context, scenarios: [{name, text}]}`.
+/// The examples: `{requests: [{policy, requests: [{name, text}], context, settings}], scenarios:
+/// [{name, text}]}`.
 #[wasm_bindgen(js_name = examples)]
 pub fn examples_js() -> Result<String, wasm_bindgen::JsError> {
     json(&examples::catalog())
+}
+
+/// The example request named `name`: `{policy, name, text, context, settings}`, or an error
+/// listing the names there are.
+#[wasm_bindgen(js_name = example)]
+pub fn example_js(name: &str) -> Result<String, wasm_bindgen::JsError> {
+    let (policy, example) = examples::request(name).map_err(js)?;
+    json(&serde_json::json!({
+        "policy": policy.policy, "name": example.name, "text": example.text,
+        "context": policy.context, "settings": policy.settings,
+    }))
+}
+
+/// The scenario named `name`: `{name, text}`, or an error listing the names there are.
+#[wasm_bindgen(js_name = scenarioExample)]
+pub fn scenario_example_js(name: &str) -> Result<String, wasm_bindgen::JsError> {
+    json(examples::scenario(name).map_err(js)?)
 }

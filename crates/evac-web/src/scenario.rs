@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use evac_evaluator::{ModuleLoader, PoliciesFile};
-use evac_sim::scenario::html::{self, KUBEVIRT_ALONE, WITH_EVAC};
+use evac_sim::scenario::html::{self, WITH_EVAC};
 use evac_sim::scenario::{self, comparison_problems, Entry, Mode, Progress, Report, Scenario};
 use evac_sim::with_evac::EvacPolicies;
 use serde::Serialize;
@@ -47,8 +47,9 @@ impl Runs {
 /// One run as the page shows it.
 #[derive(Debug, Serialize)]
 pub struct Run {
-    /// `KubeVirt alone` or `with evac`, as `evac demo`'s page names them.
-    pub label: &'static str,
+    /// `with evac`, or without evac `KubeVirt alone` (the scenario's `label` when it has one,
+    /// e.g. `naive descheduler`), as `evac demo`'s page names them.
+    pub label: String,
     /// The report, as `evac simulate --json` prints it.
     pub report: Report,
     /// The timeline, one line per event.
@@ -77,7 +78,7 @@ pub fn run(text: &str, runs: Runs) -> Result<ScenarioRuns, WebError> {
             Some(name) if runs == Runs::Both => baseline_named(name)?,
             _ => scenario.clone(),
         };
-        done.push(one(&baseline, KUBEVIRT_ALONE, &Mode::KubeVirt)?);
+        done.push(one(&baseline, baseline.kubevirt_label(), &Mode::KubeVirt)?);
     }
     if runs != Runs::KubeVirt {
         done.push(one(&scenario, WITH_EVAC, &Mode::Evac(Arc::new(linked_evac())))?);
@@ -86,8 +87,11 @@ pub fn run(text: &str, runs: Runs) -> Result<ScenarioRuns, WebError> {
         [baseline, evac] => comparison_problems(&evac.report, &baseline.report),
         _ => Vec::new(),
     };
-    let section =
-        html::Section { name: &scenario.name, runs: done.iter().map(|r| (r.label, &r.report)).collect() };
+    let section = html::Section {
+        name: &scenario.name,
+        description: &scenario.description,
+        runs: done.iter().map(|r| (r.label.as_str(), &r.report)).collect(),
+    };
     let html = html::fragment(&[section]);
     Ok(ScenarioRuns { runs: done, problems, html })
 }
@@ -107,11 +111,11 @@ fn baseline_named(file: &str) -> Result<Scenario, WebError> {
     parse(example.text, file)
 }
 
-fn one(scenario: &Scenario, label: &'static str, mode: &Mode) -> Result<Run, WebError> {
+fn one(scenario: &Scenario, label: &str, mode: &Mode) -> Result<Run, WebError> {
     let mut timeline = Timeline::default();
     let report =
         scenario::run(scenario, mode, &mut timeline).map_err(|e| WebError::new(format!("{label}: {e}")))?;
-    Ok(Run { label, report, timeline: timeline.0 })
+    Ok(Run { label: label.to_owned(), report, timeline: timeline.0 })
 }
 
 /// evac with [`POLICIES`], beside KubeVirt, its policies linked into the page.

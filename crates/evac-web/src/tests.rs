@@ -117,7 +117,7 @@ fn a_scenario_runs_with_kubevirt_alone_and_draws_its_report() {
 fn a_scenario_runs_with_evac_beside_kubevirt_alone() {
     let run = crate::scenario::run(scenario("drain"), Runs::Both).unwrap();
     let [alone, evac] = run.runs.as_slice() else { panic!("two runs") };
-    assert_eq!((alone.label, evac.label), ("KubeVirt alone", "with evac"));
+    assert_eq!((alone.label.as_str(), evac.label.as_str()), ("KubeVirt alone", "with evac"));
     assert!(run.problems.is_empty(), "{:?}", run.problems);
     assert!(evac.report.vms.shut_down <= alone.report.vms.shut_down);
     assert!(
@@ -131,12 +131,20 @@ fn a_scenario_runs_with_evac_beside_kubevirt_alone() {
     }
 }
 
-/// `descheduler`'s baseline is another scenario, `descheduler-naive`, which the page has.
+/// `descheduler`'s baseline is another scenario, `descheduler-naive`, which the page has, and
+/// names its run by its `label`, the naive descheduler, not KubeVirt alone.
 #[test]
 fn a_baseline_named_by_the_scenario_is_the_page_s() {
     let both = crate::scenario::run(scenario("descheduler"), Runs::Both).unwrap();
     let naive = crate::scenario::run(scenario("descheduler-naive"), Runs::KubeVirt).unwrap();
     assert_eq!(both.runs[0].report.scenario, naive.runs[0].report.scenario);
+    assert_eq!(
+        (both.runs[0].label.as_str(), both.runs[1].label.as_str()),
+        ("naive descheduler", "with evac")
+    );
+    assert_eq!(naive.runs[0].label, "naive descheduler");
+    assert!(both.html.contains("data-run=\"naive descheduler\""));
+    assert!(!both.html.contains("KubeVirt alone\""), "no run is named KubeVirt alone");
     let unknown = scenario("descheduler").replace("baseline: descheduler-naive.yaml", "baseline: other.yaml");
     let error = crate::scenario::run(&unknown, Runs::Both).unwrap_err().to_string();
     assert!(error.contains("other.yaml is not one of the page's scenarios"), "{error}");
@@ -205,4 +213,52 @@ fn a_changed_cluster_is_read_again() {
     assert_ne!(format!("{:?}", other.response), format!("{:?}", first.response));
     let back = decide(PolicyName::PodEviction, request, EVICTION_CONTEXT, "", NOW).unwrap();
     assert_eq!(format!("{:?}", back.response), format!("{:?}", first.response));
+}
+
+/// The example requests of disruption-cause and evacuation decide in the page as their README's
+/// table says `evac eval` answers them (`tests/examples.rs` checks the built modules).
+#[test]
+fn the_policies_examples_decide_as_their_readmes_say() {
+    use crate::examples::REQUESTS;
+    let readmes = [
+        ("disruption-cause", include_str!("../../../examples/disruption-cause/README.md")),
+        ("evacuation", include_str!("../../../examples/evacuation/README.md")),
+    ];
+    for (policy, readme) in readmes {
+        let examples = REQUESTS.iter().find(|p| p.policy == policy).unwrap();
+        let rows: Vec<Vec<&str>> = readme
+            .lines()
+            .filter(|line| line.starts_with("| ") && !line.starts_with("| request "))
+            .map(|line| line.trim_matches('|').split(" | ").map(str::trim).collect())
+            .collect();
+        assert_eq!(rows.len(), examples.requests.len(), "{policy}");
+        for row in rows {
+            let example = examples.requests.iter().find(|e| e.name == row[0]).unwrap();
+            let name = PolicyName::parse(policy).unwrap();
+            let answer = decide(name, example.text, examples.context, examples.settings, NOW).unwrap();
+            assert!(answer.settings_refused.is_none(), "{:?}", answer.settings_refused);
+            let response = serde_json::to_value(&answer.response).unwrap();
+            let verdict = if answer.response.accepted {
+                "allowed".to_owned()
+            } else {
+                format!("denied: {}", answer.response.code.unwrap_or(400))
+            };
+            let effects: Vec<String> = response["effects"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|effect| {
+                    let object = ["vmi", "pod", "migration"].iter().find_map(|key| effect.get(*key)).unwrap();
+                    format!(
+                        "{} {}/{}",
+                        effect["type"].as_str().unwrap(),
+                        object["namespace"].as_str().unwrap(),
+                        object["name"].as_str().unwrap()
+                    )
+                })
+                .collect();
+            let effects = if effects.is_empty() { "none".to_owned() } else { effects.join(", ") };
+            assert_eq!((verdict.as_str(), effects.as_str()), (row[1], row[2]), "{policy}: {}", row[0]);
+        }
+    }
 }

@@ -1,10 +1,29 @@
 // The playground's page: every decision and every scenario runs in this page's WebAssembly
 // (evac-web). State lives in the URL, so that a case can be shared as a link.
-import init, { decide, runScenario, examples } from "./evac_web.js";
+import init, { decide, runScenario, examples, example as findExample, scenarioExample } from "./evac_web.js";
 
 const $ = (id) => document.getElementById(id);
 const params = new URLSearchParams(location.search);
-let catalog = { evictions: [], eviction_context: "", scenarios: [] };
+let catalog = { requests: [], scenarios: [] };
+
+// The example request named `name` with its policy's cluster and settings, or null.
+function exampleNamed(name) {
+  for (const policy of catalog.requests) {
+    const example = policy.requests.find((e) => e.name === name);
+    if (example) return { ...example, policy: policy.policy, context: policy.context, settings: policy.settings };
+  }
+  return null;
+}
+
+// What the page says of a name it has no example of: the wasm's message, with the names there are.
+function unknown(lookup, name) {
+  try {
+    lookup(name);
+    return "";
+  } catch (error) {
+    return String(error.message || error);
+  }
+}
 
 function setParams(values) {
   const next = new URLSearchParams();
@@ -25,12 +44,12 @@ function showTab(name) {
 
 function decideState() {
   const example = $("example").value;
-  const original = catalog.evictions.find((e) => e.name === example);
+  const original = exampleNamed(example);
   const state = { tab: "decide", policy: $("policy").value, example };
   // An edited case carries its text; an example untouched is named only.
   if (!original || $("request").value !== original.text) state.request = $("request").value;
-  if (!original || $("objects").value !== catalog.eviction_context) state.objects = $("objects").value;
-  state.settings = $("settings").value;
+  if (!original || $("objects").value !== original.context) state.objects = $("objects").value;
+  if (!original || $("settings").value !== original.settings) state.settings = $("settings").value;
   return state;
 }
 
@@ -53,6 +72,7 @@ function runDecision() {
   $("verdict").classList.add(response.accepted ? "allowed" : "denied");
   $("verdict").dataset.code = response.accepted ? "200" : String(response.code ?? 400);
   $("verdict").dataset.ms = elapsed.toFixed(3);
+  $("verdict").dataset.policy = $("policy").value;
   $("message").textContent = response.message || (response.accepted ? "the request is allowed" : "");
   for (const effect of response.effects) {
     const item = document.createElement("li");
@@ -81,12 +101,13 @@ function runDecision() {
 }
 
 function openExample(name) {
-  const example = catalog.evictions.find((e) => e.name === name);
+  const example = exampleNamed(name);
   if (!example) return false;
-  $("policy").value = "pod-eviction";
+  $("policy").value = example.policy;
   $("example").value = name;
   $("request").value = example.text;
-  $("objects").value = catalog.eviction_context;
+  $("objects").value = example.context;
+  $("settings").value = example.settings;
   return true;
 }
 
@@ -142,10 +163,17 @@ function runTheScenario() {
 async function main() {
   await init();
   catalog = JSON.parse(examples());
-  for (const example of catalog.evictions) $("example").append(new Option(example.name, example.name));
+  for (const policy of catalog.requests) {
+    const group = document.createElement("optgroup");
+    group.label = policy.policy;
+    for (const example of policy.requests) group.append(new Option(example.name, example.name));
+    $("example").append(group);
+  }
   for (const scenario of catalog.scenarios) $("scenario-example").append(new Option(scenario.name, scenario.name));
 
   $("policy").value = params.get("policy") || "pod-eviction";
+  // A link naming an example the page does not have says so, rather than open an empty form.
+  const missingExample = params.get("example") ? unknown(findExample, params.get("example")) : "";
   if (!openExample(params.get("example") || (params.has("request") ? "" : "01-drain-live-migratable"))) {
     $("example").value = "";
   }
@@ -167,6 +195,8 @@ async function main() {
   $("run").addEventListener("click", runTheScenario);
   if (["kubevirt", "evac", "both"].includes(params.get("runs"))) $("runs").value = params.get("runs");
 
+  const missingScenario =
+    params.get("scenario") && !params.has("scenario-text") ? unknown(scenarioExample, params.get("scenario")) : "";
   const scenario = catalog.scenarios.find((s) => s.name === (params.get("scenario") || "drain"));
   if (scenario) {
     $("scenario-example").value = scenario.name;
@@ -185,9 +215,17 @@ async function main() {
     bench(ready, Number(params.get("bench")) || 100);
     return;
   }
-  if (params.get("tab") === "scenario" || params.has("scenario")) {
+  if (missingScenario) {
+    showTab("scenario");
+    $("scenario-example").value = "";
+    $("scenario-error").textContent = missingScenario;
+    $("scenario-error").dataset.unknown = params.get("scenario");
+  } else if (params.get("tab") === "scenario" || params.has("scenario")) {
     showTab("scenario");
     runTheScenario();
+  } else if (missingExample) {
+    $("error").textContent = missingExample;
+    $("error").dataset.unknown = params.get("example");
   } else {
     runDecision();
   }

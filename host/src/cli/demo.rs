@@ -48,7 +48,7 @@ pub fn run(args: DemoArgs) -> Result<()> {
         .filter_map(|(file, s)| s.baseline.as_ref().map(|b| file.with_file_name(b)))
         .collect();
     let (mut failures, mut unsound) = (0, 0);
-    let mut runs: Vec<(String, Report, Report)> = Vec::new();
+    let mut runs: Vec<Compared> = Vec::new();
     for (file, scenario) in scenarios.iter().filter(|(file, _)| !baselines.contains(file)) {
         let started = std::time::Instant::now();
         match compare(file, scenario, &policies) {
@@ -63,7 +63,7 @@ pub fn run(args: DemoArgs) -> Result<()> {
                     println!("  FAILED: {problem}");
                 }
                 unsound += usize::from(!run.problems.is_empty());
-                runs.push((name, run.evac, run.baseline));
+                runs.push(Compared { name, ..run });
             }
             Err(e) => {
                 failures += 1;
@@ -72,7 +72,7 @@ pub fn run(args: DemoArgs) -> Result<()> {
         }
     }
     let rows: Vec<(String, &Report, &Report)> =
-        runs.iter().map(|(name, evac, baseline)| (name.clone(), evac, baseline)).collect();
+        runs.iter().map(|run| (run.name.clone(), &run.evac, &run.baseline)).collect();
     println!("\n{}", summary_table(&rows));
     write_page(&html, &runs)?;
     println!("The pictures of every run: {}", html.display());
@@ -83,8 +83,14 @@ pub fn run(args: DemoArgs) -> Result<()> {
 
 /// One scenario's two runs and what they must never show (see [`comparison_problems`]).
 struct Compared {
+    /// The scenario's file name without `.yaml`.
+    name: String,
+    /// The scenario's description.
+    description: String,
     evac: Report,
     baseline: Report,
+    /// The baseline's name on the page: `KubeVirt alone`, or the baseline scenario's `label`.
+    baseline_label: String,
     problems: Vec<String>,
 }
 
@@ -100,22 +106,30 @@ fn compare(file: &Path, scenario: &Scenario, policies: &Path) -> Result<Compared
         &Mode::Evac(std::sync::Arc::new(crate::simulation::evac_policies(policies, false))),
     )?;
     let problems = comparison_problems(&evac, &baseline);
-    Ok(Compared { evac, baseline, problems })
+    Ok(Compared {
+        name: String::new(),
+        description: scenario.description.clone(),
+        evac,
+        baseline,
+        baseline_label: baseline_scenario.kubevirt_label().to_owned(),
+        problems,
+    })
 }
 
-/// One page with every scenario, KubeVirt alone beside evac.
-fn write_page(path: &Path, runs: &[(String, Report, Report)]) -> Result<()> {
+/// One page with every scenario, its baseline (KubeVirt alone) beside evac.
+fn write_page(path: &Path, runs: &[Compared]) -> Result<()> {
     let sections: Vec<html::Section<'_>> = runs
         .iter()
-        .map(|(name, evac, baseline)| html::Section {
-            name,
-            runs: vec![(html::KUBEVIRT_ALONE, baseline), (html::WITH_EVAC, evac)],
+        .map(|run| html::Section {
+            name: &run.name,
+            description: &run.description,
+            runs: vec![(run.baseline_label.as_str(), &run.baseline), (html::WITH_EVAC, &run.evac)],
         })
         .collect();
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     }
-    std::fs::write(path, html::page("evac: every scenario, KubeVirt alone and with evac", &sections))
+    std::fs::write(path, html::page("evac: every scenario, without and with evac", &sections))
         .with_context(|| format!("cannot write the HTML report {}", path.display()))
 }
 

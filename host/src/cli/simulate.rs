@@ -72,8 +72,12 @@ pub fn run(args: SimulateArgs) -> Result<()> {
     progress.bar.finish_and_clear();
     tracing::info!(wall_ms = started.elapsed().as_millis() as u64, "scenario run");
     if let Some(path) = &args.html {
-        let label = if args.evac { html::WITH_EVAC } else { html::KUBEVIRT_ALONE };
-        let section = html::Section { name: &scenario.name, runs: vec![(label, &report)] };
+        let label = if args.evac { html::WITH_EVAC } else { scenario.kubevirt_label() };
+        let section = html::Section {
+            name: &scenario.name,
+            description: &scenario.description,
+            runs: vec![(label, &report)],
+        };
         let page = html::page(&format!("evac: {}", scenario.name), &[section]);
         std::fs::write(path, page)
             .with_context(|| format!("cannot write the HTML report {}", path.display()))?;

@@ -82,13 +82,12 @@ pub const SUMMARY_LEGEND: &str = "\
 VMs: the VMs in the scenario; every count is out of them, in both runs (the rest were untouched).
 migrated: live-migrated and never stopped. shut down: stopped, not running at the end.
 restarted: stopped, then started again by its run strategy (Always, or RerunOnFailure after a failure: a new launcher pod).
-eviction requests: pods/eviction calls by every actor (drain, descheduler, ...), each retry counted.
-For the descheduler the baseline is the naive descheduler: there fewer VMs moved and fewer
-eviction requests is the goal, not more migrations.";
+eviction requests: pods/eviction calls by every actor (drain, descheduler, ...), each retry counted.";
 
 /// One row per scenario (name, the run with evac, the run with KubeVirt alone): what became of
 /// its VMs in each run, out of the same number (the VMs in the scenario), and the eviction
-/// requests of each run; aligned columns, then [`SUMMARY_LEGEND`].
+/// requests of each run; aligned columns, then [`SUMMARY_LEGEND`], and a line for each scenario
+/// whose baseline is another scenario (the descheduler's: the naive descheduler).
 pub fn summary_table(rows: &[(String, &Report, &Report)]) -> String {
     let mut cells: Vec<Vec<String>> =
         vec![GROUPS.iter().flat_map(|(_, names)| names.iter().map(|n| n.to_string())).collect()];
@@ -103,7 +102,7 @@ pub fn summary_table(rows: &[(String, &Report, &Report)]) -> String {
             let v = &report.vms;
             row.extend([v.migrated, v.shut_down, v.restarted].map(|n| n.to_string()));
         }
-        row.push(format!("{} → {}", baseline.track.eviction_requests(), evac.track.eviction_requests()));
+        row.push(format!("{} → {}", baseline.eviction_requests(), evac.eviction_requests()));
         cells.push(row);
     }
     let mut widths: Vec<usize> = (0..cells[0].len())
@@ -118,6 +117,14 @@ pub fn summary_table(rows: &[(String, &Report, &Report)]) -> String {
     out.push('\n');
     out.push_str(SUMMARY_LEGEND);
     out.push('\n');
+    for (name, evac, baseline) in rows {
+        if baseline.scenario != evac.scenario {
+            out.push_str(&format!(
+                "{name}: its baseline, in the KubeVirt alone columns, is another scenario: \"{}\".\n",
+                baseline.scenario
+            ));
+        }
+    }
     out
 }
 
@@ -217,6 +224,7 @@ mod tests {
             migrations: Default::default(),
             migration_timeline: Vec::new(),
             evictions: Default::default(),
+            disruptions: Default::default(),
             drains: Vec::new(),
             descheduler: None,
             controller: None,
@@ -242,7 +250,9 @@ mod tests {
         let mut evac = drain.clone();
         evac.vms.migrated += 2;
         evac.vms.shut_down -= 2;
-        let rows = [("drain".to_owned(), &evac, drain), ("preemption".to_owned(), preemption, preemption)];
+        let mut naive = preemption.clone();
+        naive.scenario = "preemption (naive)".to_owned();
+        let rows = [("drain".to_owned(), &evac, drain), ("preemption".to_owned(), preemption, &naive)];
         let table = summary_table(&rows);
         let (grid, legend) = table.split_once("\n\n").expect("a legend after the table");
         let lines: Vec<&str> = grid.lines().collect();
@@ -256,7 +266,7 @@ mod tests {
             line.split(['|', ' ']).filter(|c| !c.is_empty()).map(str::to_owned).collect::<Vec<_>>()
         };
         let v = &drain.vms;
-        let requests = drain.track.eviction_requests().to_string();
+        let requests = drain.eviction_requests().to_string();
         let expected = [
             "drain".to_owned(),
             v.total.to_string(),
@@ -273,7 +283,13 @@ mod tests {
         assert_eq!(cells(lines[2]), expected);
         assert!(lines[3].starts_with("preemption "), "{table}");
         assert!(legend.contains("VMs: the VMs in the scenario"), "{legend}");
-        assert!(legend.contains("naive descheduler"), "{legend}");
+        assert!(
+            legend.ends_with(
+                "preemption: its baseline, in the KubeVirt alone columns, is another scenario: \"preemption (naive)\".\n"
+            ),
+            "{legend}"
+        );
+        assert_eq!(legend.matches("another scenario").count(), 1, "{legend}");
     }
 
     #[test]

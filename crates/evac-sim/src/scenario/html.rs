@@ -1,11 +1,14 @@
 //! Scenario reports as pictures: a self-contained HTML page (or a fragment of one) with inline
-//! SVG and CSS, nothing loaded from elsewhere and no script. Per scenario and run: a lane per VM
-//! showing its states over time, the migrations running against the parallel limits, the eviction
-//! requests of each actor, and what became of the VMs.
+//! SVG and CSS, nothing loaded from elsewhere and no script. Per scenario: its description and,
+//! beside a baseline, why a run took longer ([`costs::slower`]); per run: what became of the VMs
+//! (and, in a table, each one's outcome, cause, from and to), what the run cost in time, a lane per
+//! VM showing its states over time, the migrations running against the parallel limits, and the
+//! eviction requests of each actor. Its words and numbers are the text report's.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
+use super::costs;
 use super::report::Report;
 use super::track::{Track, VmState};
 
@@ -14,12 +17,16 @@ pub const KUBEVIRT_ALONE: &str = "KubeVirt alone";
 /// The label of a run with evac.
 pub const WITH_EVAC: &str = "with evac";
 
-/// One scenario: its name and one or two labelled runs (e.g. [`KUBEVIRT_ALONE`], [`WITH_EVAC`]).
+/// One scenario: its name, what it shows, and one or two labelled runs (e.g. [`KUBEVIRT_ALONE`],
+/// [`WITH_EVAC`]).
 #[derive(Debug, Clone)]
 pub struct Section<'a> {
     /// The scenario's name, e.g. its file's name without `.yaml`.
     pub name: &'a str,
-    /// Its runs, each with its label, drawn side by side on one time scale.
+    /// The scenario's `description` (empty: none), shown under its name.
+    pub description: &'a str,
+    /// Its runs, each with its label, drawn side by side on one time scale. With two, the first
+    /// is the baseline the second is compared with.
     pub runs: Vec<(&'a str, &'a Report)>,
 }
 
@@ -104,6 +111,12 @@ const STYLE: &str = "
 .evac-report .fates b{font-size:1.1em}
 .evac-report .violations{color:#b00000}
 .evac-report .note{color:#666}
+.evac-report .description{white-space:pre-line;max-width:60em}
+.evac-report .slower{background:#fff6e5;border-left:4px solid #f28e2b;padding:.3em .8em;margin:.8em 0}
+.evac-report .slower p{margin:.3em 0}
+.evac-report ul.costs{margin:.3em 0;padding-left:1.2em}
+.evac-report table.vms{border-collapse:collapse;margin:.3em 0;font-size:13px}
+.evac-report table.vms th,.evac-report table.vms td{border-bottom:1px solid #e4e4e4;padding:.1em .5em;text-align:left}
 ";
 
 /// The colours of nodes (a VM running on one), dark enough for white names on them and apart
@@ -131,6 +144,12 @@ const CHART_HEIGHT: f64 = 110.0;
 fn content(sections: &[Section<'_>]) -> String {
     let mut out = summary(sections);
     out.push_str(LEGEND);
+    // Rows line up across runs only where there are runs side by side.
+    out.push_str(if compares(sections) {
+        "<p class=\"note\">Hover a bar for its VM, state and times. Lanes show the VMs something happened to, the same VM on the same row in each run.</p>\n"
+    } else {
+        "<p class=\"note\">Hover a bar for its VM, state and times. Lanes show the VMs something happened to.</p>\n"
+    });
     for section in sections {
         out.push_str(&scenario(section));
     }
@@ -153,56 +172,104 @@ const LEGEND: &str = "<h2>How to read the pictures</h2>
 <li>dashed: the parallel limits of the KubeVirt CR</li>
 <li>eviction requests: solid = allowed (201), dashed = refused (429 or another error), cumulative per actor</li>
 </ul>
-<p class=\"note\">Hover a bar for its VM, state and times. Lanes show the VMs something happened to, the same VM on the same row in each run.</p>
 ";
 
-/// The labels of the runs, in the order they first appear.
-fn run_labels<'a>(sections: &[Section<'a>]) -> Vec<&'a str> {
-    let mut labels: Vec<&str> = Vec::new();
-    for (label, _) in sections.iter().flat_map(|s| &s.runs) {
-        if !labels.contains(label) {
-            labels.push(label);
-        }
-    }
-    labels
+/// The summary's groups of columns, one per position of a run in its scenario (the baseline
+/// first): the runs' label when they share one, else `baseline` for the first (`run` on a page
+/// of single runs) and the labels joined for the others (each row then names its own).
+fn column_titles(sections: &[Section<'_>]) -> Vec<String> {
+    let most = sections.iter().map(|s| s.runs.len()).max().unwrap_or(0);
+    (0..most)
+        .map(|position| {
+            let mut labels: Vec<&str> = Vec::new();
+            for (label, _) in sections.iter().filter_map(|s| s.runs.get(position)) {
+                if !labels.contains(label) {
+                    labels.push(label);
+                }
+            }
+            match labels.as_slice() {
+                [one] => (*one).to_owned(),
+                // Without runs side by side there is no baseline, only runs.
+                _ if position == 0 && most == 1 => "run".to_owned(),
+                _ if position == 0 => "baseline".to_owned(),
+                more => more.join(" / "),
+            }
+        })
+        .collect()
+}
+
+/// Whether any scenario of the page has runs side by side: only then does it compare.
+fn compares(sections: &[Section<'_>]) -> bool {
+    sections.iter().any(|s| s.runs.len() > 1)
 }
 
 /// The summary table: a row per scenario, what became of its VMs in each run out of the same
 /// number (the VMs in the scenario), and the eviction requests of each run.
 fn summary(sections: &[Section<'_>]) -> String {
-    let labels = run_labels(sections);
+    let titles = column_titles(sections);
     let mut out = String::from("<h2>Summary</h2>\n<table class=\"summary\">\n<thead>\n<tr><th rowspan=\"2\">scenario</th><th rowspan=\"2\">VMs</th>");
-    for label in &labels {
-        let _ = write!(out, "<th colspan=\"3\">{}</th>", escape(label));
+    for title in &titles {
+        let _ = write!(out, "<th colspan=\"3\">{}</th>", escape(title));
     }
-    let requests = labels.iter().map(|l| escape(l)).collect::<Vec<_>>().join(" → ");
+    let requests = titles.iter().map(|t| escape(t)).collect::<Vec<_>>().join(" → ");
     let _ = writeln!(out, "<th rowspan=\"2\">eviction requests<br>{requests}</th><th rowspan=\"2\">invariant violations</th></tr>");
     out.push_str("<tr>");
-    for _ in &labels {
+    for _ in &titles {
         out.push_str("<th>migrated</th><th>shut down</th><th>restarted</th>");
     }
     out.push_str("</tr>\n</thead>\n<tbody>\n");
     for section in sections {
-        out.push_str(&summary_row(section, &labels));
+        out.push_str(&summary_row(section, &titles));
     }
-    out.push_str("</tbody>\n</table>\n<p class=\"note\">Counts are out of the VMs in the scenario, the same in every run; \
-                  the rest were untouched. For the descheduler the baseline is the naive descheduler: there fewer VMs moved \
-                  and fewer eviction requests is the goal, not more migrations.</p>\n");
+    out.push_str("</tbody>\n</table>\n");
+    if compares(sections) {
+        out.push_str("<p class=\"note\">Counts are out of the VMs in the scenario, the same in every run; the rest were untouched.</p>\n");
+    } else {
+        out.push_str(
+            "<p class=\"note\">Counts are out of the VMs in the scenario; the rest were untouched.</p>\n",
+        );
+    }
+    for section in sections {
+        if let Some(note) = baseline_note(section) {
+            let _ = writeln!(out, "<p class=\"note baseline\">{}</p>", escape(&note));
+        }
+    }
     out
 }
 
-fn summary_row(section: &Section<'_>, labels: &[&str]) -> String {
-    let run = |label: &str| section.runs.iter().find(|(l, _)| *l == label).map(|(_, r)| *r);
+/// When a scenario's baseline is another scenario (`descheduler`'s is `descheduler-naive`), which
+/// one, and its label.
+fn baseline_note(section: &Section<'_>) -> Option<String> {
+    let [(label, baseline), (_, compared), ..] = section.runs.as_slice() else { return None };
+    (baseline.scenario != compared.scenario).then(|| {
+        format!(
+            "{}: the baseline, “{label}”, is another scenario, “{}”, run without evac.",
+            section.name, baseline.scenario
+        )
+    })
+}
+
+fn summary_row(section: &Section<'_>, titles: &[String]) -> String {
     let totals: BTreeSet<usize> = section.runs.iter().map(|(_, r)| r.vms.total).collect();
     let totals = totals.iter().map(usize::to_string).collect::<Vec<_>>().join(" / ");
+    // A run under a column whose title is not its label is named in the row.
+    let named: String = section
+        .runs
+        .iter()
+        .zip(titles)
+        .filter(|((label, _), title)| label != title)
+        .map(|((label, _), title)| {
+            format!("<br><span class=\"note\">{}: {}</span>", escape(title), escape(label))
+        })
+        .collect();
     let mut out = format!(
-        "<tr><td><a href=\"#{}\">{}</a></td><td class=\"n\">{totals}</td>",
+        "<tr><td><a href=\"#{}\">{}</a>{named}</td><td class=\"n\">{totals}</td>",
         section_id(section.name),
         escape(section.name)
     );
-    for label in labels {
-        match run(label) {
-            Some(r) => {
+    for position in 0..titles.len() {
+        match section.runs.get(position) {
+            Some((_, r)) => {
                 for n in [r.vms.migrated, r.vms.shut_down, r.vms.restarted] {
                     let _ = write!(out, "<td class=\"n\">{n}</td>");
                 }
@@ -210,10 +277,7 @@ fn summary_row(section: &Section<'_>, labels: &[&str]) -> String {
             None => out.push_str("<td>–</td><td>–</td><td>–</td>"),
         }
     }
-    let requests: Vec<String> = labels
-        .iter()
-        .map(|l| run(l).map_or("–".to_owned(), |r| r.track.eviction_requests().to_string()))
-        .collect();
+    let requests: Vec<String> = section.runs.iter().map(|(_, r)| r.eviction_requests().to_string()).collect();
     let violations: usize = section.runs.iter().map(|(_, r)| r.invariant_violations.len()).sum();
     let class = if violations > 0 { "n bad" } else { "n" };
     let _ = writeln!(
@@ -235,6 +299,22 @@ fn scenario(section: &Section<'_>) -> String {
         section_id(section.name),
         escape(section.name)
     );
+    if !section.description.trim().is_empty() {
+        let _ = writeln!(out, "<p class=\"description\">{}</p>", escape(section.description.trim()));
+    }
+    if let [(baseline_label, baseline), compared @ ..] = section.runs.as_slice() {
+        for (label, report) in compared {
+            let why = costs::slower(report, label, baseline, baseline_label);
+            if why.is_empty() {
+                continue;
+            }
+            let _ = write!(out, "<div class=\"slower\" data-compared=\"{}\">", escape(label));
+            for sentence in &why {
+                let _ = write!(out, "<p>{}</p>", escape(sentence));
+            }
+            out.push_str("</div>\n");
+        }
+    }
     if scale.horizon < scale.end {
         let _ = writeln!(
             out,
@@ -262,10 +342,58 @@ fn run(
     let mut out = format!("<div class=\"run\" data-run=\"{0}\">\n<h3>{0}</h3>\n", escape(label));
     out.push_str(&fates(report));
     out.push_str(&violations(report));
+    out.push_str(&cost_lines(report));
     out.push_str(&timeline(scenario, label, &report.track, lanes, scale, nodes));
+    out.push_str(&vm_table(report));
     out.push_str(&migrations(scenario, label, report, scale));
-    out.push_str(&evictions(scenario, label, &report.track, scale));
+    out.push_str(&evictions(scenario, label, report, scale));
     out.push_str("</div>\n");
+    out
+}
+
+/// What the run cost in time, in the text report's words ([`costs::lines`]).
+fn cost_lines(report: &Report) -> String {
+    let lines = costs::lines(report);
+    if lines.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from("<ul class=\"costs\">\n");
+    for line in &lines {
+        let _ = writeln!(out, "<li>{}</li>", escape(line));
+    }
+    out.push_str("</ul>\n");
+    out
+}
+
+/// The disrupted VMs as the text report lists them: outcome, cause, migrations, from and to
+/// (to is [`NOWHERE`](super::report::NOWHERE) for a VM shut down).
+fn vm_table(report: &Report) -> String {
+    if report.disrupted_vms.is_empty() {
+        return String::new();
+    }
+    let mut out = format!(
+        "<details class=\"vms\"><summary>The {} disrupted VMs: outcome, cause, from, to</summary>\n<table class=\"vms\">\n\
+         <thead><tr><th>VM</th><th>outcome</th><th>cause</th><th>migrations</th><th>from</th><th>to</th></tr></thead>\n<tbody>\n",
+        report.disrupted_vms.len()
+    );
+    for vm in &report.disrupted_vms {
+        let migrations = if vm.failed_migrations > 0 {
+            format!("{} ({} failed)", vm.migrations, vm.failed_migrations)
+        } else {
+            vm.migrations.to_string()
+        };
+        let _ = writeln!(
+            out,
+            "<tr data-vm-row=\"{}\"><td>{}</td><td>{}</td><td>{}</td><td>{migrations}</td><td>{}</td><td>{}</td></tr>",
+            escape(&vm.vm),
+            escape(&vm.vm),
+            vm.outcome.as_str(),
+            escape(&vm.cause),
+            escape(&vm.node_before),
+            escape(vm.to_column())
+        );
+    }
+    out.push_str("</tbody></table></details>\n");
     out
 }
 
@@ -689,77 +817,87 @@ fn limit_line(class: &str, name: &str, value: usize, vertical: &Vertical) -> Str
     )
 }
 
-/// Eviction requests per actor: cumulative, allowed and refused apart; with totals.
-fn evictions(scenario: &str, label: &str, track: &Track, scale: &Scale) -> String {
-    if track.evictions.is_empty() {
-        return "<p class=\"note\">No eviction requests.</p>\n".to_owned();
-    }
-    let cumulative = |requests: &[(f64, u16)], allowed: bool| -> Vec<(f64, f64)> {
-        let mut count = 0.0;
-        requests
-            .iter()
-            .filter(|(_, code)| (*code == 201) == allowed)
-            .map(|(at, _)| {
-                count += 1.0;
-                (*at, count)
-            })
-            .collect()
+/// Eviction requests per actor: cumulative, allowed and refused apart; then each actor's totals
+/// in the text report's words ([`Report::actors`]), disruptions without a request included.
+fn evictions(scenario: &str, label: &str, report: &Report, scale: &Scale) -> String {
+    let track = &report.track;
+    let mut out = String::new();
+    // An actor's colour: its place among those with requests drawn.
+    let colour = |actor: &str| {
+        track.evictions.keys().position(|a| a == actor).map(|i| ACTOR_COLOURS[i % ACTOR_COLOURS.len()])
     };
-    let most = track
-        .evictions
-        .values()
-        .flat_map(|r| [cumulative(r, true).len(), cumulative(r, false).len()])
-        .max()
-        .unwrap_or(0);
-    let vertical = Vertical { top_value: (most.max(1) as f64 * 1.1).ceil(), top: 6.0, bottom: CHART_HEIGHT };
-    let mut out = format!(
-        "<svg class=\"evictions\" viewBox=\"0 0 {WIDTH} {:.0}\" role=\"img\" aria-label=\"{}\">\n<text x=\"4\" y=\"12\">eviction requests</text>",
-        CHART_HEIGHT + AXIS_HEIGHT,
-        escape(&format!("{scenario}, {label}: eviction requests per actor over time, {} in all", track.eviction_requests()))
-    );
-    out.push_str(&vertical.ticks());
-    out.push_str(&scale.axis(vertical.top, vertical.bottom));
-    let mut totals = String::from("<ul class=\"legend\">\n");
-    for (i, (actor, requests)) in track.evictions.iter().enumerate() {
-        let colour = ACTOR_COLOURS[i % ACTOR_COLOURS.len()];
-        for (allowed, class, what) in [(true, "", "allowed"), (false, " refused", "refused")] {
-            let points = cumulative(requests, allowed);
-            if points.is_empty() {
-                continue;
+    if track.evictions.is_empty() {
+        out.push_str("<p class=\"note\">No eviction requests.</p>\n");
+    } else {
+        let cumulative = |requests: &[(f64, u16)], allowed: bool| -> Vec<(f64, f64)> {
+            let mut count = 0.0;
+            requests
+                .iter()
+                .filter(|(_, code)| (*code == 201) == allowed)
+                .map(|(at, _)| {
+                    count += 1.0;
+                    (*at, count)
+                })
+                .collect()
+        };
+        let most = track
+            .evictions
+            .values()
+            .flat_map(|r| [cumulative(r, true).len(), cumulative(r, false).len()])
+            .max()
+            .unwrap_or(0);
+        let vertical =
+            Vertical { top_value: (most.max(1) as f64 * 1.1).ceil(), top: 6.0, bottom: CHART_HEIGHT };
+        let _ = write!(
+            out,
+            "<svg class=\"evictions\" viewBox=\"0 0 {WIDTH} {:.0}\" role=\"img\" aria-label=\"{}\">\n<text x=\"4\" y=\"12\">eviction requests</text>",
+            CHART_HEIGHT + AXIS_HEIGHT,
+            escape(&format!(
+                "{scenario}, {label}: eviction requests per actor over time, {} in all",
+                report.eviction_requests()
+            ))
+        );
+        out.push_str(&vertical.ticks());
+        out.push_str(&scale.axis(vertical.top, vertical.bottom));
+        for (actor, requests) in &track.evictions {
+            let colour = colour(actor).unwrap_or(ACTOR_COLOURS[0]);
+            for (allowed, class, what) in [(true, "", "allowed"), (false, " refused", "refused")] {
+                let points = cumulative(requests, allowed);
+                if points.is_empty() {
+                    continue;
+                }
+                let _ = write!(
+                    out,
+                    "<path class=\"line{class}\" style=\"stroke:{colour}\" d=\"{}\"><title>{}</title></path>",
+                    step_path(&points, shown_until(track, scale), scale, &vertical),
+                    escape(&format!("{actor}: {} {what}", points.len()))
+                );
             }
-            let _ = write!(
-                out,
-                "<path class=\"line{class}\" style=\"stroke:{colour}\" d=\"{}\"><title>{}</title></path>",
-                step_path(&points, shown_until(track, scale), scale, &vertical),
-                escape(&format!("{actor}: {} {what}", points.len()))
-            );
         }
+        out.push_str("</svg>\n");
+    }
+    let actors = report.actors();
+    if actors.is_empty() {
+        return out;
+    }
+    out.push_str("<ul class=\"legend actors\">\n");
+    for actor in &actors {
+        let swatch = colour(&actor.actor).map_or(String::new(), |colour| {
+            format!("<span class=\"swatch\" style=\"background:{colour};height:3px\"></span>")
+        });
         let _ = writeln!(
-            totals,
-            "<li><span class=\"swatch\" style=\"background:{colour};height:3px\"></span>{}</li>",
-            escape(&actor_total(actor, requests))
+            out,
+            "<li data-actor=\"{}\" data-requested=\"{}\" data-accepted=\"{}\" data-refused=\"{}\" data-disruptions=\"{}\">{swatch}{}</li>",
+            escape(&actor.actor),
+            actor.requested,
+            actor.accepted,
+            actor.refused_total(),
+            actor.disruptions,
+            escape(&actor.line())
         );
     }
-    out.push_str("</svg>\n");
-    out.push_str(&totals);
     out.push_str("</ul>\n");
     out
-}
-
-/// `kubectl-drain: 40 requests, 12 allowed, 28 refused (28 × 429)`.
-fn actor_total(actor: &str, requests: &[(f64, u16)]) -> String {
-    let mut refused: BTreeMap<u16, usize> = BTreeMap::new();
-    for (_, code) in requests.iter().filter(|(_, code)| *code != 201) {
-        *refused.entry(*code).or_default() += 1;
-    }
-    let count: usize = refused.values().sum();
-    let mut text =
-        format!("{actor}: {} requests, {} allowed, {count} refused", requests.len(), requests.len() - count);
-    if !refused.is_empty() {
-        let codes: Vec<String> = refused.iter().map(|(code, n)| format!("{n} × {code}")).collect();
-        let _ = write!(text, " ({})", codes.join(", "));
-    }
-    text
 }
 
 #[cfg(test)]
@@ -791,8 +929,8 @@ mod tests {
     fn a_page_has_a_lane_per_disrupted_vm_and_the_fates_of_the_report() {
         let (drain, preemption) = (kubevirt_alone("drain"), kubevirt_alone("preemption"));
         let sections = [
-            Section { name: "drain", runs: vec![("KubeVirt alone", drain)] },
-            Section { name: "preemption", runs: vec![("KubeVirt alone", preemption)] },
+            Section { name: "drain", description: "", runs: vec![("KubeVirt alone", drain)] },
+            Section { name: "preemption", description: "", runs: vec![("KubeVirt alone", preemption)] },
         ];
         let page = page("Disruptions", &sections);
         assert!(page.starts_with("<!doctype html>") && page.trim_end().ends_with("</html>"));
@@ -833,7 +971,11 @@ mod tests {
     #[test]
     fn a_page_loads_nothing_from_elsewhere() {
         let drain = kubevirt_alone("drain");
-        let sections = [Section { name: "drain", runs: vec![("KubeVirt alone", drain), ("again", drain)] }];
+        let sections = [Section {
+            name: "drain",
+            description: "",
+            runs: vec![("KubeVirt alone", drain), ("again", drain)],
+        }];
         for html in [page("t", &sections), fragment(&sections)] {
             for reference in ["http://", "https://", "src=", "url(", "<script", "@import", "<link"] {
                 assert!(!html.contains(reference), "{reference}");
@@ -844,7 +986,8 @@ mod tests {
     #[test]
     fn a_fragment_is_one_styled_element() {
         let drain = kubevirt_alone("drain");
-        let fragment = fragment(&[Section { name: "drain", runs: vec![("KubeVirt alone", drain)] }]);
+        let fragment =
+            fragment(&[Section { name: "drain", description: "", runs: vec![("KubeVirt alone", drain)] }]);
         assert!(fragment.starts_with("<div class=\"evac-report\">\n<style>"));
         for tag in ["<html", "<head", "<body", "<!doctype"] {
             assert!(!fragment.contains(tag), "{tag}");
@@ -865,7 +1008,10 @@ mod tests {
                 Change { at: 2000.0, state: VmState::ShutDown },
             ],
         );
-        let page = page("t", &[Section { name: "drain", runs: vec![("one", drain), ("other", &other)] }]);
+        let page = page(
+            "t",
+            &[Section { name: "drain", description: "", runs: vec![("one", drain), ("other", &other)] }],
+        );
         let one = between(&page, "data-run=\"one\"", "data-run=\"other\"");
         let two = between(&page, "data-run=\"other\"", "</section>");
         fn lanes(run: &str) -> Vec<String> {
@@ -890,7 +1036,8 @@ mod tests {
             report.track.vms.insert(format!("bulk/vm-{i:03}"), changes);
         }
         let total = report.track.vms.len();
-        let page = page("t", &[Section { name: "many", runs: vec![("KubeVirt alone", &report)] }]);
+        let page =
+            page("t", &[Section { name: "many", description: "", runs: vec![("KubeVirt alone", &report)] }]);
         assert_eq!(page.matches("<g class=\"lane\"").count(), MAX_LANES);
         assert!(page.contains(&format!("{} more VMs not shown", total - MAX_LANES)));
         // The first disrupted first: the drain's VMs before the bulk (from 5000 s).
@@ -910,7 +1057,8 @@ mod tests {
             .track
             .vms
             .insert(vm.clone(), vec![Change { at: 0.0, state: VmState::Running { node: "n<1>".into() } }]);
-        let page = page("a <title>", &[Section { name: "s&<x>", runs: vec![("<run>", &report)] }]);
+        let page =
+            page("a <title>", &[Section { name: "s&<x>", description: "", runs: vec![("<run>", &report)] }]);
         for raw in ["<img", "<x>", "<1>", "<run>", "s&<x>", "a <title>"] {
             assert!(!page.contains(raw), "{raw} unescaped");
         }
@@ -921,12 +1069,145 @@ mod tests {
     }
 
     #[test]
+    fn a_page_shows_each_scenario_s_description_escaped() {
+        let drain = kubevirt_alone("drain");
+        let description = crate::scenario::track::testing::scenario("drain").description;
+        assert!(!description.trim().is_empty());
+        let sections = [
+            Section { name: "drain", description: &description, runs: vec![("KubeVirt alone", drain)] },
+            Section {
+                name: "other",
+                description: "a <b>bold</b> & odd one",
+                runs: vec![("KubeVirt alone", drain)],
+            },
+        ];
+        let page = page("t", &sections);
+        let section = between(&page, "id=\"scenario-drain\"", "</section>");
+        assert!(section.contains(&format!("<p class=\"description\">{}</p>", escape(description.trim()))));
+        let other = between(&page, "id=\"scenario-other\"", "</section>");
+        assert!(
+            other.contains("<p class=\"description\">a &lt;b&gt;bold&lt;/b&gt; &amp; odd one</p>"),
+            "{other}"
+        );
+    }
+
+    /// A page of single runs (`evac simulate --html`) says nothing of a baseline or of other runs.
+    #[test]
+    fn a_single_run_page_does_not_compare() {
+        let sections = [
+            Section {
+                name: "drain",
+                description: "",
+                runs: vec![("KubeVirt alone", kubevirt_alone("drain"))],
+            },
+            Section {
+                name: "preemption",
+                description: "",
+                runs: vec![("with evac", kubevirt_alone("preemption"))],
+            },
+        ];
+        let page = page("t", &sections);
+        let summary = between(&page, "<h2>Summary</h2>", "<h2>How to read");
+        assert!(!summary.contains('→'), "{summary}");
+        for words in [
+            "baseline",
+            "every run",
+            "each run",
+            "took longer",
+            "class=\"slower\"",
+            "saved",
+            " vs ",
+            "alone → ",
+        ] {
+            // SVG's `dominant-baseline` is no word of the page.
+            assert!(!page.replace("dominant-baseline", "").contains(words), "{words}");
+        }
+    }
+
+    /// Beside a baseline, a run that took longer says what and why, from its own figures; the
+    /// baseline beside a faster run says nothing.
+    #[test]
+    fn a_slower_run_says_what_took_longer_and_why() {
+        use crate::scenario::costs::{seconds, Costs};
+        let drain = kubevirt_alone("drain");
+        let mut slower = drain.clone();
+        let finished = slower.drains[0].finished_at.expect("the drain finishes");
+        slower.drains[0].finished_at = Some(finished + 120.0);
+        let sections =
+            [Section { name: "drain", description: "", runs: vec![("base", drain), ("slow", &slower)] }];
+        let page = page("t", &sections);
+        let why = between(&page, "<div class=\"slower\" data-compared=\"slow\">", "</div>");
+        let (ours, theirs) = (Costs::of(&slower), Costs::of(drain));
+        let took = |costs: &Costs| seconds(costs.drains[0].1.unwrap());
+        assert!(
+            why.contains(&format!("the drain of node01 took {} (base: {})", took(&ours), took(&theirs))),
+            "{why}"
+        );
+        assert!(ours.migrations > 0);
+        assert!(
+            why.contains(&format!(
+                "{} VMs were live-migrated (base: {}), each moving for {} on average (the longest {})",
+                ours.migrations,
+                theirs.migrations,
+                seconds(ours.migration_mean),
+                seconds(ours.migration_longest)
+            )),
+            "{why}"
+        );
+        let faster =
+            [Section { name: "drain", description: "", runs: vec![("base", &slower), ("fast", drain)] }];
+        assert!(!page_of(&faster).contains("class=\"slower\""));
+    }
+
+    fn page_of(sections: &[Section<'_>]) -> String {
+        page("t", sections)
+    }
+
+    /// The page lists what the run cost and each actor's eviction requests in the text report's
+    /// words, and a VM shut down in place has no node to go to in either.
+    #[test]
+    fn the_page_and_the_text_report_agree() {
+        for name in ["drain", "preemption"] {
+            let report = kubevirt_alone(name);
+            let text = report.render();
+            let page =
+                page("t", &[Section { name, description: "", runs: vec![("KubeVirt alone", report)] }]);
+            for line in crate::scenario::costs::lines(report) {
+                assert!(text.contains(&format!("  {line}\n")), "{name}: {line} not in {text}");
+                assert!(page.contains(&format!("<li>{}</li>", escape(&line))), "{name}: {line}");
+            }
+            for actor in report.actors() {
+                assert!(text.contains(&format!("  {}\n", actor.line())), "{name}: {text}");
+                let item = between(&page, &format!("<li data-actor=\"{}\"", escape(&actor.actor)), "</li>");
+                assert!(item.contains(&escape(&actor.line())), "{item}");
+            }
+            for vm in &report.disrupted_vms {
+                let row = between(&page, &format!("<tr data-vm-row=\"{}\">", vm.vm), "</tr>");
+                let cells: Vec<&str> =
+                    row.split("<td>").skip(1).map(|c| c.trim_end_matches("</td>")).collect();
+                let text_row = text.lines().find(|l| l.starts_with(&format!("{} ", vm.vm))).unwrap();
+                let columns: Vec<&str> = text_row.split_whitespace().collect();
+                let (from, to) = (columns[columns.len() - 2], columns[columns.len() - 1]);
+                assert_eq!((cells[4], cells[5]), (from, to), "{name}: {}", vm.vm);
+                if vm.outcome == crate::scenario::Outcome::ShutDown {
+                    assert_eq!(to, crate::scenario::NOWHERE, "{}", vm.vm);
+                }
+            }
+        }
+    }
+
+    #[test]
     fn the_summary_has_a_row_per_scenario() {
         let (drain, preemption) = (kubevirt_alone("drain"), kubevirt_alone("preemption"));
         let sections = [
-            Section { name: "drain", runs: vec![("KubeVirt alone", drain), ("with evac", drain)] },
+            Section {
+                name: "drain",
+                description: "",
+                runs: vec![("KubeVirt alone", drain), ("with evac", drain)],
+            },
             Section {
                 name: "preemption",
+                description: "",
                 runs: vec![("KubeVirt alone", preemption), ("with evac", preemption)],
             },
         ];
@@ -934,7 +1215,7 @@ mod tests {
         let table = between(&page, "<table class=\"summary\">", "</table>");
         assert_eq!(between(table, "<tbody>", "</tbody>").matches("<tr>").count(), 2);
         let row = between(table, "<a href=\"#scenario-drain\">", "</tr>");
-        let requests = drain.track.eviction_requests();
+        let requests = drain.eviction_requests();
         assert!(row.contains(&format!("<td class=\"n\">{requests} → {requests}</td>")), "{row}");
         let numbers = format!(
             "<td class=\"n\">{}</td><td class=\"n\">{}</td>",

@@ -3,6 +3,7 @@
 
 mod build;
 mod compare;
+pub mod costs;
 mod error;
 mod evac;
 pub mod html;
@@ -19,7 +20,7 @@ pub use compare::{line as comparison_line, problems as comparison_problems, summ
 pub use error::ScenarioError;
 pub use evac::{Evac, EvacRun, Mode, SERVICE as EVAC_SERVICE, WEBHOOK_PATH as EVAC_WEBHOOK_PATH};
 pub use observer::{Entry, MigrationTrack};
-pub use report::{ControllerStats, Outcome, Report};
+pub use report::{ActorEvictions, ControllerStats, Outcome, Report, VmOutcome, NOWHERE};
 pub use run::{cluster, run, Progress};
 pub use spec::{Scenario, Section};
 pub use track::{Change, Limits, Track, VmState};

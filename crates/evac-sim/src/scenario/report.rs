@@ -32,6 +32,10 @@ pub struct Report {
     pub migration_timeline: Vec<MigrationTrack>,
     /// Eviction requests (through `pods/eviction`) and disruptions (`DisruptionTarget`), by actor.
     pub evictions: BTreeMap<String, EvictionCounts>,
+    /// Of those, the pods an actor marked as disruption targets without an eviction request
+    /// (scheduler preemption, the taint manager, the kubelet), by actor: counted in `evictions` as
+    /// requested and accepted too, and told apart here so that reports can say which is which.
+    pub disruptions: BTreeMap<String, usize>,
     /// Each `kubectl drain`: its node, when it finished, and its eviction requests.
     pub drains: Vec<DrainReport>,
     /// What the descheduler did, when the scenario ran one.
@@ -120,16 +124,23 @@ impl Outcome {
     }
 }
 
+/// What became of one disrupted VM, and why.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct VmOutcome {
     /// namespace/name
     pub vm: String,
+    /// What became of it.
     pub outcome: Outcome,
+    /// What first disrupted it, e.g. `kubectl drain`.
     pub cause: String,
+    /// Its migrations that succeeded.
     pub migrations: usize,
+    /// Its migrations that failed (or were deleted under way).
     pub failed_migrations: usize,
+    /// Where it ran when the run started.
     pub node_before: String,
+    /// Its VMI's node at the end: where it runs, or where it stopped ([`VmOutcome::runs_on`]).
     pub node_after: String,
     /// When something first acted on it (an eviction request, a disruption, a deletion, a
     /// migration with a cause), in simulated seconds.
@@ -140,6 +151,73 @@ pub struct VmOutcome {
     pub stopped_at: Option<f64>,
     /// When its last migration succeeded.
     pub migrated_at: Option<f64>,
+}
+
+impl VmOutcome {
+    /// The node it runs on at the end, or none when it was shut down: its stopped VMI keeps the
+    /// node it stopped on, which is not where the VM runs.
+    pub fn runs_on(&self) -> Option<&str> {
+        match self.outcome {
+            Outcome::ShutDown => None,
+            _ => Some(self.node_after.as_str()).filter(|node| !node.is_empty()),
+        }
+    }
+
+    /// The report's TO column: [`Self::runs_on`], or [`NOWHERE`].
+    pub fn to_column(&self) -> &str {
+        self.runs_on().unwrap_or(NOWHERE)
+    }
+}
+
+/// Where a VM shut down runs: the TO of the text report and of the page alike.
+pub const NOWHERE: &str = "—";
+
+/// One actor's eviction requests, and the disruptions it made without one: what the text report
+/// and the page both show ([`Report::actors`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ActorEvictions {
+    /// The requester (`kubectl-drain`, `descheduler`) or the cause of a disruption
+    /// (`scheduler preemption`, `NoExecute taint`, `node pressure`).
+    pub actor: String,
+    /// Eviction requests (`pods/eviction` calls), each retry counted.
+    pub requested: usize,
+    /// Of those, allowed (201).
+    pub accepted: usize,
+    /// Of those, refused: by HTTP code (429, 500, ...).
+    pub refused: BTreeMap<u16, usize>,
+    /// Pods it marked as disruption targets without an eviction request.
+    pub disruptions: usize,
+}
+
+impl ActorEvictions {
+    /// Requests refused, whatever the code.
+    pub fn refused_total(&self) -> usize {
+        self.refused.values().sum()
+    }
+
+    /// `kubectl-drain: 822 eviction requests, 12 allowed, 810 refused (810 × 429)`, or
+    /// `scheduler preemption: 6 pods disrupted without an eviction request`.
+    pub fn line(&self) -> String {
+        let mut parts = Vec::new();
+        if self.requested > 0 || self.disruptions == 0 {
+            let mut text = format!(
+                "{} eviction requests, {} allowed, {} refused",
+                self.requested,
+                self.accepted,
+                self.refused_total()
+            );
+            if !self.refused.is_empty() {
+                let codes: Vec<String> =
+                    self.refused.iter().map(|(code, n)| format!("{n} × {code}")).collect();
+                let _ = write!(text, " ({})", codes.join(", "));
+            }
+            parts.push(text);
+        }
+        if self.disruptions > 0 {
+            parts.push(format!("{} pods disrupted without an eviction request", self.disruptions));
+        }
+        format!("{}: {}", self.actor, parts.join("; "))
+    }
 }
 
 /// A pod that preempted others: how long it waited for room.
@@ -199,12 +277,17 @@ pub struct EvictionCounts {
     pub requested: usize,
     pub accepted: usize,
     pub refused: usize,
+    /// The refusals by HTTP code (429, 500, ...).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub refused_by_code: BTreeMap<u16, usize>,
 }
 
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct DrainReport {
     pub node: String,
+    /// When the drain began, in simulated seconds.
+    pub started_at: f64,
     /// When the node was empty, in simulated seconds (none: it never was).
     pub finished_at: Option<f64>,
     /// When it did not finish: the pods still on the node, and why each stayed.
@@ -215,6 +298,28 @@ pub struct DrainReport {
 }
 
 impl Report {
+    /// Each actor's eviction requests and the disruptions it made without one, by actor.
+    pub fn actors(&self) -> Vec<ActorEvictions> {
+        self.evictions
+            .iter()
+            .map(|(actor, counts)| {
+                let disruptions = self.disruptions.get(actor).copied().unwrap_or(0);
+                ActorEvictions {
+                    actor: actor.clone(),
+                    requested: counts.requested.saturating_sub(disruptions),
+                    accepted: counts.accepted.saturating_sub(disruptions),
+                    refused: counts.refused_by_code.clone(),
+                    disruptions,
+                }
+            })
+            .collect()
+    }
+
+    /// Eviction requests (`pods/eviction` calls) over the run, every actor's.
+    pub fn eviction_requests(&self) -> usize {
+        self.actors().iter().map(|a| a.requested).sum()
+    }
+
     /// The report as text for a terminal.
     pub fn render(&self) -> String {
         self.render_sections(&[Section::Vms, Section::Migrations, Section::Evictions])
@@ -254,35 +359,9 @@ impl Report {
                     vm.cause,
                     migrations,
                     vm.node_before,
-                    vm.node_after
+                    vm.to_column()
                 );
             }
-        }
-        if sections.contains(&Section::Vms) && !self.holds.is_empty() {
-            let mut reasons: BTreeMap<&str, usize> = BTreeMap::new();
-            for hold in &self.holds {
-                *reasons.entry(hold.reason.as_str()).or_default() += 1;
-            }
-            let reasons: Vec<String> = reasons.iter().map(|(why, n)| format!("{n} {why}")).collect();
-            let longest =
-                self.holds.iter().filter_map(|h| Some(h.ended_at? - h.started_at)).fold(0.0, f64::max);
-            let _ = writeln!(
-                out,
-                "\nHolds: {} launcher pods held, the longest {longest:.0} s; ended: {}",
-                self.holds.len(),
-                reasons.join(", ")
-            );
-        }
-        if sections.contains(&Section::Vms) && !self.preemptors.is_empty() {
-            let waits: Vec<String> = self
-                .preemptors
-                .iter()
-                .map(|p| match p.bound_at {
-                    Some(_) => format!("{} {:.0} s", p.pod, p.waited_seconds),
-                    None => format!("{} still pending after {:.0} s", p.pod, p.waited_seconds),
-                })
-                .collect();
-            let _ = writeln!(out, "Preemptors waited: {}", waits.join(", "));
         }
         let m = &self.migrations;
         if sections.contains(&Section::Migrations) {
@@ -298,6 +377,14 @@ impl Report {
                 m.marks, m.marks_cleared, m.in_progress_annotations
             );
         }
+        let costs = super::costs::lines(self);
+        if (sections.contains(&Section::Vms) || sections.contains(&Section::Migrations)) && !costs.is_empty()
+        {
+            let _ = writeln!(out, "\nWhat it cost in time:");
+            for line in &costs {
+                let _ = writeln!(out, "  {line}");
+            }
+        }
         if !self.invariant_violations.is_empty() {
             let _ = writeln!(out, "INVARIANT VIOLATIONS:");
             for violation in &self.invariant_violations {
@@ -307,25 +394,18 @@ impl Report {
         if !sections.contains(&Section::Evictions) {
             return out;
         }
-        if !self.evictions.is_empty() {
-            let _ = writeln!(out, "Evictions by actor:");
-            for (actor, counts) in &self.evictions {
-                let _ = writeln!(
-                    out,
-                    "  {actor:<22} {} requested, {} accepted, {} refused",
-                    counts.requested, counts.accepted, counts.refused
-                );
+        let actors = self.actors();
+        if !actors.is_empty() {
+            let _ = writeln!(out, "Eviction requests and disruptions by actor:");
+            for actor in &actors {
+                let _ = writeln!(out, "  {}", actor.line());
             }
         }
         for drain in &self.drains {
-            let finished =
-                drain.finished_at.map_or("not finished".to_owned(), |at| format!("finished at {at:.0}s"));
-            let error = drain.state.error.as_deref().map(|e| format!(": {e}")).unwrap_or_default();
-            let _ = writeln!(
-                out,
-                "Drain of {}: {finished}, {} eviction requests, {} refused with 429{error}",
-                drain.node, drain.state.requests, drain.state.refused
-            );
+            if drain.finished_at.is_none() {
+                let error = drain.state.error.as_deref().map(|e| format!(": {e}")).unwrap_or_default();
+                let _ = writeln!(out, "Drain of {} did not finish{error}", drain.node);
+            }
             for blocker in &drain.blocked_by {
                 let vm = blocker.vm.as_deref().map(|vm| format!(" (VM {vm})")).unwrap_or_default();
                 let why = blocker.refused.as_deref().unwrap_or("not evicted");

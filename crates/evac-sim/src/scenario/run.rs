@@ -159,12 +159,16 @@ pub fn run(scenario: &Scenario, mode: &Mode, progress: &mut dyn Progress) -> Res
             counts.accepted += 1;
         } else {
             counts.refused += 1;
+            *counts.refused_by_code.entry(record.code).or_default() += 1;
         }
     }
+    let mut disruptions: BTreeMap<String, usize> = BTreeMap::new();
     for (reason, count) in &observed.disruption_targets {
-        let counts = evictions.entry(cause_name(reason)).or_default();
+        let actor = cause_name(reason);
+        let counts = evictions.entry(actor.clone()).or_default();
         counts.requested += count;
         counts.accepted += count;
+        *disruptions.entry(actor).or_default() += count;
     }
     Ok(Report {
         scenario: scenario.name.clone(),
@@ -183,6 +187,7 @@ pub fn run(scenario: &Scenario, mode: &Mode, progress: &mut dyn Progress) -> Res
             max_running_from_a_node: observed.max_running_on_a_node,
         },
         evictions,
+        disruptions,
         drains: drains
             .iter()
             .map(|drain| {
@@ -193,6 +198,7 @@ pub fn run(scenario: &Scenario, mode: &Mode, progress: &mut dyn Progress) -> Res
                 };
                 DrainReport {
                     node: drain.node.clone(),
+                    started_at: drain.start.as_secs_f64(),
                     finished_at: state.finished.map(|d| d.as_secs_f64()),
                     blocked_by,
                     state,

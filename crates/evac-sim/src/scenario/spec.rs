@@ -17,9 +17,14 @@ use crate::actors::quantity;
 pub struct Scenario {
     /// `name`: the scenario's title in reports and comparison lines.
     pub name: String,
-    /// `description`: what the scenario shows, printed before its timeline.
+    /// `description`: what the scenario shows, printed before its timeline and on its page.
     #[serde(default)]
     pub description: String,
+    /// `label`: how reports and pages name a run of this scenario without evac, when that run
+    /// is not plain KubeVirt (e.g. `naive descheduler` for the baseline of another scenario);
+    /// unset: [`KUBEVIRT_ALONE`](super::html::KUBEVIRT_ALONE).
+    #[serde(default)]
+    pub label: Option<String>,
     /// `cluster`: the nodes, the VMs, and KubeVirt's and the kubelet's settings.
     pub cluster: Cluster,
     /// `disruptions`: what happens to the cluster, and when.
@@ -35,6 +40,13 @@ pub struct Scenario {
     /// one), when it is not this scenario run with KubeVirt alone.
     #[serde(default)]
     pub baseline: Option<String>,
+}
+
+impl Scenario {
+    /// The name of a run of this scenario without evac: its `label`, or `KubeVirt alone`.
+    pub fn kubevirt_label(&self) -> &str {
+        self.label.as_deref().unwrap_or(super::html::KUBEVIRT_ALONE)
+    }
 }
 
 fn default_duration() -> Text {
