@@ -205,7 +205,7 @@ fn patched(object: &Value, response: &Value) -> Result<Value, String> {
 }
 
 /// launcher-hold's mutation, alike under every host: the pod each one's answer makes (evac eval's
-/// `mutated_object`; the others' JSON patch applied to the request's pod) is the same, a launcher
+/// `mutatedObject`; the others' JSON patch applied to the request's pod) is the same, a launcher
 /// pod with the hook and the longer grace, any other pod unchanged.
 #[tokio::test]
 async fn launcher_hold_mutates_alike_under_evac_and_kubewarden() {
@@ -228,7 +228,7 @@ async fn launcher_hold_mutates_alike_under_evac_and_kubewarden() {
         let evaluation = Evaluation { module: &module, review: &path, settings: &settings, refused: false };
         let (verdict, response) = evac_eval(&evaluation, &context, &cache_dir()).unwrap();
         assert!(verdict.allowed, "{example}: {response}");
-        let expected = match &response["mutated_object"] {
+        let expected = match &response["mutatedObject"] {
             Value::Null => object.clone(),
             mutated => mutated.clone(),
         };
@@ -261,4 +261,49 @@ async fn launcher_hold_mutates_alike_under_evac_and_kubewarden() {
         }
     }
     assert!(disagreements.is_empty(), "the hosts disagree:\n{}", disagreements.join("\n"));
+}
+
+/// `deploy/kubewarden/`'s ClusterAdmissionPolicies as Kubewarden's own `kwctl scaffold manifest`
+/// writes them from each built module: the same rules, mutating flag and context-aware resources.
+#[test]
+fn kwctl_scaffolds_the_cluster_admission_policies_deploy_ships() {
+    let Some(kubewarden) = kubewarden_dir() else { return };
+    let home = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(repo_root().join("deploy/kubewarden/policies.yaml")).unwrap();
+    let shipped: Vec<Value> = serde_yaml::Deserializer::from_str(&text)
+        .map(|doc| <Value as serde::Deserialize>::deserialize(doc).unwrap())
+        .filter(|object| object["kind"] == "ClusterAdmissionPolicy")
+        .collect();
+    let sorted = |value: &Value| {
+        let mut items: Vec<String> = value.as_array().into_iter().flatten().map(Value::to_string).collect();
+        items.sort();
+        items
+    };
+    for policy in ["pod-eviction", "disruption-cause", "evacuation", "launcher-hold"] {
+        let module = repo_root().join(format!("dist/policies/{policy}.wasm"));
+        let mut command = Command::new(kubewarden.join("kwctl"));
+        command.env("HOME", home.path()).env_remove("RUST_BACKTRACE");
+        command.args(["scaffold", "manifest", "--type", "ClusterAdmissionPolicy", "--allow-context-aware"]);
+        command.arg(format!("file://{}", module.display()));
+        let output = command::output_within(&mut command, command::COMMAND_LIMIT).unwrap();
+        assert!(
+            output.status.success(),
+            "kwctl scaffold {policy}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let scaffolded: Value = serde_yaml::from_slice(&output.stdout).unwrap();
+        let ours = shipped
+            .iter()
+            .find(|o| o["metadata"]["name"] == format!("evac-{policy}"))
+            .unwrap_or_else(|| panic!("deploy/kubewarden/policies.yaml has no evac-{policy}"));
+        let (theirs, ours) = (&scaffolded["spec"], &ours["spec"]);
+        assert_eq!(sorted(&theirs["rules"]), sorted(&ours["rules"]), "{policy}: rules");
+        assert_eq!(theirs["mutating"], ours["mutating"], "{policy}: mutating");
+        assert_eq!(theirs["backgroundAudit"], ours["backgroundAudit"], "{policy}: backgroundAudit");
+        assert_eq!(
+            sorted(&theirs["contextAwareResources"]),
+            sorted(&ours["contextAwareResources"]),
+            "{policy}: contextAwareResources"
+        );
+    }
 }

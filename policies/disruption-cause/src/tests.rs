@@ -39,13 +39,20 @@ fn cause(value: &str) -> Option<std::collections::BTreeMap<String, String>> {
     Some([("evac.kubevirt.io/disruption-cause".to_owned(), value.to_owned())].into())
 }
 
+/// A launcher pod's disruption: its cause and how it was handled.
+fn handled(value: &str, handling: &str) -> Option<std::collections::BTreeMap<String, String>> {
+    let mut annotations = cause(value).unwrap();
+    annotations.insert("evac.kubevirt.io/disruption-handling".to_owned(), handling.to_owned());
+    Some(annotations)
+}
+
 #[test]
 fn a_preempted_launcher_pod_marks_its_vm() {
     let response = evaluate_review(&fixture("preempted-launcher-update.json"), &context());
     assert!(response.accepted, "{response:?}");
     assert_eq!((response.code, response.message.as_deref()), (None, None));
     assert_eq!(response.effects, [mark("web-1", EvacuationSource::Preemption)]);
-    assert_eq!(response.audit_annotations, cause("preemption"));
+    assert_eq!(response.audit_annotations, handled("preemption", "evacuating"));
 
     // Without it, the VMI is marked at once.
     let settings = json!({"kubevirtEvacuationController": false});
@@ -86,8 +93,16 @@ fn a_gate_that_is_off_marks_nothing() {
     kubevirt["spec"]["configuration"]["developerConfiguration"]["featureGates"] =
         json!(["NodePressureEvictionLiveMigration"]);
     let response = evaluate_review(&fixture("preempted-launcher-update.json"), &context);
-    assert_eq!((response.accepted, response.effects), (true, vec![]));
-    assert_eq!(response.audit_annotations, cause("preemption"));
+    assert!(response.accepted, "{response:?}");
+    // Nothing marked or asked for: a Warning event on the VMI says the preemption is KubeVirt's.
+    match response.effects.as_slice() {
+        [Effect::RecordEvent { vmi, reason, message, .. }] => {
+            assert_eq!((vmi.name.as_str(), reason.as_str()), ("web-1", "DisruptionLeftToKubeVirt"));
+            assert!(message.contains("feature gate PreemptionEvictionLiveMigration is off"), "{message}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(response.audit_annotations, handled("preemption", "gate-off"));
 }
 
 #[test]
