@@ -263,7 +263,11 @@ async fn idle_sockets_hold_neither_the_hooks_nor_the_probes() {
     let (_sim, listening) = spawn(&sim_args, &dir.path().join("sim.log"));
     let api = listening.url("api").to_owned();
     wait_until_ok(&format!("{api}/api"), "evac sim serve", &dir.path().join("sim.log")).await;
-    let policies = repo_root().join("examples/control/policies.yml").to_str().unwrap().to_owned();
+    // The example policies, modules by absolute path, in a file this test may change.
+    let example = std::fs::read_to_string(repo_root().join("examples/control/policies.yml")).unwrap();
+    let dist = format!("{}/", repo_root().join("dist/policies").display());
+    std::fs::write(dir.path().join("policies.yml"), example.replace("../../dist/policies/", &dist)).unwrap();
+    let policies = path("policies.yml");
     let cache = cache_dir().to_str().unwrap().to_owned();
     let log = dir.path().join("hold.log");
     let args = ["hold", "--node", OTHER_NODE, "--addr", "127.0.0.1:0", "--probe-addr", "127.0.0.1:0"];
@@ -283,6 +287,26 @@ async fn idle_sockets_hold_neither_the_hooks_nor_the_probes() {
     let answer = client.get(&readiness).send().await;
     assert!(answer.is_ok_and(|r| r.status() == 200), "readiness beside 200 idle sockets");
     drop(probes);
+
+    // policies.yml changed in place (monitor mode to protect, a ConfigMap update) is taken up
+    // without a restart, which would end every hold.
+    let changed = std::fs::read_to_string(&policies).unwrap().replacen(
+        "disruption-cause:\n",
+        "disruption-cause:\n  policyMode: monitor\n",
+        1,
+    );
+    evac_e2e::server::replace(std::path::Path::new(&policies), changed.as_bytes());
+    let metrics = format!("{}/metrics", listening.url("probes"));
+    let swapped = r#"evac_policy_swaps_total{policy="disruption-cause",result="applied"}"#;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let text = client.get(&metrics).send().await.unwrap().text().await.unwrap();
+        if text.lines().any(|l| l.starts_with(swapped)) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "evac hold did not reload its policies:\n{text}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 
     let hooks: Vec<_> = (0..50).map(|_| connect(listening.port("hold"))).collect();
     let started = Instant::now();

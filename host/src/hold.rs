@@ -143,7 +143,8 @@ async fn hold(
     };
     loop {
         let Some(pod) = server.launcher_pod(&namespace, &vmi) else {
-            end(&mut held, "released");
+            // Gone while held: the kubelet ended it (its grace period), not the hold.
+            end(&mut held, "dropped");
             return text(
                 StatusCode::OK,
                 format!("no launcher pod of {namespace}/{vmi} runs on {}", server.node),
@@ -165,7 +166,9 @@ async fn hold(
                 if held.is_some() {
                     tracing::info!(pod = %pod_key(&pod), held_s = began.elapsed().as_secs(), "hold ended: {why}");
                 }
-                end(&mut held, "released");
+                // The policy ends a hold at its window itself: that is the bound reached.
+                let bound = began.elapsed() >= Duration::from_secs(window);
+                end(&mut held, if bound { "window" } else { "released" });
                 return text(StatusCode::OK, why);
             }
             Verdict::Hold(message) => {

@@ -129,9 +129,11 @@ impl Controller {
     pub async fn reconcile(&self, feed: &dyn ChangeFeed, resync: bool) -> Result<Pass> {
         let started = Instant::now();
         let mut pass = Pass::default();
+        // Pods gone: forgotten by the tally once this pass has evaluated what it queued for them.
+        let mut deleted = Vec::new();
         let work = {
             let mut state = self.lock();
-            let State { cursors, routing, tally } = &mut *state;
+            let State { cursors, routing, .. } = &mut *state;
             for (i, (api_version, kind)) in WATCHED.iter().enumerate() {
                 let (changes, cursor) = match feed.changes(api_version, kind, cursors[i]) {
                     Ok(read) => read,
@@ -143,9 +145,7 @@ impl Controller {
                 for change in &changes {
                     routing.observe(kind, change);
                     if *kind == "Pod" && change.deleted {
-                        if let Some(uid) = routing::uid(&change.object) {
-                            tally.forget(&uid);
-                        }
+                        deleted.extend(routing::uid(&change.object));
                     }
                 }
                 cursors[i] = Some(cursor);
@@ -163,6 +163,12 @@ impl Controller {
         }
         let set = self.registry().current();
         self.carry_out(&set, work, &mut pass).await;
+        {
+            let mut state = self.lock();
+            for uid in &deleted {
+                state.tally.forget(uid);
+            }
+        }
         {
             let state = self.lock();
             pass.pending_nodes = state.routing.pending_nodes();

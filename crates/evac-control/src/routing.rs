@@ -345,7 +345,6 @@ fn ended_evacuation(
     Some(EndedEvacuation { cause, outcome, seconds })
 }
 
-/// An `UPDATE` AdmissionRequest for an object, as the API server would send for its change.
 /// A pod's uid, from its JSON.
 pub(super) fn uid(object: &[u8]) -> Option<String> {
     #[derive(serde::Deserialize)]
@@ -359,6 +358,7 @@ pub(super) fn uid(object: &[u8]) -> Option<String> {
     serde_json::from_slice::<Object>(object).ok().map(|o| o.metadata.uid)
 }
 
+/// An `UPDATE` AdmissionRequest for an object, as the API server would send for its change.
 fn request(
     (group, version, kind, resource): (&str, &str, &str, &str),
     namespace: &str,

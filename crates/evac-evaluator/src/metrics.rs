@@ -155,8 +155,8 @@ pub struct DisruptionLabels {
 }
 
 /// A hold that ended: `ending` is `released` (the policy ended it: the VM left, or nothing holds
-/// it), `window` (its time-bound passed first) or `dropped` (the kubelet gave up the call: the
-/// grace period ended).
+/// it), `window` (its time-bound was reached first) or `dropped` (the kubelet ended the call or
+/// the pod: the grace period ended).
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct HoldEndLabels {
     /// How the hold ended.
@@ -398,6 +398,10 @@ impl Metrics {
         let holds_near_bound = Gauge::default();
         let holds_ended = Family::default();
         if process.holds() {
+            // Every ending from the start: an alert on the first one sees it rise from 0.
+            for ending in ["released", "window", "dropped"] {
+                holds_ended.get_or_create(&HoldEndLabels { ending });
+            }
             registry.register(
                 "evac_holds",
                 "Launcher pod deletions held now (preStop calls kept open)",

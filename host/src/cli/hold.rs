@@ -7,6 +7,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 
 use crate::hold::{router, watches, HoldServer, Holds};
+use crate::server::config_files::PolicyReload;
 use crate::server::connections::{self, ConnectionLimits};
 use evac_cluster::kube::KubeCluster;
 use evac_cluster::Executor;
@@ -55,6 +56,8 @@ async fn hold(args: HoldArgs) -> Result<()> {
     if args.node.is_empty() {
         bail!("--node (or $NODE_NAME) must name the node this endpoint runs on");
     }
+    // Stamped before reading: a change from here on is reloaded.
+    let mut files = PolicyReload::new(&args.policies, &[]);
     let file = PoliciesFile::load(&args.policies)?;
     if !file.policies.contains_key(DISRUPTION_CAUSE) {
         bail!(
@@ -75,8 +78,9 @@ async fn hold(args: HoldArgs) -> Result<()> {
         tokio::task::block_in_place(|| Registry::start(&file, loader, Arc::clone(&metrics)))
             .with_context(|| format!("cannot load {}", args.policies.display()))?,
     );
-    let pipeline = Pipeline::new(registry, Executor::new(Arc::clone(&cluster) as _), Arc::clone(&metrics))
-        .with_effect_timeout(evac_evaluator::pipeline::DEFAULT_EFFECT_TIMEOUT);
+    let pipeline =
+        Pipeline::new(Arc::clone(&registry), Executor::new(Arc::clone(&cluster) as _), Arc::clone(&metrics))
+            .with_effect_timeout(evac_evaluator::pipeline::DEFAULT_EFFECT_TIMEOUT);
     let server = Arc::new(HoldServer {
         holder: Holder::new(pipeline),
         cluster: Arc::clone(&cluster),
@@ -94,12 +98,32 @@ async fn hold(args: HoldArgs) -> Result<()> {
     // Holds are long polls (a request in flight, never closed as idle): many may be open at once,
     // one per held container.
     let limits = ConnectionLimits::new(4096, Duration::from_secs(10));
+    // Hot swap, as evac serve and evac control do: a policies.yml changed in place (a ConfigMap
+    // update, monitor mode to protect) is taken up without a restart, which would end every hold.
+    let reloading = async move {
+        let mut every = tokio::time::interval(Duration::from_secs(1));
+        loop {
+            every.tick().await;
+            tokio::task::block_in_place(|| files.reload(&registry, &holds_disruptions, &[], false));
+        }
+    };
     tokio::select! {
+        () = reloading => {}
         () = connections::serve(listener, router(Arc::clone(&server)), None, limits) => {}
         () = connections::serve(probes, probe_router(&server, metrics), None, crate::server::probe_limits()) => {}
         () = crate::server::shutdown_signal() => tracing::info!("evac hold stopping: its open holds end"),
     }
     Ok(())
+}
+
+/// A policy set `evac hold` can run: one with `disruption-cause`, which decides the holds.
+fn holds_disruptions(set: &evac_evaluator::PolicySet) -> Result<(), String> {
+    match set.contains_key(DISRUPTION_CAUSE) {
+        true => Ok(()),
+        false => Err(format!(
+            "policies.yml has no policy `{DISRUPTION_CAUSE}`: evac hold asks it when a hold ends"
+        )),
+    }
 }
 
 /// The probes: ready once the node's watch caches are synced and fresh; the hold gauges set at

@@ -394,6 +394,10 @@ fn decide_pod<C: ClusterReader + ?Sized>(
         return Ok(handled(Handling::NotMigratable));
     }
     let vmi_ref = ObjectRef::new(namespace.as_str(), vmi.metadata.name.as_str());
+    if !config.feature_gate_enabled(gate) && request.is_dry_run() {
+        trace.note(|| format!("feature gate {gate} is off -> allow, left to KubeVirt (a dry run: no event)"));
+        return Ok(handled(Handling::GateOff));
+    }
     if !config.feature_gate_enabled(gate) {
         // A VM evac would have moved: the admin hears of it (a Warning event on the VMI, recorded
         // once) rather than finding the VM shut down with nothing said.

@@ -546,6 +546,12 @@ fn pods(cases: &mut Vec<Case>) {
     ));
 
     cases.push(Case::new(
+        "a dry run with the gate off records no event",
+        vec![lm(), kubevirt(&[], None), node(NODE, false, None)],
+        dry_run(delete_pod(launcher(Some("DeletionByTaintManager")))),
+        handled("taint-manager", "gate-off", []),
+    ));
+    cases.push(Case::new(
         "a dry run marks as a dry run",
         preemption_cluster(lm()),
         dry_run(delete_pod(launcher(Some("DeletionByTaintManager")))),
