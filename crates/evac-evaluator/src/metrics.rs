@@ -396,11 +396,11 @@ impl Metrics {
 
         let holds = Gauge::default();
         let holds_near_bound = Gauge::default();
-        let holds_ended = Family::default();
+        let holds_ended = Family::<HoldEndLabels, Counter>::default();
         if process.holds() {
             // Every ending from the start: an alert on the first one sees it rise from 0.
             for ending in ["released", "window", "dropped"] {
-                holds_ended.get_or_create(&HoldEndLabels { ending });
+                holds_ended.get_or_create(&HoldEndLabels { ending }).inc_by(0);
             }
             registry.register(
                 "evac_holds",
