@@ -5,6 +5,7 @@
 use std::path::Path;
 use std::process::Command;
 
+use evac_core::testing::examples::{in_words, readme_rows};
 use evac_e2e::{evac_bin, repo_root};
 use serde_json::Value;
 
@@ -20,38 +21,14 @@ struct Row {
 /// The table's rows of `<dir>/README.md` (`| request | answer | effects | why |`).
 fn documented(dir: &Path) -> Vec<Row> {
     let readme = std::fs::read_to_string(dir.join("README.md")).unwrap();
-    readme
-        .lines()
-        .filter(|line| line.starts_with("| ") && !line.starts_with("| request "))
-        .map(|line| {
-            let cells: Vec<&str> = line.trim_matches('|').split(" | ").map(str::trim).collect();
-            Row { request: cells[0].to_owned(), answer: cells[1].to_owned(), effects: cells[2].to_owned() }
+    readme_rows(&readme)
+        .into_iter()
+        .map(|cells| Row {
+            request: cells[0].to_owned(),
+            answer: cells[1].to_owned(),
+            effects: cells[2].to_owned(),
         })
         .collect()
-}
-
-/// A response's answer and effects in the README's words.
-fn in_words(response: &Value) -> (String, String) {
-    let answer = if response["accepted"] == true {
-        "allowed".to_owned()
-    } else {
-        format!("denied: {}", response["code"].as_u64().unwrap_or(400))
-    };
-    let effects: Vec<String> = response["effects"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|effect| {
-            let object = ["vmi", "pod", "migration"].iter().find_map(|key| effect.get(*key)).unwrap();
-            format!(
-                "{} {}/{}",
-                effect["type"].as_str().unwrap(),
-                object["namespace"].as_str().unwrap(),
-                object["name"].as_str().unwrap()
-            )
-        })
-        .collect();
-    (answer, if effects.is_empty() { "none".to_owned() } else { effects.join(", ") })
 }
 
 fn check(policy: &str, settings: Option<&str>) {

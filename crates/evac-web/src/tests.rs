@@ -226,11 +226,7 @@ fn the_policies_examples_decide_as_their_readmes_say() {
     ];
     for (policy, readme) in readmes {
         let examples = REQUESTS.iter().find(|p| p.policy == policy).unwrap();
-        let rows: Vec<Vec<&str>> = readme
-            .lines()
-            .filter(|line| line.starts_with("| ") && !line.starts_with("| request "))
-            .map(|line| line.trim_matches('|').split(" | ").map(str::trim).collect())
-            .collect();
+        let rows = evac_core::testing::examples::readme_rows(readme);
         assert_eq!(rows.len(), examples.requests.len(), "{policy}");
         for row in rows {
             let example = examples.requests.iter().find(|e| e.name == row[0]).unwrap();
@@ -238,26 +234,7 @@ fn the_policies_examples_decide_as_their_readmes_say() {
             let answer = decide(name, example.text, examples.context, examples.settings, NOW).unwrap();
             assert!(answer.settings_refused.is_none(), "{:?}", answer.settings_refused);
             let response = serde_json::to_value(&answer.response).unwrap();
-            let verdict = if answer.response.accepted {
-                "allowed".to_owned()
-            } else {
-                format!("denied: {}", answer.response.code.unwrap_or(400))
-            };
-            let effects: Vec<String> = response["effects"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|effect| {
-                    let object = ["vmi", "pod", "migration"].iter().find_map(|key| effect.get(*key)).unwrap();
-                    format!(
-                        "{} {}/{}",
-                        effect["type"].as_str().unwrap(),
-                        object["namespace"].as_str().unwrap(),
-                        object["name"].as_str().unwrap()
-                    )
-                })
-                .collect();
-            let effects = if effects.is_empty() { "none".to_owned() } else { effects.join(", ") };
+            let (verdict, effects) = evac_core::testing::examples::in_words(&response);
             assert_eq!((verdict.as_str(), effects.as_str()), (row[1], row[2]), "{policy}: {}", row[0]);
         }
     }

@@ -13,6 +13,7 @@
 mod cluster;
 mod disruption;
 mod eviction;
+pub mod examples;
 mod hold;
 mod objects;
 
