@@ -6,15 +6,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use evac::control::{Controller, WATCHED};
+use evac::control::Controller;
 use evac_cluster::kube::KubeCluster;
-use evac_cluster::{Executor, Kind};
+use evac_cluster::Kind;
 use evac_control::disruptions::gate_states;
 use evac_core::disruption::{NODE_PRESSURE_GATE, NOEXECUTE_TAINT_GATE, PREEMPTION_GATE};
 use evac_e2e::*;
 use evac_evaluator::metrics::DisruptionLabels;
-use evac_evaluator::{Loader, Metrics, Pipeline, PoliciesFile, Registry};
-use evac_runtime::wapc::{EngineOptions, PolicyEngine};
+use evac_evaluator::{Metrics, PoliciesFile};
 use evac_sim::{SimClock, Store};
 use serde_json::{json, Value};
 
@@ -71,25 +70,11 @@ async fn simulated_api(enabled: &[&str], disabled: &[&str]) -> (Arc<Store>, temp
 }
 
 async fn controller(dir: &tempfile::TempDir) -> (Arc<KubeCluster>, Arc<Metrics>, Controller) {
-    let file = policies();
-    let mut resources: Vec<Kind> =
-        file.policies.values().flat_map(|p| p.context_aware_resources.iter().cloned()).collect();
-    resources.extend(WATCHED.iter().map(|(v, k)| Kind::new(v, k)));
-    let cluster =
-        Arc::new(KubeCluster::connect(Some(&dir.path().join("kubeconfig")), &resources).await.unwrap());
-    cluster.wait_synced(Duration::from_secs(10)).await.unwrap();
-    let engine =
-        PolicyEngine::new(EngineOptions { cache_dir: Some(server::cache_dir()), ..EngineOptions::default() })
-            .unwrap();
     let metrics = Arc::new(Metrics::new(evac_evaluator::metrics::Process::Control));
-    let registry = Arc::new(
-        tokio::task::block_in_place(|| {
-            Registry::start(&file, Loader { engine, source: Arc::clone(&cluster) as _ }, Arc::clone(&metrics))
-        })
-        .unwrap(),
-    );
-    let pipeline = Pipeline::new(registry, Executor::new(Arc::clone(&cluster) as _), Arc::clone(&metrics));
-    (cluster, metrics, Controller::new(pipeline).unwrap())
+    let (cluster, _, controller) =
+        evac_e2e::control::controller_parts(&dir.path().join("kubeconfig"), policies(), Arc::clone(&metrics))
+            .await;
+    (cluster, metrics, controller)
 }
 
 /// Passes until the watch caches have what the store has (the controller reads its caches).

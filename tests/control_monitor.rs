@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use evac::control::{Controller, WATCHED};
+use evac::control::Controller;
 use evac_cluster::kube::KubeCluster;
 use evac_cluster::{Executor, Kind};
 use evac_e2e::*;
@@ -82,25 +82,8 @@ async fn controller_with(
     dir: &tempfile::TempDir,
     file: PoliciesFile,
 ) -> (Arc<KubeCluster>, Pipeline, Controller) {
-    let mut resources: Vec<Kind> =
-        file.policies.values().flat_map(|p| p.context_aware_resources.iter().cloned()).collect();
-    resources.extend(WATCHED.iter().map(|(v, k)| Kind::new(v, k)));
-    let cluster =
-        Arc::new(KubeCluster::connect(Some(&dir.path().join("kubeconfig")), &resources).await.unwrap());
-    cluster.wait_synced(Duration::from_secs(10)).await.unwrap();
-    let engine =
-        PolicyEngine::new(EngineOptions { cache_dir: Some(server::cache_dir()), ..EngineOptions::default() })
-            .unwrap();
-    let metrics = Arc::new(Metrics::default());
-    let registry = Arc::new(
-        tokio::task::block_in_place(|| {
-            Registry::start(&file, Loader { engine, source: Arc::clone(&cluster) as _ }, Arc::clone(&metrics))
-        })
-        .unwrap(),
-    );
-    let pipeline = Pipeline::new(registry, Executor::new(Arc::clone(&cluster) as _), metrics);
-    let controller = Controller::new(pipeline.clone()).unwrap();
-    (cluster, pipeline, controller)
+    evac_e2e::control::controller_parts(&dir.path().join("kubeconfig"), file, Arc::new(Metrics::default()))
+        .await
 }
 
 /// `count` controller passes over the simulated API (with room for the VM or not) with the

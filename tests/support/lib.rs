@@ -8,6 +8,7 @@
 //! need them skip, printing why.
 
 pub mod command;
+pub mod control;
 pub mod kubewarden_hosts;
 pub mod report;
 pub mod server;
