@@ -54,12 +54,7 @@ async fn simulated_api(room: bool) -> (Arc<Store>, tempfile::TempDir) {
     for object in objects {
         store.insert(object).unwrap();
     }
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let router = evac_sim::api::router(Arc::clone(&store));
-    tokio::spawn(async move { axum::serve(listener, router).await });
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("kubeconfig"), evac_sim::kubeconfig(&url)).unwrap();
+    let dir = evac_e2e::control::serve_simulated_api(&store).await;
     (store, dir)
 }
 

@@ -38,3 +38,15 @@ pub async fn controller_parts(
     let controller = Controller::new(pipeline.clone()).unwrap();
     (cluster, pipeline, controller)
 }
+
+/// Serves `store` as the simulated API server on a port the system chose, and writes a kubeconfig
+/// for it (`kubeconfig` in the returned directory).
+pub async fn serve_simulated_api(store: &Arc<evac_sim::Store>) -> tempfile::TempDir {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let router = evac_sim::api::router(Arc::clone(store));
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("kubeconfig"), evac_sim::kubeconfig(&url)).unwrap();
+    dir
+}
