@@ -297,42 +297,16 @@ fn describe(request: &AdmissionRequest<'_>) -> String {
     [version.as_str(), name, operation].into_iter().filter(|s| !s.is_empty()).collect::<Vec<_>>().join(" ")
 }
 
+/// Decides a launcher pod's deletion or update: what disrupts it (recorded as the cause), and how
+/// evac handles that (recorded as the handling, with the effect that evacuates its VM).
 fn decide_pod<C: ClusterReader + ?Sized>(
     request: &AdmissionRequest<'_>,
     settings: &Settings,
     cluster: &C,
     trace: &mut Trace,
 ) -> Result<Decision, DecideError> {
-    // A DELETE carries the pod as it was; an UPDATE as it will be.
-    let deleting = request.operation == "DELETE";
-    let object = if deleting { request.old_object } else { request.object };
-    // Nothing to decide from: allowing is the only answer that cannot block a deletion.
-    let Some(pod) = object.and_then(|raw| serde_json::from_str::<Pod<'_>>(raw.get()).ok()) else {
-        trace.note(|| "no pod in the request -> allow".into());
-        return Ok(Decision::allow());
-    };
-    if !pod.is_virt_launcher() {
-        trace.note(|| "not a virt-launcher pod -> allow".into());
-        return Ok(Decision::allow());
-    }
-    let reason = pod.disruption_reason();
-    // A hold on a pod not being deleted: the kubelet is stopping it for node pressure (the hold
-    // decision records a hold only once the node shows it).
-    let held_by_kubelet = !deleting
-        && !pod.is_terminating()
-        && reason.is_none()
-        && pod.metadata.annotation(crate::hold::HELD_SINCE_ANNOTATION).is_some();
-    if !deleting && !pod.is_terminating() && reason.is_none() && !held_by_kubelet {
-        trace.note(|| {
-            "an update that neither terminates the pod nor marks it a disruption target -> allow".into()
-        });
-        return Ok(Decision::allow());
-    }
-    trace.note(|| {
-        let reason = reason.map_or("none".to_owned(), |r| format!("DisruptionTarget {r}"));
-        format!("virt-launcher on node {}, disruption reason: {reason}", pod.spec.node_name)
-    });
-
+    let Some(disrupted) = Disrupted::of(request, trace) else { return Ok(Decision::allow()) };
+    let pod = &disrupted.pod;
     let namespace =
         if pod.metadata.namespace.is_empty() { &request.namespace } else { &pod.metadata.namespace };
     let node = pod.spec.node_name.as_str();
@@ -344,59 +318,110 @@ fn decide_pod<C: ClusterReader + ?Sized>(
         Some(raw) => Some(cluster::decode::<VirtualMachineInstance<'_>>(raw, "VirtualMachineInstance")?),
         None => None,
     };
-    let vmi_being_deleted = vmi.as_ref().is_some_and(VirtualMachineInstance::is_being_deleted);
-    let cause = if held_by_kubelet {
-        classify(Some("TerminationByKubelet"), vmi_being_deleted, false)
-    } else {
-        // The node is read only when nothing else names the cause.
-        let node_pressure =
-            reason.is_none() && !vmi_being_deleted && node_has_memory_pressure(cluster, node)?;
-        classify(reason, vmi_being_deleted, node_pressure)
-    };
+    let cause = disrupted.cause(vmi.as_ref(), cluster)?;
     trace.note(|| format!("cause: {}", cause.as_str()));
-
     let decision = Decision::allow().with_audit_annotation(CAUSE_AUDIT_ANNOTATION, cause.as_str());
-    let handled = |handling: Handling| {
-        decision.clone().with_audit_annotation(HANDLING_AUDIT_ANNOTATION, handling.as_str())
+    let (handling, effect) = match &vmi {
+        None => {
+            trace.note(|| "no VMI -> allow, the cause recorded".into());
+            (Handling::NoVmi, None)
+        }
+        Some(vmi) => {
+            let vmi_ref = ObjectRef::new(namespace.as_str(), vmi.metadata.name.as_str());
+            handle(vmi, vmi_ref, cause, node, request, settings, cluster, trace)?
+        }
     };
-    let Some(vmi) = vmi else {
-        trace.note(|| "no VMI -> allow, the cause recorded".into());
-        return Ok(handled(Handling::NoVmi));
-    };
+    let decision = decision.with_audit_annotation(HANDLING_AUDIT_ANNOTATION, handling.as_str());
+    Ok(effect.into_iter().fold(decision, Decision::with_effect))
+}
+
+/// A launcher pod being disrupted: deleted, terminating, marked a disruption target, or held
+/// while the kubelet stops it.
+struct Disrupted<'a> {
+    pod: Pod<'a>,
+    /// A hold on a pod not being deleted: the kubelet is stopping it for node pressure (the hold
+    /// decision records a hold only once the node shows it).
+    held_by_kubelet: bool,
+}
+
+impl<'a> Disrupted<'a> {
+    /// The disrupted launcher pod of a request, or `None` when the request is no disruption of
+    /// one (allowing is then the only answer that cannot block a deletion).
+    fn of(request: &AdmissionRequest<'a>, trace: &mut Trace) -> Option<Self> {
+        // A DELETE carries the pod as it was; an UPDATE as it will be.
+        let deleting = request.operation == "DELETE";
+        let object = if deleting { request.old_object } else { request.object };
+        let Some(pod) = object.and_then(|raw| serde_json::from_str::<Pod<'_>>(raw.get()).ok()) else {
+            trace.note(|| "no pod in the request -> allow".into());
+            return None;
+        };
+        if !pod.is_virt_launcher() {
+            trace.note(|| "not a virt-launcher pod -> allow".into());
+            return None;
+        }
+        let reason = pod.disruption_reason();
+        let stopping = deleting || pod.is_terminating() || reason.is_some();
+        let held_by_kubelet =
+            !stopping && pod.metadata.annotation(crate::hold::HELD_SINCE_ANNOTATION).is_some();
+        if !stopping && !held_by_kubelet {
+            trace.note(|| {
+                "an update that neither terminates the pod nor marks it a disruption target -> allow".into()
+            });
+            return None;
+        }
+        trace.note(|| {
+            let reason = reason.map_or("none".to_owned(), |r| format!("DisruptionTarget {r}"));
+            format!("virt-launcher on node {}, disruption reason: {reason}", pod.spec.node_name)
+        });
+        Some(Self { pod, held_by_kubelet })
+    }
+
+    /// What disrupts the pod. The node is read only when nothing else names the cause.
+    fn cause<C: ClusterReader + ?Sized>(
+        &self,
+        vmi: Option<&VirtualMachineInstance<'_>>,
+        cluster: &C,
+    ) -> Result<Cause, DecideError> {
+        let vmi_being_deleted = vmi.is_some_and(VirtualMachineInstance::is_being_deleted);
+        if self.held_by_kubelet {
+            return Ok(classify(Some("TerminationByKubelet"), vmi_being_deleted, false));
+        }
+        // Its `DisruptionTarget` condition's reason.
+        let reason = self.pod.disruption_reason();
+        let node_pressure = reason.is_none()
+            && !vmi_being_deleted
+            && node_has_memory_pressure(cluster, &self.pod.spec.node_name)?;
+        Ok(classify(reason, vmi_being_deleted, node_pressure))
+    }
+}
+
+/// How evac handles the disruption of a VMI's pod on `node`, and the effect that evacuates it.
+#[allow(clippy::too_many_arguments)]
+fn handle<C: ClusterReader + ?Sized>(
+    vmi: &VirtualMachineInstance<'_>,
+    vmi_ref: ObjectRef,
+    cause: Cause,
+    node: &str,
+    request: &AdmissionRequest<'_>,
+    settings: &Settings,
+    cluster: &C,
+    trace: &mut Trace,
+) -> Result<(Handling, Option<Effect>), DecideError> {
     let Some((gate, source)) = cause.evacuation() else {
         trace.note(|| "this cause calls for no evacuation -> allow, the cause recorded".into());
-        return Ok(handled(Handling::NoEvacuation));
+        return Ok((Handling::NoEvacuation, None));
     };
-    // Not from the pod the VM runs in (a migration target's), not a VM that has stopped or is
-    // not running yet, and not twice.
-    if vmi.status.node_name != node || vmi.status.phase != "Running" {
-        trace.note(|| {
-            format!(
-                "the VMI (phase {}, on {}) is not running here -> allow",
-                vmi.status.phase, vmi.status.node_name
-            )
-        });
-        return Ok(handled(Handling::NotRunning));
-    }
-    if vmi.is_evacuating_from(node) {
-        trace.note(|| format!("the VMI is already evacuating from {node} -> allow"));
-        return Ok(handled(Handling::AlreadyEvacuating));
-    }
-    if node_is_down(cluster, node)? {
-        trace.note(|| {
-            format!("node {node} is down: no VM migrates away from it -> allow, the cause recorded")
-        });
-        return Ok(handled(Handling::NodeDown));
+    if let Some(handling) = not_to_move(vmi, node, cluster, trace)? {
+        return Ok((handling, None));
     }
     let config = KubeVirtConfig::read(settings.kubevirt.as_ref(), cluster)?;
-    if !strategy_marks(&vmi, config.eviction_strategy.as_ref()) {
+    if !strategy_marks(vmi, config.eviction_strategy.as_ref()) {
         trace.note(|| "the VMI's eviction strategy and migratability call for no evacuation -> allow".into());
-        return Ok(handled(Handling::NotMigratable));
+        return Ok((Handling::NotMigratable, None));
     }
-    let vmi_ref = ObjectRef::new(namespace.as_str(), vmi.metadata.name.as_str());
     if !config.feature_gate_enabled(gate) && request.is_dry_run() {
         trace.note(|| format!("feature gate {gate} is off -> allow, left to KubeVirt (a dry run: no event)"));
-        return Ok(handled(Handling::GateOff));
+        return Ok((Handling::GateOff, None));
     }
     if !config.feature_gate_enabled(gate) {
         // A VM evac would have moved: the admin hears of it (a Warning event on the VMI, recorded
@@ -406,17 +431,48 @@ fn decide_pod<C: ClusterReader + ?Sized>(
                 "feature gate {gate} is off -> allow, left to KubeVirt (RecordEvent: a Warning on the VMI)"
             )
         });
-        return Ok(handled(Handling::GateOff).with_effect(Effect::RecordEvent {
-            vmi: vmi_ref,
-            node: node.to_owned(),
-            reason: EventReason::DisruptionLeftToKubeVirt,
-            message: gate_off_message(cause, gate),
-        }));
+        let message = gate_off_message(cause, gate);
+        let reason = EventReason::DisruptionLeftToKubeVirt;
+        return Ok((
+            Handling::GateOff,
+            Some(Effect::RecordEvent { vmi: vmi_ref, node: node.to_owned(), reason, message }),
+        ));
     }
-    let external = is_external(&vmi, config.eviction_strategy.as_ref());
+    let external = is_external(vmi, config.eviction_strategy.as_ref());
     let effect = evacuate(settings, vmi_ref, node, request.is_dry_run(), source, external);
     trace.note(|| format!("feature gate {gate} on -> allow, {} from {node}", effect.type_name()));
-    Ok(handled(Handling::Evacuating).with_effect(effect))
+    Ok((Handling::Evacuating, Some(effect)))
+}
+
+/// Why a VMI is not moved whatever evac's settings: not from the pod the VM runs in (a migration
+/// target's), a VM that has stopped or is not running yet, one already evacuating (not twice), or
+/// one on a node that is down (no VM migrates away from it).
+fn not_to_move<C: ClusterReader + ?Sized>(
+    vmi: &VirtualMachineInstance<'_>,
+    node: &str,
+    cluster: &C,
+    trace: &mut Trace,
+) -> Result<Option<Handling>, DecideError> {
+    if vmi.status.node_name != node || vmi.status.phase != "Running" {
+        trace.note(|| {
+            format!(
+                "the VMI (phase {}, on {}) is not running here -> allow",
+                vmi.status.phase, vmi.status.node_name
+            )
+        });
+        return Ok(Some(Handling::NotRunning));
+    }
+    if vmi.is_evacuating_from(node) {
+        trace.note(|| format!("the VMI is already evacuating from {node} -> allow"));
+        return Ok(Some(Handling::AlreadyEvacuating));
+    }
+    if node_is_down(cluster, node)? {
+        trace.note(|| {
+            format!("node {node} is down: no VM migrates away from it -> allow, the cause recorded")
+        });
+        return Ok(Some(Handling::NodeDown));
+    }
+    Ok(None)
 }
 
 /// The Warning event's message when a gate leaves a disruption to KubeVirt: which gate, where it

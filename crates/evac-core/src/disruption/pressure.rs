@@ -29,31 +29,21 @@ pub struct Candidate {
     pub memory: f64,
 }
 
+/// Decides a Node's status update: the NoExecute taints it tolerates for a while, and, under
+/// memory pressure, the fewest VMs to mark that another node can take.
 pub(super) fn decide_node<C: ClusterReader + ?Sized>(
     request: &AdmissionRequest<'_>,
     settings: &Settings,
     cluster: &C,
 ) -> Result<Decision, DecideError> {
     let levels = settings.node_pressure.levels().map_err(DecideError::InvalidSettings)?;
-    let Some(mut node) = request.object.and_then(|raw| serde_json::from_str::<Node<'_>>(raw.get()).ok())
-    else {
-        return Ok(Decision::allow());
-    };
-    if node.metadata.name.is_empty() {
-        node.metadata.name = request.name.as_str().into();
-    }
-    // The node's memory.available: its capacity less the working set its NodeMetrics report. Without
-    // them (metrics-server not installed or down), the kubelet's MemoryPressure condition is all
-    // there is to go by.
-    crate::placement::read_working_sets(core::slice::from_mut(&mut node), cluster);
+    let Some(node) = node_with_metrics(request, cluster) else { return Ok(Decision::allow()) };
     let name = node.metadata.name.as_str();
-    let wanted = levels.mark_below();
-    let available = node.memory_available();
-    let pressure = node.has_memory_pressure();
+    let (available, pressure) = (node.memory_available(), node.has_memory_pressure());
     // NoExecute taints tolerated for a while: a window before the taint manager deletes.
     let tolerated = super::tolerated::requests(&node, settings, cluster, request.is_dry_run())?;
     // The common case, every status update of a healthy node, reads nothing more.
-    if !pressure && available.is_none_or(|available| available >= wanted) {
+    if !pressure && available.is_none_or(|available| available >= levels.mark_below()) {
         return Ok(match tolerated.as_slice() {
             [] => Decision::allow(),
             _ => Decision {
@@ -70,7 +60,6 @@ pub(super) fn decide_node<C: ClusterReader + ?Sized>(
     if !config.feature_gate_enabled(NODE_PRESSURE_GATE) {
         return Ok(decision);
     }
-
     let raw = cluster.list_resources_all(&ListResourcesAll {
         api_version: VMI_API_VERSION.into(),
         kind: "VirtualMachineInstance".into(),
@@ -78,46 +67,118 @@ pub(super) fn decide_node<C: ClusterReader + ?Sized>(
         field_selector: None,
     })?;
     let vmis = cluster::decode_list::<VirtualMachineInstance<'_>>(&raw, "VirtualMachineInstance")?;
-    // The label may lag behind a migration: the status says where the VM runs.
-    let on_node: Vec<&VirtualMachineInstance<'_>> =
-        vmis.iter().filter(|v| v.status.node_name == name).collect();
-    let cluster_wide = config.eviction_strategy.as_ref();
-    // Relief counts only VMs that will leave: KubeVirt migrates a VMI on eviction only when
-    // `VMIMigratableOnEviction` (`pkg/util/migrations/migrations.go`) says so, and an `External`
-    // VMI's mark is its own controller's business, freeing nothing until the VM is gone.
-    let moves = |v: &VirtualMachineInstance<'_>| {
-        strategy_marks(v, cluster_wide) && !super::is_external(v, cluster_wide)
-    };
-    let marked: Vec<&VirtualMachineInstance<'_>> =
-        on_node.iter().copied().filter(|v| v.is_evacuating_from(name) && moves(v)).collect();
-    let mut eligible: Vec<Candidate> = on_node
-        .iter()
-        .filter(|v| {
-            v.status.phase == "Running"
-                && !v.is_being_deleted()
-                && !v.is_marked_for_evacuation()
-                && !v.is_requested_from(name)
-                && moves(v)
-        })
-        .map(|v| Candidate {
-            vmi: ObjectRef::new(v.metadata.namespace.as_str(), v.metadata.name.as_str()),
-            memory: v.memory().unwrap_or(0.0),
-        })
-        .collect();
-    eligible.sort_by(largest_first);
-
-    let mut chosen = match available {
-        Some(available) => {
-            // Marked (or requested) VMs are leaving already: the memory they free is not to be
-            // found again.
-            let leaving: f64 = marked.iter().map(|v| v.memory().unwrap_or(0.0)).sum();
-            select_covering(eligible, wanted - available - leaving)
-        }
-        // The kubelet says pressure but nobody says how much: one VM at a time, the largest.
-        None if marked.is_empty() => eligible.into_iter().take(1).collect(),
-        None => Vec::new(),
-    };
+    let relief = Relief::of(&vmis, name, &config);
+    let mut chosen = relief.choose(available, levels.mark_below());
     if !chosen.is_empty() {
+        // Above the threshold the kubelet does not act: a move there is early.
+        let early = !pressure && available.is_some_and(|available| available >= levels.threshold);
+        chosen = relief.placeable(chosen, name, cluster, levels.mark_below(), early)?;
+    }
+    // A VM asked to leave for a taint already frees its memory here.
+    chosen.retain(|candidate| !asked_to_leave(&decision.effects, &candidate.vmi));
+    let dry_run = request.is_dry_run();
+    Ok(chosen.into_iter().fold(decision, |decision, candidate| {
+        let source = EvacuationSource::NodePressure;
+        decision.with_effect(super::evacuate(settings, candidate.vmi, name, dry_run, source, false))
+    }))
+}
+
+/// The Node of the request (named as the request when the object omits it), with the
+/// `memory.available` its NodeMetrics give: its capacity less their working set. Without them
+/// (metrics-server not installed or down), the kubelet's MemoryPressure condition is all there is
+/// to go by.
+fn node_with_metrics<'r, C: ClusterReader + ?Sized>(
+    request: &'r AdmissionRequest<'_>,
+    cluster: &C,
+) -> Option<Node<'r>> {
+    let mut node = request.object.and_then(|raw| serde_json::from_str::<Node<'_>>(raw.get()).ok())?;
+    if node.metadata.name.is_empty() {
+        node.metadata.name = request.name.as_str().into();
+    }
+    crate::placement::read_working_sets(core::slice::from_mut(&mut node), cluster);
+    Some(node)
+}
+
+/// Whether an effect already asks the VMI to leave.
+fn asked_to_leave(effects: &[Effect], candidate: &ObjectRef) -> bool {
+    effects.iter().any(|effect| match effect {
+        Effect::RequestEvacuation { vmi, .. } | Effect::MarkForEvacuation { vmi, .. } => vmi == candidate,
+        _ => false,
+    })
+}
+
+/// The VMIs on a node under pressure that free memory by leaving: those leaving already, and
+/// those that may be marked, largest first.
+struct Relief<'v, 'a> {
+    /// The node's VMIs (the label may lag behind a migration: the status says where a VM runs).
+    on_node: Vec<&'v VirtualMachineInstance<'a>>,
+    /// The memory of the marked or requested VMs, leaving already (`None` without any): it is not
+    /// to be found again.
+    leaving: Option<f64>,
+    /// Running VMs not asked to leave yet.
+    eligible: Vec<Candidate>,
+}
+
+impl<'v, 'a> Relief<'v, 'a> {
+    /// Relief counts only VMs that will leave: KubeVirt migrates a VMI on eviction only when
+    /// `VMIMigratableOnEviction` (`pkg/util/migrations/migrations.go`) says so, and an `External`
+    /// VMI's mark is its own controller's business, freeing nothing until the VM is gone.
+    fn of(vmis: &'v [VirtualMachineInstance<'a>], name: &str, config: &KubeVirtConfig) -> Self {
+        let on_node: Vec<&VirtualMachineInstance<'_>> =
+            vmis.iter().filter(|v| v.status.node_name == name).collect();
+        let cluster_wide = config.eviction_strategy.as_ref();
+        let moves = |v: &VirtualMachineInstance<'_>| {
+            strategy_marks(v, cluster_wide) && !super::is_external(v, cluster_wide)
+        };
+        let marked: Vec<f64> = on_node
+            .iter()
+            .filter(|v| v.is_evacuating_from(name) && moves(v))
+            .map(|v| v.memory().unwrap_or(0.0))
+            .collect();
+        let mut eligible: Vec<Candidate> = on_node
+            .iter()
+            .filter(|v| {
+                v.status.phase == "Running"
+                    && !v.is_being_deleted()
+                    && !v.is_marked_for_evacuation()
+                    && !v.is_requested_from(name)
+                    && moves(v)
+            })
+            .map(|v| Candidate {
+                vmi: ObjectRef::new(v.metadata.namespace.as_str(), v.metadata.name.as_str()),
+                memory: v.memory().unwrap_or(0.0),
+            })
+            .collect();
+        eligible.sort_by(largest_first);
+        let leaving = (!marked.is_empty()).then(|| marked.iter().sum());
+        Self { on_node, leaving, eligible }
+    }
+
+    /// The VMs whose leaving brings `memory.available` back to `wanted`: the fewest that cover the
+    /// deficit; when the kubelet says pressure but nobody says how much, one VM at a time, the
+    /// largest.
+    fn choose(&self, available: Option<f64>, wanted: f64) -> Vec<Candidate> {
+        match (available, self.leaving) {
+            (Some(available), leaving) => {
+                select_covering(self.eligible.clone(), wanted - available - leaving.unwrap_or(0.0))
+            }
+            (None, None) => self.eligible.iter().take(1).cloned().collect(),
+            (None, Some(_)) => Vec::new(),
+        }
+    }
+
+    /// The chosen VMs another node can take without falling under `wanted`. An `early` move (the
+    /// kubelet does not act yet) is made only when it is free of risk wherever the scheduler puts
+    /// the VM: otherwise it could bring its target under pressure, where the kubelet would kill
+    /// VMs a stable node never lost.
+    fn placeable<C: ClusterReader + ?Sized>(
+        &self,
+        mut chosen: Vec<Candidate>,
+        name: &str,
+        cluster: &C,
+        wanted: f64,
+        early: bool,
+    ) -> Result<Vec<Candidate>, DecideError> {
         let raw_nodes = cluster.list_resources_all(&ListResourcesAll {
             api_version: "v1".into(),
             kind: "Node".into(),
@@ -127,12 +188,8 @@ pub(super) fn decide_node<C: ClusterReader + ?Sized>(
         let mut nodes = cluster::decode_list::<Node<'_>>(&raw_nodes, "Node")?;
         crate::placement::read_working_sets(&mut nodes, cluster);
         let mut placement = Placement::new(&nodes, wanted);
-        // Above the threshold the kubelet does not act: a move there is early, and is made only
-        // when it is free of risk wherever the scheduler puts the VM. Otherwise it could bring
-        // its target under pressure, where the kubelet would kill VMs a stable node never lost.
-        let early = !pressure && available.is_some_and(|available| available >= levels.threshold);
         chosen.retain(|candidate| {
-            let vmi = on_node.iter().find(|v| {
+            let vmi = self.on_node.iter().find(|v| {
                 v.metadata.name.as_str() == candidate.vmi.name
                     && v.metadata.namespace.as_str() == candidate.vmi.namespace
             });
@@ -143,21 +200,8 @@ pub(super) fn decide_node<C: ClusterReader + ?Sized>(
             }
             placement.reserve(name, candidate.memory, tolerations, &selection).is_ok()
         });
+        Ok(chosen)
     }
-    // A VM asked to leave for a taint already frees its memory here.
-    chosen.retain(|candidate| {
-        !decision.effects.iter().any(|effect| match effect {
-            Effect::RequestEvacuation { vmi, .. } | Effect::MarkForEvacuation { vmi, .. } => {
-                *vmi == candidate.vmi
-            }
-            _ => false,
-        })
-    });
-    let dry_run = request.is_dry_run();
-    Ok(chosen.into_iter().fold(decision, |decision, candidate| {
-        let source = EvacuationSource::NodePressure;
-        decision.with_effect(super::evacuate(settings, candidate.vmi, name, dry_run, source, false))
-    }))
 }
 
 /// Largest memory first; ties by namespace, then name, for a stable choice.

@@ -195,6 +195,9 @@ fn admit_hotplug_pod<C: ClusterReader + ?Sized>(pod: &Pod<'_>, cluster: &C, trac
     }
 }
 
+/// The verdict on evicting a virt-launcher pod, as KubeVirt's `PodEvictionAdmitter` gives it:
+/// its VMI read, the eviction strategy that applies, and the mark for evacuation (with a 429) when
+/// the strategy migrates it.
 fn admit_launcher_pod<C: ClusterReader + ?Sized>(
     request: &AdmissionRequest<'_>,
     settings: &Settings,
@@ -206,89 +209,33 @@ fn admit_launcher_pod<C: ClusterReader + ?Sized>(
         trace.note(|| "launcher pod names no VMI (kubevirt.io/domain) -> allow".into());
         return Decision::allow();
     };
-    let vmi_read =
-        cluster::fetch(cluster, VMI_API_VERSION, "VirtualMachineInstance", &request.namespace, &vmi_name);
+    let namespace = request.namespace.as_str();
+    let vmi_read = cluster::fetch(cluster, VMI_API_VERSION, "VirtualMachineInstance", namespace, &vmi_name);
     let raw = match vmi_read {
         Ok(raw) => raw,
         Err(e) => {
-            trace.note(|| format!("VMI {}/{vmi_name} not read ({e}) -> denied", request.namespace));
+            trace.note(|| format!("VMI {namespace}/{vmi_name} not read ({e}) -> denied"));
             return Decision::deny(messages::failed_getting_vmi(&e));
         }
     };
     let vmi = match cluster::decode::<VirtualMachineInstance<'_>>(&raw, "VirtualMachineInstance") {
         Ok(vmi) => vmi,
         Err(e) => {
-            trace.note(|| format!("VMI {}/{vmi_name} does not decode ({e}) -> denied", request.namespace));
+            trace.note(|| format!("VMI {namespace}/{vmi_name} does not decode ({e}) -> denied"));
             return Decision::deny(messages::failed_getting_vmi(&e));
         }
     };
-    trace.note(|| format!("VMI {}/{vmi_name} found, on node {}", request.namespace, vmi.status.node_name));
-
-    let cluster_wide = if vmi.spec.eviction_strategy.is_some() {
-        None
-    } else {
-        match cluster_eviction_strategy(settings, cluster) {
-            Ok(strategy) => strategy,
-            Err(e) => {
-                trace.note(|| format!("KubeVirt configuration not read ({e}) -> denied"));
-                return Decision::deny(messages::failed_getting_cluster_config(&e));
-            }
-        }
-    };
-    let Some(strategy) = vmi.eviction_strategy(cluster_wide.as_ref()) else {
-        // KubeVirt does not act on VMIs without an eviction strategy.
-        trace.note(|| "no eviction strategy (the VMI's or the cluster-wide one) -> allow".into());
-        return Decision::allow();
-    };
-    trace.note(|| {
-        let whose = if vmi.spec.eviction_strategy.is_some() { "the VMI's" } else { "cluster-wide" };
-        format!("strategy {} ({whose})", strategy.as_str())
-    });
-    trace.note(|| format!("live-migratable: {}", if vmi.is_migratable() { "yes" } else { "no" }));
-    let mark = match strategy {
-        EvictionStrategy::LiveMigrate if !vmi.is_migratable() => {
-            trace.note(|| "LiveMigrate but not migratable -> denied".into());
-            return Decision::deny(messages::not_live_migratable(&vmi.metadata.name));
-        }
-        EvictionStrategy::LiveMigrate | EvictionStrategy::External => true,
-        EvictionStrategy::LiveMigrateIfPossible => vmi.is_migratable(),
-        EvictionStrategy::None | EvictionStrategy::Unknown(_) => false,
-    };
-    if !mark {
-        trace.note(|| "the strategy does not evacuate this VMI -> allow".into());
-        return Decision::allow();
+    trace.note(|| format!("VMI {namespace}/{vmi_name} found, on node {}", vmi.status.node_name));
+    match evacuates(&vmi, settings, cluster, trace) {
+        Ok(true) => {}
+        Ok(false) => return Decision::allow(),
+        Err(denied) => return denied,
     }
-
     let vmi_namespace =
-        if vmi.metadata.namespace.is_empty() { &request.namespace } else { &vmi.metadata.namespace };
-    let vmi_ref = ObjectRef::new(vmi_namespace.as_str(), vmi.metadata.name.as_str());
+        if vmi.metadata.namespace.is_empty() { namespace } else { vmi.metadata.namespace.as_str() };
+    let vmi_ref = ObjectRef::new(vmi_namespace, vmi.metadata.name.as_str());
     if vmi.is_marked_for_evacuation() {
-        let in_progress = Decision::deny(messages::evacuation_in_progress(&vmi_ref));
-        // A mark of evac's own ends when its cause does; an eviction asking for the same
-        // evacuation makes it the eviction's, which lasts until the VM has left.
-        let own = vmi
-            .metadata
-            .annotation(EVICTION_SOURCE_ANNOTATION)
-            .and_then(|s| EvacuationSource::parse(&s))
-            .is_some_and(EvacuationSource::ends_by_itself);
-        trace.note(|| format!("already marked for evacuation from {}", vmi.status.evacuation_node_name));
-        if !own || vmi.status.evacuation_node_name != pod.spec.node_name {
-            trace.note(|| "-> 429, evacuation in progress".into());
-            return in_progress;
-        }
-        let Ok(eviction) = serde_json::from_str::<Eviction<'_>>(request.object_json()) else {
-            trace.note(|| "-> 429, evacuation in progress".into());
-            return in_progress;
-        };
-        trace.note(|| {
-            "the mark is evac's own, which ends with its cause -> 429, the eviction makes it its own".into()
-        });
-        return in_progress.with_effect(Effect::MarkForEvacuation {
-            vmi: vmi_ref,
-            node: pod.spec.node_name.to_string(),
-            dry_run: request.is_dry_run() || eviction.is_dry_run(),
-            source: eviction.requested_by_descheduler().then_some(EvacuationSource::Descheduler),
-        });
+        return already_marked(request, pod, &vmi, vmi_ref, trace);
     }
     if vmi.status.node_name != pod.spec.node_name {
         trace.note(|| "the VMI runs on another node: this is a migration's target pod -> 429".into());
@@ -309,6 +256,81 @@ fn admit_launcher_pod<C: ClusterReader + ?Sized>(
         node: pod.spec.node_name.to_string(),
         dry_run,
         source,
+    })
+}
+
+/// Whether the eviction strategy that applies (the VMI's, else the cluster-wide one) has the VMI
+/// evacuated; the denial when it cannot be known, or when `LiveMigrate` meets a VMI that cannot
+/// migrate. KubeVirt does not act on VMIs without an eviction strategy.
+fn evacuates<C: ClusterReader + ?Sized>(
+    vmi: &VirtualMachineInstance<'_>,
+    settings: &Settings,
+    cluster: &C,
+    trace: &mut Trace,
+) -> Result<bool, Decision> {
+    let cluster_wide = match vmi.spec.eviction_strategy {
+        Some(_) => None,
+        None => cluster_eviction_strategy(settings, cluster).map_err(|e| {
+            trace.note(|| format!("KubeVirt configuration not read ({e}) -> denied"));
+            Decision::deny(messages::failed_getting_cluster_config(&e))
+        })?,
+    };
+    let Some(strategy) = vmi.eviction_strategy(cluster_wide.as_ref()) else {
+        trace.note(|| "no eviction strategy (the VMI's or the cluster-wide one) -> allow".into());
+        return Ok(false);
+    };
+    trace.note(|| {
+        let whose = if vmi.spec.eviction_strategy.is_some() { "the VMI's" } else { "cluster-wide" };
+        format!("strategy {} ({whose})", strategy.as_str())
+    });
+    trace.note(|| format!("live-migratable: {}", if vmi.is_migratable() { "yes" } else { "no" }));
+    let mark = match strategy {
+        EvictionStrategy::LiveMigrate if !vmi.is_migratable() => {
+            trace.note(|| "LiveMigrate but not migratable -> denied".into());
+            return Err(Decision::deny(messages::not_live_migratable(&vmi.metadata.name)));
+        }
+        EvictionStrategy::LiveMigrate | EvictionStrategy::External => true,
+        EvictionStrategy::LiveMigrateIfPossible => vmi.is_migratable(),
+        EvictionStrategy::None | EvictionStrategy::Unknown(_) => false,
+    };
+    if !mark {
+        trace.note(|| "the strategy does not evacuate this VMI -> allow".into());
+    }
+    Ok(mark)
+}
+
+/// The verdict on evicting the pod of a VMI already marked: 429, evacuation in progress. A mark of
+/// evac's own ends when its cause does; an eviction asking for the same evacuation makes it the
+/// eviction's, which lasts until the VM has left.
+fn already_marked(
+    request: &AdmissionRequest<'_>,
+    pod: &Pod<'_>,
+    vmi: &VirtualMachineInstance<'_>,
+    vmi_ref: ObjectRef,
+    trace: &mut Trace,
+) -> Decision {
+    let in_progress = Decision::deny(messages::evacuation_in_progress(&vmi_ref));
+    let own = vmi
+        .metadata
+        .annotation(EVICTION_SOURCE_ANNOTATION)
+        .and_then(|s| EvacuationSource::parse(&s))
+        .is_some_and(EvacuationSource::ends_by_itself);
+    trace.note(|| format!("already marked for evacuation from {}", vmi.status.evacuation_node_name));
+    let eviction = serde_json::from_str::<Eviction<'_>>(request.object_json());
+    let Some(eviction) =
+        eviction.ok().filter(|_| own && vmi.status.evacuation_node_name == pod.spec.node_name)
+    else {
+        trace.note(|| "-> 429, evacuation in progress".into());
+        return in_progress;
+    };
+    trace.note(|| {
+        "the mark is evac's own, which ends with its cause -> 429, the eviction makes it its own".into()
+    });
+    in_progress.with_effect(Effect::MarkForEvacuation {
+        vmi: vmi_ref,
+        node: pod.spec.node_name.to_string(),
+        dry_run: request.is_dry_run() || eviction.is_dry_run(),
+        source: eviction.requested_by_descheduler().then_some(EvacuationSource::Descheduler),
     })
 }
 

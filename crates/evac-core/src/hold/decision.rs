@@ -266,6 +266,22 @@ fn read_request<'a>(request: &AdmissionRequest<'a>, now: f64) -> Result<Held<'a>
     Ok(Held { pod, started })
 }
 
+/// A step of the answer: what it found, or the answer itself when it settles the hold.
+type Step<T> = Result<Result<T, Answer>, DecideError>;
+
+/// The value of a [`Step`], or returns the answer it settled on.
+macro_rules! settled {
+    ($step:expr) => {
+        match $step? {
+            Ok(value) => value,
+            Err(answer) => return Ok(answer),
+        }
+    };
+}
+
+/// Whether the pod stays held, in the order virt-handler and the kubelet would see it: the pod
+/// and its VMI, the node, what stops the pod, whether its VM can be evacuated for that, a
+/// critical preemptor, and the hold's own time limits.
 fn answer<C: ClusterReader + ?Sized>(
     held: &Held<'_>,
     settings: &Settings,
@@ -273,78 +289,113 @@ fn answer<C: ClusterReader + ?Sized>(
     now: f64,
     trace: &mut Trace,
 ) -> Result<Answer, DecideError> {
-    let pod = &held.pod;
-    if !pod.is_virt_launcher() {
-        return Ok(Answer::Release(Release::NotALauncher));
+    let node_name = held.pod.spec.node_name.as_str();
+    let raw_vmi = settled!(read_vmi(&held.pod, cluster));
+    let vmi = cluster::decode::<VirtualMachineInstance<'_>>(&raw_vmi, "VirtualMachineInstance")?;
+    if vmi.is_being_deleted() {
+        return Ok(Answer::Release(Release::VmiBeingDeleted));
     }
+    let raw_node = settled!(read_node(node_name, cluster));
+    let mut node = cluster::decode::<Node<'_>>(&raw_node, "Node")?;
+    if node.is_down() {
+        return Ok(Answer::Release(Release::NodeDown));
+    }
+    let cause = settled!(cause_of(held, &mut node, settings, cluster, now, trace));
+    trace.note(|| format!("cause: {}", cause.as_str()));
+    settled!(evacuable(cause, &vmi, node_name, settings, cluster));
+    if cause == Cause::Preemption {
+        settled!(critical_preemptor(node_name, settings, cluster, trace));
+    }
+    Ok(within_limits(held, &vmi, cause, settings, now))
+}
+
+/// The launcher pod's VMI, as read; none ends the hold.
+fn read_vmi<C: ClusterReader + ?Sized>(pod: &Pod<'_>, cluster: &C) -> Step<Vec<u8>> {
+    if !pod.is_virt_launcher() {
+        return Ok(Err(Answer::Release(Release::NotALauncher)));
+    }
+    let Some(vmi_name) = pod.domain() else { return Ok(Err(Answer::Release(Release::NoVmi))) };
     let namespace = pod.metadata.namespace.as_str();
-    let node_name = pod.spec.node_name.as_str();
-    let Some(vmi_name) = pod.domain() else { return Ok(Answer::Release(Release::NoVmi)) };
-    let Some(raw_vmi) = cluster::fetch_if_exists(
+    let read = cluster::fetch_if_exists(
         cluster,
         KUBEVIRT_API_VERSION,
         "VirtualMachineInstance",
         namespace,
         &vmi_name,
-    )?
-    else {
-        return Ok(Answer::Release(Release::NoVmi));
-    };
-    let vmi = cluster::decode::<VirtualMachineInstance<'_>>(&raw_vmi, "VirtualMachineInstance")?;
-    if vmi.is_being_deleted() {
-        return Ok(Answer::Release(Release::VmiBeingDeleted));
-    }
-    let raw_node = match cluster::fetch(cluster, "v1", "Node", "", node_name) {
-        Ok(raw) => raw,
-        Err(e) if e.is_not_found() => return Ok(Answer::Release(Release::NodeGone)),
-        Err(e) => return Err(e.into()),
-    };
-    let mut node = cluster::decode::<Node<'_>>(&raw_node, "Node")?;
-    if node.is_down() {
-        return Ok(Answer::Release(Release::NodeDown));
-    }
+    )?;
+    Ok(read.ok_or(Answer::Release(Release::NoVmi)))
+}
 
-    let cause = if pod.is_terminating() {
-        classify(pod.disruption_reason(), false, false)
-    } else {
-        // The kubelet stops the pod without a deletion: node pressure, once the node shows it.
-        crate::placement::read_working_sets(core::slice::from_mut(&mut node), cluster);
-        let levels = settings.node_pressure.levels().map_err(DecideError::InvalidSettings)?;
-        let pressed = node.has_memory_pressure()
-            || node.memory_available().is_some_and(|free| free < levels.mark_below());
-        let shown_within = settings.hold.pressure_shown_within_seconds as f64;
-        match (pressed, now < held.started + shown_within) {
-            (true, _) => Cause::KubeletEviction,
-            (false, true) => {
-                trace.note(|| {
-                    "stopped by the kubelet without a deletion: waiting for node pressure to show".into()
-                });
-                return Ok(Answer::Hold {
-                    deadline: held.started + shown_within,
-                    state: "waiting for the node's memory pressure to show".into(),
-                    record: false,
-                });
-            }
-            (false, false) => return Ok(Answer::Release(Release::NoPressure)),
+/// The pod's node, as read; a node gone ends the hold.
+fn read_node<C: ClusterReader + ?Sized>(node_name: &str, cluster: &C) -> Step<Vec<u8>> {
+    match cluster::fetch(cluster, "v1", "Node", "", node_name) {
+        Ok(raw) => Ok(Ok(raw)),
+        Err(e) if e.is_not_found() => Ok(Err(Answer::Release(Release::NodeGone))),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// What stops the pod: its deletion's reason, or, for a stop without a deletion, the kubelet's
+/// eviction under node pressure once the node shows it (held a while for it to show).
+fn cause_of<C: ClusterReader + ?Sized>(
+    held: &Held<'_>,
+    node: &mut Node<'_>,
+    settings: &Settings,
+    cluster: &C,
+    now: f64,
+    trace: &mut Trace,
+) -> Step<Cause> {
+    if held.pod.is_terminating() {
+        return Ok(Ok(classify(held.pod.disruption_reason(), false, false)));
+    }
+    crate::placement::read_working_sets(core::slice::from_mut(node), cluster);
+    let levels = settings.node_pressure.levels().map_err(DecideError::InvalidSettings)?;
+    let pressed =
+        node.has_memory_pressure() || node.memory_available().is_some_and(|free| free < levels.mark_below());
+    let shown_within = settings.hold.pressure_shown_within_seconds as f64;
+    Ok(match (pressed, now < held.started + shown_within) {
+        (true, _) => Ok(Cause::KubeletEviction),
+        (false, true) => {
+            trace.note(|| {
+                "stopped by the kubelet without a deletion: waiting for node pressure to show".into()
+            });
+            Err(Answer::Hold {
+                deadline: held.started + shown_within,
+                state: "waiting for the node's memory pressure to show".into(),
+                record: false,
+            })
         }
-    };
-    trace.note(|| format!("cause: {}", cause.as_str()));
-    let Some((gate, _)) = cause.evacuation() else {
-        return Ok(Answer::Release(Release::NotEvacuated(cause)));
-    };
+        (false, false) => Err(Answer::Release(Release::NoPressure)),
+    })
+}
+
+/// Whether the VM can be evacuated for this cause: a cause evac evacuates for, behind a gate that
+/// is on, a VMI still running on the node, under a strategy that migrates it (or leaves it to an
+/// external controller).
+fn evacuable<C: ClusterReader + ?Sized>(
+    cause: Cause,
+    vmi: &VirtualMachineInstance<'_>,
+    node_name: &str,
+    settings: &Settings,
+    cluster: &C,
+) -> Step<()> {
+    let release = |why| Ok(Err(Answer::Release(why)));
+    let Some((gate, _)) = cause.evacuation() else { return release(Release::NotEvacuated(cause)) };
+    let not_running = || Release::NotRunning(format!("phase {}", or_none(&vmi.status.phase)));
     if vmi.status.node_name != node_name {
-        return Ok(Answer::Release(if vmi.status.phase == "Running" && !vmi.status.node_name.is_empty() {
+        let moved = vmi.status.phase == "Running" && !vmi.status.node_name.is_empty();
+        return release(if moved {
             Release::Migrated(vmi.status.node_name.to_string())
         } else {
-            Release::NotRunning(format!("phase {}", or_none(&vmi.status.phase)))
-        }));
+            not_running()
+        });
     }
     if vmi.status.phase != "Running" {
-        return Ok(Answer::Release(Release::NotRunning(format!("phase {}", or_none(&vmi.status.phase)))));
+        return release(not_running());
     }
     let config = KubeVirtConfig::read(settings.kubevirt.as_ref(), cluster)?;
     if !config.feature_gate_enabled(gate) {
-        return Ok(Answer::Release(Release::GateOff(gate)));
+        return release(Release::GateOff(gate));
     }
     let migrates = match vmi.eviction_strategy(config.eviction_strategy.as_ref()) {
         Some(EvictionStrategy::LiveMigrate | EvictionStrategy::LiveMigrateIfPossible) => vmi.is_migratable(),
@@ -352,36 +403,58 @@ fn answer<C: ClusterReader + ?Sized>(
         _ => false,
     };
     if !migrates {
-        return Ok(Answer::Release(Release::Strategy));
+        return release(Release::Strategy);
     }
-    if cause == Cause::Preemption {
-        if let Some((preemptor, priority)) = highest_preemptor(cluster, node_name)? {
-            trace.note(|| format!("preemptor {preemptor}, priority {priority}"));
-            if priority >= settings.hold.preemptor_priority {
-                return Ok(Answer::Release(Release::CriticalPreemptor { pod: preemptor, priority }));
-            }
+    Ok(Ok(()))
+}
+
+/// A preemption for a pod of at least the critical priority is not held up.
+fn critical_preemptor<C: ClusterReader + ?Sized>(
+    node_name: &str,
+    settings: &Settings,
+    cluster: &C,
+    trace: &mut Trace,
+) -> Step<()> {
+    if let Some((preemptor, priority)) = highest_preemptor(cluster, node_name)? {
+        trace.note(|| format!("preemptor {preemptor}, priority {priority}"));
+        if priority >= settings.hold.preemptor_priority {
+            return Ok(Err(Answer::Release(Release::CriticalPreemptor { pod: preemptor, priority })));
         }
     }
+    Ok(Ok(()))
+}
+
+/// The hold within its limits: not given up, within its window, and its evacuation asked for in
+/// time; its state says how far the evacuation is.
+fn within_limits(
+    held: &Held<'_>,
+    vmi: &VirtualMachineInstance<'_>,
+    cause: Cause,
+    settings: &Settings,
+    now: f64,
+) -> Answer {
+    let pod = &held.pod;
+    let node_name = pod.spec.node_name.as_str();
     if let Some(why) = pod.metadata.annotation(HOLD_RELEASE_ANNOTATION) {
-        return Ok(Answer::Release(Release::GivenUp(why.to_string())));
+        return Answer::Release(Release::GivenUp(why.to_string()));
     }
     let window = window_of(pod).unwrap_or(DEFAULT_WINDOW_SECONDS);
     let deadline = held.started + window as f64;
     if now >= deadline {
-        return Ok(Answer::Release(Release::WindowOver(window)));
+        return Answer::Release(Release::WindowOver(window));
     }
     let marked = vmi.status.evacuation_node_name == node_name;
     let requested = vmi.is_requested_from(node_name);
     let taken_up_within = settings.hold.taken_up_within_seconds;
     if !marked && !requested && now >= held.started + taken_up_within as f64 {
-        return Ok(Answer::Release(Release::NotTakenUp(taken_up_within)));
+        return Answer::Release(Release::NotTakenUp(taken_up_within));
     }
     let state = match (marked, requested) {
         (true, _) => format!("marked for evacuation from {node_name} ({})", cause.as_str()),
         (false, true) => format!("its evacuation from {node_name} is requested ({})", cause.as_str()),
         (false, false) => format!("waiting for its evacuation to be asked for ({})", cause.as_str()),
     };
-    Ok(Answer::Hold { deadline, state, record: true })
+    Answer::Hold { deadline, state, record: true }
 }
 
 fn or_none(text: &str) -> &str {
