@@ -177,6 +177,20 @@ mod tests {
         .to_string()
     }
 
+    /// A CR virt-operator has not processed is written back without a `status` (an empty one
+    /// would be a change); one it has keeps its phase.
+    #[test]
+    fn an_empty_status_is_not_written() {
+        let text = kubevirt(&[], serde_json::json!({}));
+        let unprocessed: KubeVirt<'_> = serde_json::from_str(&text).unwrap();
+        assert!(serde_json::to_value(&unprocessed).unwrap().get("status").is_none());
+        let deployed = KubeVirt { status: KubeVirtStatus { phase: "Deployed".into() }, ..unprocessed };
+        assert_eq!(
+            serde_json::to_value(&deployed).unwrap()["status"],
+            serde_json::json!({"phase": "Deployed"})
+        );
+    }
+
     /// `bandwidthPerMigration: 0` is KubeVirt's "unlimited": no figure to estimate with.
     #[test]
     fn a_zero_bandwidth_is_no_bandwidth() {
