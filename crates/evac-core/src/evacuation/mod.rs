@@ -36,13 +36,14 @@ mod tests;
 
 pub use flavor::Flavor;
 pub use history::{backoff_seconds, kubevirt_backoff_until, BACKOFF_MAX_SECONDS, BACKOFF_START_SECONDS};
+pub use plan::evacuate;
 pub use settings::{NodePressure, Settings, DEFAULT_ASSUMED_BANDWIDTH, DEFAULT_MAX_FAILED_EVACUATIONS};
 
 use crate::cluster::{ClusterReader, ReadError};
 use crate::effect::{EvacuationSource, MigrationCause, MigrationPriority};
 use crate::model::{AdmissionRequest, Node};
 use crate::trace::Trace;
-use crate::{Decision, Effect};
+use crate::Decision;
 
 pub use crate::kubevirt::{LAUNCHER_SELECTOR, NODE_NAME_LABEL};
 
@@ -192,31 +193,6 @@ where
     C: ClusterReader + ?Sized,
 {
     evacuate(node, settings, cluster, &mut Context { flavor, now, trace })
-}
-
-/// The decision itself, every other entry point's: reads what the node's evacuations depend on,
-/// plans them, and notes the answer last.
-pub fn evacuate<C>(
-    node: &Node<'_>,
-    settings: &Settings,
-    cluster: &C,
-    cx: &mut Context<'_>,
-) -> Result<Decision, ReadError>
-where
-    C: ClusterReader + ?Sized,
-{
-    let result = plan::decide(node, settings, cluster, cx);
-    match &result {
-        Ok(decision) => cx.trace.note(|| {
-            let effects: Vec<&str> = decision.effects.iter().map(Effect::type_name).collect();
-            match effects.as_slice() {
-                [] => "-> allow, nothing to do".to_owned(),
-                _ => format!("-> allow, {}", effects.join(", ")),
-            }
-        }),
-        Err(error) => cx.trace.note(|| format!("-> rejected (500): cannot read the cluster: {error}")),
-    }
-    result
 }
 
 /// Why an evacuation migration from `node` runs: the source recorded on its VMI

@@ -18,10 +18,13 @@ use super::Context;
 use crate::cluster::{self, ClusterReader, ReadError};
 use crate::effect::{EvacuationSource, MigrationCause, CAUSE_ANNOTATION, EVICTION_SOURCE_ANNOTATION};
 use crate::model::{Migration, Node, Pod};
+use crate::trace::Trace;
 use crate::{Decision, Effect};
 
-/// Reads what the node's evacuations depend on and decides them.
-pub(super) fn decide<C>(
+/// Decides the evacuations of `node`: reads what they depend on, plans them, and notes the
+/// answer last (a failed read is the answer too). The verdict is always Allow: this decision only
+/// reports what should happen.
+pub fn evacuate<C>(
     node: &Node<'_>,
     settings: &Settings,
     cluster: &C,
@@ -30,9 +33,9 @@ pub(super) fn decide<C>(
 where
     C: ClusterReader + ?Sized,
 {
-    let config = inputs::read_config(settings, cluster, cx)?;
-    let listed = Listed::read(cluster, node.metadata.name.as_str())?;
-    let objects = listed.decode(node, cx.trace)?;
+    let config = inputs::read_config(settings, cluster, cx).map_err(rejected(cx.trace))?;
+    let listed = Listed::read(cluster, node.metadata.name.as_str()).map_err(rejected(cx.trace))?;
+    let objects = listed.decode(node, cx.trace).map_err(rejected(cx.trace))?;
     let node = inputs::with_pressure_figures(node, &objects.vmis, cluster, cx);
     let mut raw_policies = Vec::new();
     let namespaces = objects.vmis.iter().map(|v| v.metadata.namespace.to_string());
@@ -54,11 +57,28 @@ where
     let mut outlook = (cx.flavor.marks_for_kubevirt(settings) && plan.with_deadline(&inputs))
         .then(|| outlook::read(&inputs, cluster, cx));
     let raw_nodes = match plan.targets_needed(outlook.is_some(), cx) {
-        true => Some(inputs::list(cluster, "v1", "Node", None, None)?),
+        true => Some(inputs::list(cluster, "v1", "Node", None, None).map_err(rejected(cx.trace))?),
         false => None,
     };
-    let nodes = raw_nodes.as_deref().map(|raw| targets(raw, cluster)).transpose()?;
-    Ok(plan.effects(&inputs, nodes.as_deref(), outlook.as_mut(), cx))
+    let nodes =
+        raw_nodes.as_deref().map(|raw| targets(raw, cluster)).transpose().map_err(rejected(cx.trace))?;
+    let decision = plan.effects(&inputs, nodes.as_deref(), outlook.as_mut(), cx);
+    cx.trace.note(|| {
+        let effects: Vec<&str> = decision.effects.iter().map(Effect::type_name).collect();
+        match effects.as_slice() {
+            [] => "-> allow, nothing to do".to_owned(),
+            _ => format!("-> allow, {}", effects.join(", ")),
+        }
+    });
+    Ok(decision)
+}
+
+/// Notes a failed read as the answer.
+fn rejected(trace: &mut Trace) -> impl FnOnce(ReadError) -> ReadError + '_ {
+    move |error| {
+        trace.note(|| format!("-> rejected (500): cannot read the cluster: {error}"));
+        error
+    }
 }
 
 /// The nodes VMs could go to, with their memory figures.

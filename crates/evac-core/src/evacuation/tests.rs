@@ -17,7 +17,7 @@ use crate::effect::{
     REQUEST_EVICT_ONLY_ANNOTATION as EVICT_ONLY,
 };
 use crate::eviction::KubeVirtRef;
-use crate::ObjectRef;
+use crate::{Effect, ObjectRef};
 
 /// Room for every migration a test asks for.
 fn roomy() -> Value {
