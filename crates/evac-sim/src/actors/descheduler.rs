@@ -33,10 +33,12 @@
 //! writes nothing itself. Between cycles it does nothing, and a cycle reads the pods once.
 
 use std::collections::HashMap;
+use std::ops::ControlFlow;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use serde::Serialize;
+use serde_json::Value;
 
 use super::Evictor;
 use crate::kinds::{nodes, pods};
@@ -201,6 +203,68 @@ struct Source<'a> {
     target: f64,
 }
 
+/// What a cycle's pass over the pods found.
+#[derive(Default)]
+struct Seen<'a> {
+    /// The pods that weigh on each node.
+    by_node: HashMap<&'a str, Vec<PodView<'a>>>,
+    /// The evictions in progress: (node, namespace) of each pod.
+    in_progress: Vec<(&'a str, &'a str)>,
+}
+
+/// A limit on the evictions of a cycle.
+enum Limit {
+    /// `maxNoOfPodsToEvictTotal`: the cycle stops.
+    Total,
+    /// `maxNoOfPodsToEvictPerNode`: the node's turn ends.
+    Node,
+    /// `maxNoOfPodsToEvictPerNamespace`: the pod is passed over.
+    Namespace,
+}
+
+/// A cycle's eviction pass under way.
+struct Pass<'s, 'a> {
+    store: &'s Store,
+    now: Duration,
+    cycle: usize,
+    state: &'s mut State,
+    record: CycleStats,
+    counters: Counters<'a>,
+    /// Memory the under-utilised nodes can still take, up to the target.
+    room: f64,
+}
+
+impl Pass<'_, '_> {
+    /// A pod of `source` leaves (or is leaving already).
+    fn moved(&mut self, source: &mut Source<'_>, memory: f64) {
+        source.used -= memory;
+        self.room -= memory;
+    }
+
+    /// Records the cycle with its limit counters.
+    fn finish(mut self) {
+        self.record.counted_most_on_a_node = self.counters.by_node.values().copied().max().unwrap_or(0);
+        self.record.counted_most_in_a_namespace =
+            self.counters.by_namespace.values().copied().max().unwrap_or(0);
+        self.record.counted_total = self.counters.total;
+        self.state.stats.per_cycle.push(self.record);
+    }
+}
+
+/// A node's candidates, in KEP-1397's order: evictions in progress first, so they count before
+/// any new one; then the largest.
+fn candidates<'p, 'a>(by_node: &'p HashMap<&str, Vec<PodView<'a>>>, node: &str) -> Vec<&'p PodView<'a>> {
+    let mut candidates: Vec<&PodView> =
+        by_node.get(node).into_iter().flatten().filter(|p| p.evictable).collect();
+    candidates.sort_by(|a, b| {
+        b.in_progress
+            .cmp(&a.in_progress)
+            .then(b.memory.total_cmp(&a.memory))
+            .then((a.namespace, a.name).cmp(&(b.namespace, b.name)))
+    });
+    candidates
+}
+
 impl Descheduler {
     /// A descheduler that asks for evictions through `evictor`; its first cycle runs at its first reconcile.
     pub fn new(settings: DeschedulerSettings, evictor: Arc<dyn Evictor>) -> Self {
@@ -247,17 +311,50 @@ impl Descheduler {
         Ok(Some(next))
     }
 
+    /// One cycle: reads the pods and the nodes, then asks for evictions from the over-utilised
+    /// nodes, most loaded first, within the limits.
     fn cycle(&self, store: &Store, now: Duration, state: &mut State) {
-        let background = self.settings.evictions_in_background;
         state.stats.cycles += 1;
-        let cycle_number = state.stats.cycles;
-        let mut record =
-            CycleStats { at_ms: u64::try_from(now.as_millis()).unwrap_or(u64::MAX), ..Default::default() };
-
+        let cycle = state.stats.cycles;
         // One pass over the pods: who runs where, and what is in progress.
         let (all_pods, _) = store.list(&pods(), None, None, None);
-        let mut by_node: HashMap<&str, Vec<PodView>> = HashMap::new();
-        let mut in_progress: Vec<(&str, &str)> = Vec::new();
+        let seen = self.read_pods(&all_pods, now, cycle, &mut state.cache);
+        // Entries of pods gone, or past the TTL, are dropped.
+        state.cache.retain(|_, entry| entry.seen == cycle);
+        let (all_nodes, _) = store.list(&nodes(), None, None, None);
+        let (mut sources, room) = self.classify_nodes(&all_nodes, &seen.by_node);
+
+        let record = CycleStats {
+            at_ms: u64::try_from(now.as_millis()).unwrap_or(u64::MAX),
+            in_progress: seen.in_progress.len(),
+            ..Default::default()
+        };
+        let mut pass = Pass { store, now, cycle, state, record, counters: Counters::default(), room };
+        // KEP-1397: the counters start with the evictions in progress.
+        for &(node, namespace) in &seen.in_progress {
+            pass.counters.add(node, namespace);
+        }
+        for source in &mut sources {
+            if self
+                .evict_from_source_node(&mut pass, source, candidates(&seen.by_node, source.name))
+                .is_break()
+            {
+                break;
+            }
+        }
+        pass.finish();
+    }
+
+    /// The pods a cycle weighs, by node, and the evictions in progress; keeps the cache of
+    /// evictions in background up to date.
+    fn read_pods<'a>(
+        &self,
+        all_pods: &'a [Arc<Value>],
+        now: Duration,
+        cycle: usize,
+        cache: &mut HashMap<String, InProgress>,
+    ) -> Seen<'a> {
+        let mut seen = Seen::default();
         for pod in all_pods.iter().map(|p| Pod(p)) {
             if pod.is_finished() {
                 continue;
@@ -268,36 +365,17 @@ impl Descheduler {
             // KEP-1397's annotations count by their presence (KubeVirt sets `request-evict-only` to "").
             let request_evict_only = pod.meta().annotation(REQUEST_EVICT_ONLY).is_some();
             let annotated = request_evict_only && pod.meta().annotation(EVICTION_IN_PROGRESS).is_some();
-            let mut pod_in_progress = false;
-            if background {
-                if let Some(entry) = state.cache.get_mut(uid) {
-                    // Kept while fresh, unless the annotation it had is gone: KubeVirt removes it
-                    // when the migration failed, so that the pod may be asked for again. Past the
-                    // TTL it is abandoned: whoever took the request never annotated the pod.
-                    let ended = entry.annotated && !annotated;
-                    if !ended && now.saturating_sub(entry.since) < self.settings.in_progress_ttl {
-                        entry.seen = cycle_number;
-                        entry.annotated |= annotated;
-                        pod_in_progress = true;
-                    }
-                }
-                // KEP-1397: a pod with both annotations is being evicted, whoever asked for it; this
-                // also rebuilds the cache after a restart, so the pod is not asked for twice.
-                if annotated && !pod_in_progress {
-                    let entry = InProgress { since: now, seen: cycle_number, annotated };
-                    state.cache.insert(uid.to_owned(), entry);
-                    pod_in_progress = true;
-                }
-                if pod_in_progress {
-                    in_progress.push((node, namespace));
-                }
+            let in_progress =
+                self.settings.evictions_in_background && self.in_progress(cache, uid, annotated, now, cycle);
+            if in_progress {
+                seen.in_progress.push((node, namespace));
             }
             // A terminating pod is leaving already: neither counted in its node's usage nor movable.
             if node.is_empty() || pod.is_terminating() {
                 continue;
             }
             let evictable = pod.phase() == Some("Running") && owned_but_not_by_a_daemon_set(pod);
-            by_node.entry(node).or_default().push(PodView {
+            seen.by_node.entry(node).or_default().push(PodView {
                 namespace,
                 name: pod.meta().name(),
                 uid,
@@ -305,22 +383,50 @@ impl Descheduler {
                 // LowNodeUtilization counts requests.
                 memory: pod.container_memory_requests(),
                 request_evict_only,
-                in_progress: pod_in_progress,
+                in_progress,
                 evictable,
             });
         }
-        // Entries of pods gone, or past the TTL, are dropped.
-        state.cache.retain(|_, entry| entry.seen == cycle_number);
+        seen
+    }
 
-        // KEP-1397: the counters start with the evictions in progress.
-        let mut counters = Counters::default();
-        for &(node, namespace) in &in_progress {
-            counters.add(node, namespace);
+    /// KEP-1397: whether a pod's eviction is in progress, by the cache and the pod's annotations
+    /// (`annotated`: both of them); the cache entry is refreshed, or made for an annotated pod.
+    fn in_progress(
+        &self,
+        cache: &mut HashMap<String, InProgress>,
+        uid: &str,
+        annotated: bool,
+        now: Duration,
+        cycle: usize,
+    ) -> bool {
+        if let Some(entry) = cache.get_mut(uid) {
+            // Kept while fresh, unless the annotation it had is gone: KubeVirt removes it
+            // when the migration failed, so that the pod may be asked for again. Past the
+            // TTL it is abandoned: whoever took the request never annotated the pod.
+            let ended = entry.annotated && !annotated;
+            if !ended && now.saturating_sub(entry.since) < self.settings.in_progress_ttl {
+                entry.seen = cycle;
+                entry.annotated |= annotated;
+                return true;
+            }
         }
-        record.in_progress = in_progress.len();
+        // KEP-1397: a pod with both annotations is being evicted, whoever asked for it; this
+        // also rebuilds the cache after a restart, so the pod is not asked for twice.
+        if annotated {
+            cache.insert(uid.to_owned(), InProgress { since: now, seen: cycle, annotated });
+            return true;
+        }
+        false
+    }
 
-        // Classify the nodes.
-        let (all_nodes, _) = store.list(&nodes(), None, None, None);
+    /// LowNodeUtilization's `classifyNodes`: the over-utilised nodes, the most loaded first, and
+    /// the room the under-utilised ones have up to the target (no sources when no node is under).
+    fn classify_nodes<'a>(
+        &self,
+        all_nodes: &'a [Arc<Value>],
+        by_node: &HashMap<&str, Vec<PodView<'_>>>,
+    ) -> (Vec<Source<'a>>, f64) {
         let mut sources: Vec<Source> = Vec::new();
         let mut room = 0.0;
         let mut any_under = false;
@@ -348,78 +454,90 @@ impl Descheduler {
         }
         // The most loaded nodes first, as LowNodeUtilization does.
         sources.sort_by(|a, b| (b.used / b.target).total_cmp(&(a.used / a.target)).then(a.name.cmp(b.name)));
+        (sources, room)
+    }
 
-        'nodes: for source in &mut sources {
-            let mut candidates: Vec<&PodView> =
-                by_node.get(source.name).into_iter().flatten().filter(|p| p.evictable).collect();
-            // KEP-1397's sorting: evictions in progress first, so they count before any new one.
-            candidates.sort_by(|a, b| {
-                b.in_progress
-                    .cmp(&a.in_progress)
-                    .then(b.memory.total_cmp(&a.memory))
-                    .then((a.namespace, a.name).cmp(&(b.namespace, b.name)))
-            });
-            for pod in candidates {
-                if source.used <= source.target || room <= 0.0 {
-                    break;
-                }
-                if pod.in_progress {
-                    // Already leaving (and counted): it relieves the node without a second request.
-                    source.used -= pod.memory;
-                    room -= pod.memory;
-                    continue;
-                }
-                if self.settings.max_total.is_some_and(|max| counters.total >= max) {
-                    break 'nodes;
-                }
-                if self
-                    .settings
-                    .max_per_node
-                    .is_some_and(|max| counters.by_node.get(pod.node).copied().unwrap_or(0) >= max)
-                {
-                    break;
-                }
-                if self
-                    .settings
-                    .max_per_namespace
-                    .is_some_and(|max| counters.by_namespace.get(pod.namespace).copied().unwrap_or(0) >= max)
-                {
-                    continue;
-                }
-                record.requests += 1;
-                state.stats.requests += 1;
-                let moved = match self.evictor.evict(store, pod.namespace, pod.name, REQUESTER) {
-                    Ok(()) => {
-                        record.evicted += 1;
-                        state.stats.pods_evicted += 1;
-                        true
-                    }
-                    Err(e) if background && pod.request_evict_only && self.in_background(&e) => {
-                        let entry = InProgress { since: now, seen: cycle_number, annotated: false };
-                        state.cache.insert(pod.uid.to_owned(), entry);
-                        record.evacuations += 1;
-                        state.stats.pod_evacuations += 1;
-                        true
-                    }
-                    // A refusal (a budget, a webhook): the pod stays; the next one is tried.
-                    Err(_) => {
-                        record.failures += 1;
-                        state.stats.failures += 1;
-                        false
-                    }
-                };
-                if moved {
-                    counters.add(pod.node, pod.namespace);
-                    source.used -= pod.memory;
-                    room -= pod.memory;
-                }
+    /// `evictPodsFromSourceNodes`, for one node: asks for the eviction of its candidates, in
+    /// order, until the node would come down to its target or the under-utilised nodes would be
+    /// full; breaks when the total limit is met.
+    fn evict_from_source_node<'a>(
+        &self,
+        pass: &mut Pass<'_, 'a>,
+        source: &mut Source<'_>,
+        candidates: Vec<&PodView<'a>>,
+    ) -> ControlFlow<()> {
+        for pod in candidates {
+            if source.used <= source.target || pass.room <= 0.0 {
+                break;
+            }
+            if pod.in_progress {
+                // Already leaving (and counted): it relieves the node without a second request.
+                pass.moved(source, pod.memory);
+                continue;
+            }
+            match self.limit_met(&pass.counters, pod) {
+                Some(Limit::Total) => return ControlFlow::Break(()),
+                Some(Limit::Node) => break,
+                Some(Limit::Namespace) => continue,
+                None => {}
+            }
+            if self.request(pass, pod) {
+                pass.counters.add(pod.node, pod.namespace);
+                pass.moved(source, pod.memory);
             }
         }
+        ControlFlow::Continue(())
+    }
 
-        record.counted_most_on_a_node = counters.by_node.values().copied().max().unwrap_or(0);
-        record.counted_most_in_a_namespace = counters.by_namespace.values().copied().max().unwrap_or(0);
-        record.counted_total = counters.total;
-        state.stats.per_cycle.push(record);
+    /// The first of `maxNoOfPodsToEvictTotal`, `PerNode` and `PerNamespace` that asking for `pod`
+    /// would exceed.
+    fn limit_met(&self, counters: &Counters<'_>, pod: &PodView<'_>) -> Option<Limit> {
+        let settings = &self.settings;
+        if settings.max_total.is_some_and(|max| counters.total >= max) {
+            Some(Limit::Total)
+        } else if settings
+            .max_per_node
+            .is_some_and(|max| counters.by_node.get(pod.node).copied().unwrap_or(0) >= max)
+        {
+            Some(Limit::Node)
+        } else if settings
+            .max_per_namespace
+            .is_some_and(|max| counters.by_namespace.get(pod.namespace).copied().unwrap_or(0) >= max)
+        {
+            Some(Limit::Namespace)
+        } else {
+            None
+        }
+    }
+
+    /// Asks for a pod's eviction; whether it leaves (evicted, or evicted in background).
+    fn request(&self, pass: &mut Pass<'_, '_>, pod: &PodView<'_>) -> bool {
+        pass.record.requests += 1;
+        pass.state.stats.requests += 1;
+        match self.evictor.evict(pass.store, pod.namespace, pod.name, REQUESTER) {
+            Ok(()) => {
+                pass.record.evicted += 1;
+                pass.state.stats.pods_evicted += 1;
+                true
+            }
+            Err(e)
+                if self.settings.evictions_in_background
+                    && pod.request_evict_only
+                    && self.in_background(&e) =>
+            {
+                let entry = InProgress { since: pass.now, seen: pass.cycle, annotated: false };
+                pass.state.cache.insert(pod.uid.to_owned(), entry);
+                pass.record.evacuations += 1;
+                pass.state.stats.pod_evacuations += 1;
+                true
+            }
+            // A refusal (a budget, a webhook): the pod stays; the next one is tried.
+            Err(_) => {
+                pass.record.failures += 1;
+                pass.state.stats.failures += 1;
+                false
+            }
+        }
     }
 
     /// Whether a refusal is KEP-1397's answer for an eviction started in background: 429 with a

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use super::Evictor;
+use super::{Evictor, Wake};
 use crate::kinds::{nodes, pods};
 use crate::objects::Pod;
 use crate::store::{Patch, Store};
@@ -84,7 +84,7 @@ impl Drain {
         let selector = evac_cluster::FieldSelector::parse(&format!("spec.nodeName={}", self.node))
             .map_err(ApiError::bad_request)?;
         let (pods, _) = store.list(&pods(), None, None, Some(&selector));
-        let mut next: Option<Duration> = None;
+        let mut wake = Wake::default();
         let mut left = 0;
         for pod in pods.iter().map(|p| Pod(p)).filter(|p| !owned_by_daemon_set(*p)) {
             // kubectl waits for deleted pods to go; finished ones it deletes like any other.
@@ -96,7 +96,7 @@ impl Drain {
             let key = format!("{namespace}/{name}");
             if let Some(&at) = state.retry_at.get(&key) {
                 if at > now {
-                    next = Some(next.map_or(at, |n: Duration| n.min(at)));
+                    wake.at(at);
                     continue;
                 }
             }
@@ -108,7 +108,7 @@ impl Drain {
                 Err(e) if e.code == 429 => {
                     state.refused += 1;
                     state.retry_at.insert(key, now + RETRY);
-                    next = Some(next.map_or(now + RETRY, |n: Duration| n.min(now + RETRY)));
+                    wake.at(now + RETRY);
                 }
                 Err(e) => {
                     state.error = Some(format!(
@@ -122,7 +122,7 @@ impl Drain {
         if left == 0 {
             state.finished = Some(now);
         }
-        Ok(next)
+        Ok(wake.next())
     }
 }
 

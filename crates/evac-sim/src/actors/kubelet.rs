@@ -19,7 +19,7 @@
 //! the compute container's request); a node's is `status.capacity.memory`. The node gets the
 //! `MemoryPressure` condition while under the soft threshold.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use serde_json::json;
@@ -28,7 +28,7 @@ use evac_core::hold::VirtHandler;
 
 use self::termination::{Step, Stopping};
 use super::conditions_without;
-use super::quantity;
+use super::{quantity, Wake};
 use crate::kinds::{nodes, pods};
 use crate::objects::{Node, Pod};
 use crate::store::{Patch, Store, TERMINATE_AT_ANNOTATION};
@@ -160,6 +160,16 @@ impl PodFacts {
     }
 }
 
+/// The nodes that are down: no kubelet acts on them.
+fn down_nodes(all_nodes: &[std::sync::Arc<serde_json::Value>]) -> HashSet<String> {
+    all_nodes
+        .iter()
+        .map(|n| Node(n))
+        .filter(|n| n.meta().annotation(DOWN_ANNOTATION) == Some("true"))
+        .map(|n| n.name().to_owned())
+        .collect()
+}
+
 /// A pod: (namespace, name).
 type PodKey = (String, String);
 
@@ -206,19 +216,36 @@ impl Kubelet {
     /// has to act.
     pub fn reconcile(&self, store: &Store) -> Result<Option<Duration>, ApiError> {
         let now = store.clock().elapsed();
-        let mut next: Option<Duration> = None;
-        let mut wake = |at: Duration| next = Some(next.map_or(at, |n: Duration| n.min(at)));
+        let mut wake = Wake::default();
         let mut cache = self.cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         cache.refresh(store);
         let (all_nodes, _) = store.list(&nodes(), None, None, None);
-        // A node that is down has no kubelet to act.
-        let down: std::collections::HashSet<String> = all_nodes
-            .iter()
-            .map(|n| Node(n))
-            .filter(|n| n.meta().annotation(DOWN_ANNOTATION) == Some("true"))
-            .map(|n| n.name().to_owned())
-            .collect();
+        let down = down_nodes(&all_nodes);
+        self.advance_terminations(store, &mut cache, &down, now, &mut wake)?;
 
+        let mut by_node: HashMap<&str, Vec<(&PodKey, &PodFacts)>> = HashMap::new();
+        for (key, facts) in cache.pods.iter().filter(|(_, f)| !f.finished) {
+            by_node.entry(facts.node.as_str()).or_default().push((key, facts));
+        }
+        for node in all_nodes.iter().map(|n| Node(n)).filter(|n| !down.contains(n.name())) {
+            let on_node = by_node.get(node.name()).map(Vec::as_slice).unwrap_or_default();
+            if let Some(at) = self.synchronize(store, node, on_node, now)? {
+                wake.at(at);
+            }
+        }
+        Ok(wake.next())
+    }
+
+    /// Takes each pod being stopped whose next step is due one step further (`SyncTerminatingPod`),
+    /// and says when the pods being stopped next need a look.
+    fn advance_terminations(
+        &self,
+        store: &Store,
+        cache: &mut PodCache,
+        down: &HashSet<String>,
+        now: Duration,
+        wake: &mut Wake,
+    ) -> Result<(), ApiError> {
         // Pods being stopped whose next step is due; each is read again, as it is now.
         let due: Vec<(String, String)> = cache
             .pods
@@ -245,64 +272,66 @@ impl Kubelet {
         for stopping in cache.pods.values().filter(|f| !down.contains(&f.node)).filter_map(PodFacts::stopping)
         {
             // While its hooks run a pod is looked at every HOOK_POLL; then at its next step.
-            wake(match stopping.sigterm {
+            wake.at(match stopping.sigterm {
                 None => (now + HOOK_POLL).min(stopping.grace_end.max(now + Duration::from_millis(1))),
                 Some(_) => stopping.next(),
             });
         }
+        Ok(())
+    }
 
-        let mut by_node: HashMap<&str, Vec<(&PodKey, &PodFacts)>> = HashMap::new();
-        for (key, facts) in cache.pods.iter().filter(|(_, f)| !f.finished) {
-            by_node.entry(facts.node.as_str()).or_default().push((key, facts));
-        }
-        for node in all_nodes.iter().map(|n| Node(n)).filter(|n| !down.contains(n.name())) {
-            let name = node.name();
-            let Some(capacity) = node.capacity_memory() else { continue };
-            let on_node = by_node.get(name).map(Vec::as_slice).unwrap_or_default();
-            let terminating = on_node.iter().any(|(_, f)| f.kill_at.is_some());
-            let system =
-                node.meta().annotation(SYSTEM_MEMORY_ANNOTATION).and_then(quantity::bytes).unwrap_or(0.0);
-            let used: f64 = system + on_node.iter().map(|(_, f)| f.memory).sum::<f64>();
-            let available = capacity - used;
-            publish_metrics(store, name, used)?;
+    /// The eviction manager's `synchronize` on one node: its memory signal and `MemoryPressure`,
+    /// then, past the soft grace period or under the hard threshold, one victim by
+    /// `rankMemoryPressure`. Returns when it has to look again.
+    fn synchronize(
+        &self,
+        store: &Store,
+        node: Node<'_>,
+        on_node: &[(&PodKey, &PodFacts)],
+        now: Duration,
+    ) -> Result<Option<Duration>, ApiError> {
+        let name = node.name();
+        let Some(capacity) = node.capacity_memory() else { return Ok(None) };
+        let terminating = on_node.iter().any(|(_, f)| f.kill_at.is_some());
+        let system =
+            node.meta().annotation(SYSTEM_MEMORY_ANNOTATION).and_then(quantity::bytes).unwrap_or(0.0);
+        let used: f64 = system + on_node.iter().map(|(_, f)| f.memory).sum::<f64>();
+        let available = capacity - used;
+        publish_metrics(store, name, used)?;
 
-            let pressure_since = pressure_since(node);
-            if available >= self.soft_threshold {
-                if pressure_since.is_some() {
-                    set_pressure(store, name, None)?;
-                }
-                continue;
+        let pressure_since = pressure_since(node);
+        if available >= self.soft_threshold {
+            if pressure_since.is_some() {
+                set_pressure(store, name, None)?;
             }
-            let since = match pressure_since {
-                Some(since) => since,
-                None => {
-                    set_pressure(store, name, Some(now))?;
-                    now
-                }
-            };
-            let hard = available < self.hard_threshold;
-            // The eviction manager waits for its victim to stop (`killPodNow`), whatever the threshold.
-            if terminating {
-                continue;
-            }
-            if !hard && now < since + self.soft_grace {
-                wake(since + self.soft_grace);
-                continue;
-            }
-            // `rankMemoryPressure`: no pod uses more than it requests, so the lowest priority
-            // first (ties: by name).
-            let victim = on_node
-                .iter()
-                .filter(|(_, f)| f.kill_at.is_none())
-                .min_by(|(a_key, a), (b_key, b)| a.priority.cmp(&b.priority).then(a_key.cmp(b_key)));
-            if let Some(((namespace, victim), _)) = victim {
-                let pod = store.get(&pods(), namespace, victim)?;
-                let grace = if hard { IMMEDIATE_EVICTION_GRACE } else { self.grace_of(Pod(&pod)) };
-                self.begin_eviction(store, Pod(&pod), grace, available)?;
-                wake(now);
-            }
+            return Ok(None);
         }
-        Ok(next)
+        let since = match pressure_since {
+            Some(since) => since,
+            None => {
+                set_pressure(store, name, Some(now))?;
+                now
+            }
+        };
+        let hard = available < self.hard_threshold;
+        // The eviction manager waits for its victim to stop (`killPodNow`), whatever the threshold.
+        if terminating {
+            return Ok(None);
+        }
+        if !hard && now < since + self.soft_grace {
+            return Ok(Some(since + self.soft_grace));
+        }
+        // `rankMemoryPressure`: no pod uses more than it requests, so the lowest priority
+        // first (ties: by name).
+        let victim = on_node
+            .iter()
+            .filter(|(_, f)| f.kill_at.is_none())
+            .min_by(|(a_key, a), (b_key, b)| a.priority.cmp(&b.priority).then(a_key.cmp(b_key)));
+        let Some(((namespace, victim), _)) = victim else { return Ok(None) };
+        let pod = store.get(&pods(), namespace, victim)?;
+        let grace = if hard { IMMEDIATE_EVICTION_GRACE } else { self.grace_of(Pod(&pod)) };
+        self.begin_eviction(store, Pod(&pod), grace, available)?;
+        Ok(Some(now))
     }
 
     /// A soft eviction's grace period: `min(evictionMaxPodGracePeriod, the pod's)`, and never

@@ -43,7 +43,7 @@ use evac_core::model::Migration as MigrationModel;
 use evac_core::model::Str;
 use serde_json::{json, Value};
 
-use super::quantity;
+use super::{quantity, Wake};
 use crate::kinds::{migrations, pods, vmis};
 use crate::objects::{Migration, Pod, Vmi};
 use crate::store::{deleted, Kind, Patch, Store};
@@ -175,143 +175,206 @@ impl World {
     }
 }
 
+/// Unfinished migrations per VMI (namespace/name): resource version and name of each.
+type Unfinished<'w> = BTreeMap<String, Vec<(u64, &'w str)>>;
+
+/// Unfinished migrations per VMI, the oldest first: a later one fails (`canMigrateVMI`).
+fn unfinished_by_vmi(world: &World) -> Unfinished<'_> {
+    let mut unfinished: Unfinished<'_> = BTreeMap::new();
+    for migration in world.migrations.iter().map(|m| Migration(m)).filter(|m| !m.is_final()) {
+        let key = format!("{}/{}", migration.meta().namespace(), migration.vmi_name());
+        unfinished
+            .entry(key)
+            .or_default()
+            .push((migration.meta().resource_version(), migration.meta().name()));
+    }
+    unfinished
+}
+
+/// What one pass over the migrations gathers as it goes.
+struct Pass<'w> {
+    now: Duration,
+    /// When the controller next has to act.
+    wake: Wake,
+    /// Migrations counted against `parallelMigrationsPerCluster`: those with a target pod.
+    running_total: usize,
+    /// Of those, per source node, against `parallelOutboundMigrationsPerNode`.
+    outbound: HashMap<String, usize>,
+    /// `Pending` migrations without a target pod, waiting for one.
+    waiting: Vec<Migration<'w>>,
+}
+
+impl Pass<'_> {
+    /// A migration leaving `source` counts against the parallel limits.
+    fn count(&mut self, source: &str) {
+        self.running_total += 1;
+        *self.outbound.entry(source.to_owned()).or_default() += 1;
+    }
+}
+
 impl MigrationController {
     /// One pass over every migration; returns when it next has to act (a migration's end, a
     /// back-off, a pending timeout).
     pub fn reconcile(&self, store: &Store) -> Result<Option<Duration>, ApiError> {
-        let now = store.clock().elapsed();
-        let mut next: Option<Duration> = None;
-        let mut wake = |at: Duration| next = Some(next.map_or(at, |n: Duration| n.min(at)));
         let world = World::read(store);
-
-        // Unfinished migrations per VMI, oldest first: a later one fails (`canMigrateVMI`).
-        let mut unfinished: BTreeMap<String, Vec<(u64, &str)>> = BTreeMap::new();
+        let mut pass = Pass {
+            now: store.clock().elapsed(),
+            wake: Wake::default(),
+            running_total: 0,
+            outbound: HashMap::new(),
+            waiting: Vec::new(),
+        };
+        let unfinished = unfinished_by_vmi(&world);
         for migration in world.migrations.iter().map(|m| Migration(m)).filter(|m| !m.is_final()) {
-            let key = format!("{}/{}", migration.meta().namespace(), migration.vmi_name());
-            unfinished
-                .entry(key)
-                .or_default()
-                .push((migration.meta().resource_version(), migration.meta().name()));
+            self.sync(store, &world, &unfinished, migration, &mut pass)?;
         }
-        let mut running_total = 0;
-        let mut outbound: HashMap<String, usize> = HashMap::new();
-        let mut waiting: Vec<Migration> = Vec::new();
-        for migration in world.migrations.iter().map(|m| Migration(m)) {
-            if migration.is_final() {
-                continue;
-            }
-            let Some(vmi) = world.vmi_of(migration) else {
-                // "Deleting migration for deleted vmi".
-                deleted(store.delete(
-                    &migrations(),
-                    migration.meta().namespace(),
-                    migration.meta().name(),
-                    false,
-                ))?;
-                continue;
-            };
-            let vmi = Vmi(vmi);
-            let key = format!("{}/{}", migration.meta().namespace(), migration.vmi_name());
-            let first = unfinished.get(&key).and_then(|all| all.iter().min()).map(|(_, name)| *name);
-            if migration.phase().is_none() && first != Some(migration.meta().name()) {
-                let message =
-                    "VMI is not eligible for migration because another migration job is in progress.";
-                self.fail(store, migration, &world, message)?;
-                continue;
-            }
-            let target = world.target_pod(migration).map(|p| Pod(p));
-            match migration.phase() {
-                None => {
-                    self.set_phase(store, migration, "Pending", json!({}))?;
-                    waiting.push(migration);
-                }
-                Some("Pending") if target.is_none() => waiting.push(migration),
-                Some("Pending" | "Scheduling" | "Scheduled") => {
-                    let Some(target) = target else {
-                        self.fail(
-                            store,
-                            migration,
-                            &world,
-                            "Migration target pod was removed during active migration.",
-                        )?;
-                        continue;
-                    };
-                    match self.target_pod_timeout(store, migration, target, &world, now)? {
-                        Pending::Waits(until) => wake(until),
-                        Pending::TimedOut => continue,
-                        Pending::No => {}
-                    }
-                    if !vmi.is_running() || vmi.node_name().is_none() {
-                        self.fail(
-                            store,
-                            migration,
-                            &world,
-                            "Migration failed vmi shutdown during migration.",
-                        )?;
-                        continue;
-                    }
-                    running_total += 1;
-                    *outbound.entry(vmi.node_name().unwrap_or_default().to_owned()).or_default() += 1;
-                    if target.phase() == Some("Running") && target.node_name().is_some() {
-                        let ends = self.start(store, migration, vmi, target, &world, now)?;
-                        wake(ends);
-                    } else if migration.phase() != Some("Scheduling") {
-                        self.set_phase(store, migration, "Scheduling", json!({}))?;
-                    }
-                }
-                Some("Running" | "PreparingTarget" | "TargetReady") => {
-                    let source = migration.source_node().unwrap_or_default();
-                    let stopped = !vmi.is_running() || vmi.node_name() != Some(source);
-                    if stopped || target.is_none_or(|t| t.is_finished() || t.is_terminating()) {
-                        let why = if stopped {
-                            "Migration failed vmi shutdown during migration."
-                        } else {
-                            "Migration failed because target pod shutdown during migration"
-                        };
-                        self.fail(store, migration, &world, why)?;
-                        continue;
-                    }
-                    let ends = migration
-                        .meta()
-                        .annotation(ENDS_AT_ANNOTATION)
-                        .and_then(|e| e.parse().ok())
-                        .map(Duration::from_millis);
-                    if ends.is_some_and(|ends| ends <= now) {
-                        self.finish(store, migration, vmi, &world)?;
-                        continue;
-                    }
-                    if let Some(ends) = ends {
-                        wake(ends);
-                    }
-                    running_total += 1;
-                    *outbound.entry(source.to_owned()).or_default() += 1;
-                }
-                Some(_) => {}
-            }
-        }
-
         collect_finished(store, &world.migrations)?;
+        self.create_target_pods(store, &world, &mut pass)?;
+        Ok(pass.wake.next())
+    }
 
+    /// One unfinished migration: deleted with its VMI, failed when another migration of its VMI
+    /// came first (`canMigrateVMI`), else moved on by its phase.
+    fn sync<'w>(
+        &self,
+        store: &Store,
+        world: &'w World,
+        unfinished: &Unfinished<'_>,
+        migration: Migration<'w>,
+        pass: &mut Pass<'w>,
+    ) -> Result<(), ApiError> {
+        let Some(vmi) = world.vmi_of(migration) else {
+            // "Deleting migration for deleted vmi".
+            return deleted(store.delete(
+                &migrations(),
+                migration.meta().namespace(),
+                migration.meta().name(),
+                false,
+            ));
+        };
+        let vmi = Vmi(vmi);
+        let key = format!("{}/{}", migration.meta().namespace(), migration.vmi_name());
+        let first = unfinished.get(&key).and_then(|all| all.iter().min()).map(|(_, name)| *name);
+        if migration.phase().is_none() && first != Some(migration.meta().name()) {
+            let message = "VMI is not eligible for migration because another migration job is in progress.";
+            return self.fail(store, migration, world, message);
+        }
+        let target = world.target_pod(migration).map(|p| Pod(p));
+        match migration.phase() {
+            None => {
+                self.set_phase(store, migration, "Pending", json!({}))?;
+                pass.waiting.push(migration);
+            }
+            Some("Pending") if target.is_none() => pass.waiting.push(migration),
+            Some("Pending" | "Scheduling" | "Scheduled") => {
+                let Some(target) = target else {
+                    let why = "Migration target pod was removed during active migration.";
+                    return self.fail(store, migration, world, why);
+                };
+                self.sync_scheduling(store, world, migration, vmi, target, pass)?;
+            }
+            Some("Running" | "PreparingTarget" | "TargetReady") => {
+                self.sync_running(store, world, migration, vmi, target, pass)?;
+            }
+            Some(_) => {}
+        }
+        Ok(())
+    }
+
+    /// A migration with a target pod that does not run yet: the pod's pending timeout, then the
+    /// migration starts once the pod runs. It counts against the limits meanwhile.
+    fn sync_scheduling(
+        &self,
+        store: &Store,
+        world: &World,
+        migration: Migration<'_>,
+        vmi: Vmi<'_>,
+        target: Pod<'_>,
+        pass: &mut Pass<'_>,
+    ) -> Result<(), ApiError> {
+        match self.target_pod_timeout(store, migration, target, world, pass.now)? {
+            Pending::Waits(until) => pass.wake.at(until),
+            Pending::TimedOut => return Ok(()),
+            Pending::No => {}
+        }
+        if !vmi.is_running() || vmi.node_name().is_none() {
+            return self.fail(store, migration, world, "Migration failed vmi shutdown during migration.");
+        }
+        pass.count(vmi.node_name().unwrap_or_default());
+        if target.phase() == Some("Running") && target.node_name().is_some() {
+            let ends = self.start(store, migration, vmi, target, world, pass.now)?;
+            pass.wake.at(ends);
+        } else if migration.phase() != Some("Scheduling") {
+            self.set_phase(store, migration, "Scheduling", json!({}))?;
+        }
+        Ok(())
+    }
+
+    /// A running migration: it fails when its VMI stops or leaves the source node, or its target
+    /// pod goes; it finishes when its time is up. It counts against the limits until then.
+    fn sync_running(
+        &self,
+        store: &Store,
+        world: &World,
+        migration: Migration<'_>,
+        vmi: Vmi<'_>,
+        target: Option<Pod<'_>>,
+        pass: &mut Pass<'_>,
+    ) -> Result<(), ApiError> {
+        let source = migration.source_node().unwrap_or_default();
+        let stopped = !vmi.is_running() || vmi.node_name() != Some(source);
+        if stopped || target.is_none_or(|t| t.is_finished() || t.is_terminating()) {
+            let why = if stopped {
+                "Migration failed vmi shutdown during migration."
+            } else {
+                "Migration failed because target pod shutdown during migration"
+            };
+            return self.fail(store, migration, world, why);
+        }
+        let ends = migration
+            .meta()
+            .annotation(ENDS_AT_ANNOTATION)
+            .and_then(|e| e.parse().ok())
+            .map(Duration::from_millis);
+        if ends.is_some_and(|ends| ends <= pass.now) {
+            return self.finish(store, migration, vmi, world);
+        }
+        if let Some(ends) = ends {
+            pass.wake.at(ends);
+        }
+        pass.count(source);
+        Ok(())
+    }
+
+    /// `handleTargetPodCreation`: the waiting migrations get their target pods in queue order,
+    /// as far as the parallel limits, their back-off and their VMI's pods allow.
+    fn create_target_pods<'w>(
+        &self,
+        store: &Store,
+        world: &'w World,
+        pass: &mut Pass<'w>,
+    ) -> Result<(), ApiError> {
         // KubeVirt's priority queue (VEP 62): the highest `spec.priority` first, then the oldest.
         // controller-runtime's priority queue (`pkg/controller/priorityqueue`, `less`) orders
         // equal priorities by when they were added; a pending migration that finds no slot is
         // added back in the order it was taken, so the order stays the order of creation. Within
         // one second of `creationTimestamp`, the store's uids count up with creation.
+        let mut waiting = std::mem::take(&mut pass.waiting);
         waiting.sort_by_key(|m| {
             (std::cmp::Reverse(queue_priority(*m)), m.meta().creation_timestamp(), m.meta().uid())
         });
         for migration in waiting {
-            if running_total >= self.parallel_per_cluster {
+            if pass.running_total >= self.parallel_per_cluster {
                 break;
             }
             if let Some(until) = backoff_until(store, migration, &world.migrations) {
                 // Held Pending after failed evacuations (`handleMigrationBackoff`).
-                wake(until);
+                pass.wake.at(until);
                 continue;
             }
             let Some(vmi) = world.vmi_of(migration).map(|v| Vmi(v)) else { continue };
             let Some(source) = vmi.node_name().filter(|_| vmi.is_running()) else { continue };
-            if outbound.get(source).copied().unwrap_or(0) >= self.parallel_outbound_per_node {
+            if pass.outbound.get(source).copied().unwrap_or(0) >= self.parallel_outbound_per_node {
                 continue;
             }
             // One active pod: a second one means a migration before this one is not over.
@@ -320,10 +383,9 @@ impl MigrationController {
             let [source_pod] = active.as_slice() else { continue };
             self.create_target_pod(store, migration, vmi, *source_pod)?;
             self.set_phase(store, migration, "Scheduling", json!({}))?;
-            running_total += 1;
-            *outbound.entry(source.to_owned()).or_default() += 1;
+            pass.count(source);
         }
-        Ok(next)
+        Ok(())
     }
 
     /// Deletes a target pod pending too long, and fails its migration (`handlePendingPodTimeout`).

@@ -23,11 +23,29 @@ pub use scheduler::Scheduler;
 pub use taint_manager::TaintManager;
 pub use virt_controller::VirtController;
 
+use std::time::Duration;
+
 use serde_json::{json, Value};
 
 use crate::objects::Condition;
 use crate::store::Store;
 use crate::ApiError;
+
+/// When an actor next has to act: the earliest of the times it was given.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Wake(Option<Duration>);
+
+impl Wake {
+    /// The actor has to act again at `at`, if not earlier.
+    pub(crate) fn at(&mut self, at: Duration) {
+        self.0 = Some(self.0.map_or(at, |n| n.min(at)));
+    }
+
+    /// The earliest time given, if any.
+    pub(crate) fn next(self) -> Option<Duration> {
+        self.0
+    }
+}
 
 /// KubeVirt's label of a VMI with the node it runs on (kept up to date by virt-controller).
 pub const NODE_NAME_LABEL: &str = "kubevirt.io/nodeName";

@@ -154,8 +154,7 @@ async fn handle(
     }
     match respond(&store, &method, target, &query, &headers, &body) {
         Ok(Reply::Json(code, value)) => json_response(code, &value),
-        Ok(Reply::Watch { resource, namespace, from, start, labels, fields, timeout }) => {
-            let selection = watch::Selection { resource, namespace, labels, fields };
+        Ok(Reply::Watch { selection, from, start, timeout }) => {
             watch::stream(store, selection, from, start, timeout)
         }
         Err(error) => status_response(&error),
@@ -165,12 +164,9 @@ async fn handle(
 enum Reply {
     Json(StatusCode, Value),
     Watch {
-        resource: &'static Resource,
-        namespace: Option<String>,
+        selection: watch::Selection,
         from: Option<u64>,
         start: watch::Start,
-        labels: Option<LabelSelector>,
-        fields: Option<FieldSelector>,
         timeout: std::time::Duration,
     },
 }
@@ -184,69 +180,13 @@ fn respond(
     body: &[u8],
 ) -> Result<Reply, ApiError> {
     let dry_run = query.get("dryRun").is_some_and(|v| v == "All");
-    let ok = |value: &Value| Ok(Reply::Json(StatusCode::OK, value.clone()));
     if let Target::Collection { resource, .. } | Target::Item { resource, .. } = &target {
-        let watch = query.get("watch").is_some_and(|w| w == "true" || w == "1");
-        let verb = match *method {
-            Method::GET if watch => "watch",
-            Method::GET => "get",
-            Method::POST => "create",
-            Method::PUT => "update",
-            Method::PATCH => "patch",
-            Method::DELETE => "delete",
-            _ => "",
-        };
-        // A read-only resource (metrics-server's) refuses the rest, as the API server does for
-        // a verb a resource does not serve.
-        let served = resource.verbs.contains(&verb) || (verb == "get" && resource.verbs.contains(&"list"));
-        if !served {
-            return Err(ApiError {
-                code: 405,
-                reason: "MethodNotAllowed",
-                message: "the server does not allow this method on the requested resource".into(),
-            });
-        }
+        check_served(resource, method, query)?;
     }
     match (method, target) {
         (&Method::GET, Target::Document(document)) => Ok(Reply::Json(StatusCode::OK, document)),
         (&Method::GET, Target::Collection { resource, namespace }) => {
-            let labels = selector(query, "labelSelector", LabelSelector::parse)?;
-            let fields = selector(query, "fieldSelector", FieldSelector::parse)?;
-            if query.get("watch").is_some_and(|w| w == "true" || w == "1") {
-                let version = query.get("resourceVersion").map(String::as_str).unwrap_or_default();
-                let start = watch_start(query, version)?;
-                let from = match version {
-                    "" | "0" => None,
-                    version => Some(version.parse().map_err(|_| {
-                        ApiError::bad_request(format!("invalid resourceVersion {version:?}"))
-                    })?),
-                };
-                let timeout = query
-                    .get("timeoutSeconds")
-                    .and_then(|t| t.parse().ok())
-                    .map_or(std::time::Duration::from_secs(1800), std::time::Duration::from_secs);
-                return Ok(Reply::Watch {
-                    resource,
-                    namespace: namespace.map(str::to_owned),
-                    from,
-                    start,
-                    labels,
-                    fields,
-                    timeout,
-                });
-            }
-            let (items, revision) =
-                store.list(&resource.store_kind(), namespace, labels.as_ref(), fields.as_ref());
-            let items: Vec<&Value> = items.iter().map(|i| &**i).collect();
-            if table::wanted(headers) {
-                return ok(&table::of(resource, &items, Some(revision.to_string()), store.clock().now()));
-            }
-            ok(&json!({
-                "kind": format!("{}List", resource.kind),
-                "apiVersion": resource.api_version(),
-                "metadata": {"resourceVersion": revision.to_string()},
-                "items": items,
-            }))
+            list_or_watch(store, resource, namespace, query, headers)
         }
         (&Method::POST, Target::Collection { resource, namespace }) => {
             let object = parse_body(body)?;
@@ -296,6 +236,93 @@ fn respond(
             message: format!("the server does not allow this method on the requested resource ({method})"),
         }),
     }
+}
+
+/// A 200 with the value.
+#[allow(clippy::unnecessary_wraps)]
+fn ok(value: &Value) -> Result<Reply, ApiError> {
+    Ok(Reply::Json(StatusCode::OK, value.clone()))
+}
+
+/// Whether the request asks for a watch (`watch=true` or `watch=1`).
+fn is_watch(query: &HashMap<String, String>) -> bool {
+    query.get("watch").is_some_and(|w| w == "true" || w == "1")
+}
+
+/// Whether the resource serves the request's verb: a read-only resource (metrics-server's)
+/// refuses the rest, as the API server does for a verb a resource does not serve.
+fn check_served(
+    resource: &Resource,
+    method: &Method,
+    query: &HashMap<String, String>,
+) -> Result<(), ApiError> {
+    let verb = match *method {
+        Method::GET if is_watch(query) => "watch",
+        Method::GET => "get",
+        Method::POST => "create",
+        Method::PUT => "update",
+        Method::PATCH => "patch",
+        Method::DELETE => "delete",
+        _ => "",
+    };
+    let served = resource.verbs.contains(&verb) || (verb == "get" && resource.verbs.contains(&"list"));
+    if served {
+        Ok(())
+    } else {
+        Err(ApiError {
+            code: 405,
+            reason: "MethodNotAllowed",
+            message: "the server does not allow this method on the requested resource".into(),
+        })
+    }
+}
+
+/// A collection's list (as a Table when the client asks for one), or a watch of it.
+fn list_or_watch(
+    store: &Store,
+    resource: &'static Resource,
+    namespace: Option<&str>,
+    query: &HashMap<String, String>,
+    headers: &HeaderMap,
+) -> Result<Reply, ApiError> {
+    let labels = selector(query, "labelSelector", LabelSelector::parse)?;
+    let fields = selector(query, "fieldSelector", FieldSelector::parse)?;
+    if is_watch(query) {
+        let selection =
+            watch::Selection { resource, namespace: namespace.map(str::to_owned), labels, fields };
+        return watch_request(query, selection);
+    }
+    let (items, revision) = store.list(&resource.store_kind(), namespace, labels.as_ref(), fields.as_ref());
+    let items: Vec<&Value> = items.iter().map(|i| &**i).collect();
+    if table::wanted(headers) {
+        return ok(&table::of(resource, &items, Some(revision.to_string()), store.clock().now()));
+    }
+    ok(&json!({
+        "kind": format!("{}List", resource.kind),
+        "apiVersion": resource.api_version(),
+        "metadata": {"resourceVersion": revision.to_string()},
+        "items": items,
+    }))
+}
+
+/// A watch from the request's resource version (none, or "0": from the current objects), for
+/// `timeoutSeconds` (30 minutes by default).
+fn watch_request(query: &HashMap<String, String>, selection: watch::Selection) -> Result<Reply, ApiError> {
+    let version = query.get("resourceVersion").map(String::as_str).unwrap_or_default();
+    let start = watch_start(query, version)?;
+    let from = match version {
+        "" | "0" => None,
+        version => Some(
+            version
+                .parse()
+                .map_err(|_| ApiError::bad_request(format!("invalid resourceVersion {version:?}")))?,
+        ),
+    };
+    let timeout = query
+        .get("timeoutSeconds")
+        .and_then(|t| t.parse().ok())
+        .map_or(std::time::Duration::from_secs(1800), std::time::Duration::from_secs);
+    Ok(Reply::Watch { selection, from, start, timeout })
 }
 
 /// A deletion's grace period: `?gracePeriodSeconds=` or the DeleteOptions body's field.

@@ -14,6 +14,7 @@ use tokio::sync::mpsc;
 
 use super::resources::Resource;
 use crate::store::Store;
+use crate::{Event, EventType};
 use evac_cluster::{FieldSelector, LabelSelector};
 
 /// What a watch follows.
@@ -36,6 +37,8 @@ pub struct Start {
 /// The annotation of the bookmark that ends a watch's initial events.
 const INITIAL_EVENTS_END: &str = "k8s.io/initial-events-end";
 
+/// A watch's response: a chunked stream that follows the selection from `from` (or from its
+/// initial events), until `timeout`, the client leaving, or a version too old (410).
 pub fn stream(
     store: Arc<Store>,
     selection: Selection,
@@ -45,88 +48,19 @@ pub fn stream(
 ) -> Response {
     let (tx, rx) = mpsc::channel::<Bytes>(256);
     tokio::spawn(async move {
-        let Selection { resource, namespace, labels, fields } = selection;
-        let kind = resource.store_kind();
-        let selected = |object: &Value| {
-            let in_namespace = namespace.as_deref().is_none_or(|ns| {
-                object.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or_default() == ns
-            });
-            in_namespace
-                && labels.as_ref().is_none_or(|s| s.matches_object(object))
-                && fields.as_ref().is_none_or(|s| s.matches_object(object))
-        };
-        let line = |type_: &str, object: &Value| {
-            Bytes::from(format!("{}\n", json!({"type": type_, "object": object})))
-        };
-        let mut changes = store.subscribe();
+        let changes = store.subscribe();
         // The initial events: the current objects as ADDED (a resource version given with them is
         // one the state is not older than), then, where bookmarks are allowed, the bookmark that
         // says they are over. Without them, the watch follows from the version given, or from now.
-        let mut seen = match (start.initial_events, from) {
+        let seen = match (start.initial_events, from) {
             (false, Some(version)) => version,
-            (false, None) => store.revision_of(std::slice::from_ref(&kind)),
-            (true, _) => {
-                let (items, revision) =
-                    store.list(&kind, namespace.as_deref(), labels.as_ref(), fields.as_ref());
-                for item in items {
-                    if tx.send(line("ADDED", &item)).await.is_err() {
-                        return;
-                    }
-                }
-                if start.bookmarks {
-                    let bookmark = json!({
-                        "kind": resource.kind, "apiVersion": resource.api_version(),
-                        "metadata": {"resourceVersion": revision.to_string(),
-                                     "annotations": {INITIAL_EVENTS_END: "true"}},
-                    });
-                    if tx.send(line("BOOKMARK", &bookmark)).await.is_err() {
-                        return;
-                    }
-                }
-                revision
-            }
+            (false, None) => store.revision_of(std::slice::from_ref(&selection.resource.store_kind())),
+            (true, _) => match initial_events(&store, &selection, start.bookmarks, &tx).await {
+                Some(revision) => revision,
+                None => return,
+            },
         };
-        let deadline = tokio::time::sleep(timeout);
-        tokio::pin!(deadline);
-        loop {
-            match store.events_since(&kind, seen) {
-                Ok((events, revision)) => {
-                    for event in &events {
-                        // As kube-apiserver's watch cache tells a selecting watcher
-                        // (`cacheWatcher.convertToWatchEvent`): an object that stops matching is
-                        // DELETED (as it was), one that starts matching is ADDED.
-                        let now = selected(&event.object);
-                        let before = event.previous.as_deref().is_some_and(selected);
-                        let sent = match (event.type_, before, now) {
-                            (crate::EventType::Modified, true, false) => {
-                                // The object as it was, at the change's resource version (as the
-                                // watch cache stamps the previous object), so a client resumes after it.
-                                let mut was = (**event.previous.as_ref().expect("matched before")).clone();
-                                was["metadata"]["resourceVersion"] =
-                                    event.object["metadata"]["resourceVersion"].clone();
-                                line("DELETED", &was)
-                            }
-                            (crate::EventType::Modified, false, true) => line("ADDED", &event.object),
-                            (_, _, true) => line(event.type_.as_str(), &event.object),
-                            (_, _, false) => continue,
-                        };
-                        if tx.send(sent).await.is_err() {
-                            return;
-                        }
-                    }
-                    seen = revision;
-                }
-                Err(gone) => {
-                    let _ = tx.send(line("ERROR", &gone.status())).await;
-                    return;
-                }
-            }
-            tokio::select! {
-                changed = changes.changed() => if changed.is_err() { return },
-                () = &mut deadline => return,
-                () = tx.closed() => return,
-            }
-        }
+        follow(&store, &selection, seen, changes, timeout, &tx).await;
     });
     let body =
         futures::stream::unfold(
@@ -134,4 +68,106 @@ pub fn stream(
             |mut rx| async move { rx.recv().await.map(|b| (Ok::<_, Infallible>(b), rx)) },
         );
     ([(header::CONTENT_TYPE, "application/json")], Body::from_stream(body)).into_response()
+}
+
+impl Selection {
+    /// Whether the watch follows this object: in its namespace, matching its selectors.
+    fn selects(&self, object: &Value) -> bool {
+        let in_namespace = self.namespace.as_deref().is_none_or(|ns| {
+            object.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or_default() == ns
+        });
+        in_namespace
+            && self.labels.as_ref().is_none_or(|s| s.matches_object(object))
+            && self.fields.as_ref().is_none_or(|s| s.matches_object(object))
+    }
+}
+
+/// One line of the stream.
+fn line(type_: &str, object: &Value) -> Bytes {
+    Bytes::from(format!("{}\n", json!({"type": type_, "object": object})))
+}
+
+/// Sends the current objects as ADDED, then with `bookmarks` the bookmark that ends them; returns
+/// the revision they are at, or `None` when the client left.
+async fn initial_events(
+    store: &Store,
+    selection: &Selection,
+    bookmarks: bool,
+    tx: &mpsc::Sender<Bytes>,
+) -> Option<u64> {
+    let resource = selection.resource;
+    let (items, revision) = store.list(
+        &resource.store_kind(),
+        selection.namespace.as_deref(),
+        selection.labels.as_ref(),
+        selection.fields.as_ref(),
+    );
+    for item in items {
+        tx.send(line("ADDED", &item)).await.ok()?;
+    }
+    if bookmarks {
+        let bookmark = json!({
+            "kind": resource.kind, "apiVersion": resource.api_version(),
+            "metadata": {"resourceVersion": revision.to_string(),
+                         "annotations": {INITIAL_EVENTS_END: "true"}},
+        });
+        tx.send(line("BOOKMARK", &bookmark)).await.ok()?;
+    }
+    Some(revision)
+}
+
+/// Sends the selection's changes after revision `seen` as they come, until the deadline, the
+/// client leaving, or a version too old for the history (the `ERROR` event with a 410 Status).
+async fn follow(
+    store: &Store,
+    selection: &Selection,
+    mut seen: u64,
+    mut changes: tokio::sync::watch::Receiver<u64>,
+    timeout: Duration,
+    tx: &mpsc::Sender<Bytes>,
+) {
+    let kind = selection.resource.store_kind();
+    let deadline = tokio::time::sleep(timeout);
+    tokio::pin!(deadline);
+    loop {
+        match store.events_since(&kind, seen) {
+            Ok((events, revision)) => {
+                for sent in events.iter().filter_map(|event| watch_event(selection, event)) {
+                    if tx.send(sent).await.is_err() {
+                        return;
+                    }
+                }
+                seen = revision;
+            }
+            Err(gone) => {
+                let _ = tx.send(line("ERROR", &gone.status())).await;
+                return;
+            }
+        }
+        tokio::select! {
+            changed = changes.changed() => if changed.is_err() { return },
+            () = &mut deadline => return,
+            () = tx.closed() => return,
+        }
+    }
+}
+
+/// A change as the selecting watcher is told it, if at all. As kube-apiserver's watch cache tells
+/// a selecting watcher (`cacheWatcher.convertToWatchEvent`): an object that stops matching is
+/// DELETED (as it was), one that starts matching is ADDED.
+fn watch_event(selection: &Selection, event: &Event) -> Option<Bytes> {
+    let now = selection.selects(&event.object);
+    let before = event.previous.as_deref().is_some_and(|previous| selection.selects(previous));
+    match (event.type_, before, now) {
+        (EventType::Modified, true, false) => {
+            // The object as it was, at the change's resource version (as the
+            // watch cache stamps the previous object), so a client resumes after it.
+            let mut was = (**event.previous.as_ref().expect("matched before")).clone();
+            was["metadata"]["resourceVersion"] = event.object["metadata"]["resourceVersion"].clone();
+            Some(line("DELETED", &was))
+        }
+        (EventType::Modified, false, true) => Some(line("ADDED", &event.object)),
+        (_, _, true) => Some(line(event.type_.as_str(), &event.object)),
+        (_, _, false) => None,
+    }
 }

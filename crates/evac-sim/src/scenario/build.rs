@@ -5,7 +5,7 @@
 use crate::actors::NODE_NAME_LABEL;
 use serde_json::{json, Value};
 
-use super::spec::Scenario;
+use super::spec::{group_names, PolicySpec, Scenario, VmGroup};
 use crate::actors::kubelet::termination::GUEST_SHUTDOWN_ANNOTATION;
 use crate::actors::launcher;
 use crate::actors::migration::DIRTY_RATE_ANNOTATION;
@@ -29,45 +29,13 @@ pub const EVAC_WEBHOOK: &str = "pod-eviction.evac.kubevirt.io";
 /// `replacing`, in its place.
 pub fn install(store: &Store, scenario: &Scenario, with_evac: bool, replacing: bool) -> Result<(), ApiError> {
     virt_api::register(store);
-    let nodes = scenario.node_names();
-    let groups = scenario.cluster.nodes.iter().flat_map(|group| std::iter::repeat_n(group, group.count));
-    for (name, group) in nodes.iter().zip(groups) {
-        let mut node = node(name, &group.memory.0);
-        for (key, value) in &group.labels {
-            node["metadata"]["labels"][key] = json!(value);
-        }
-        if let Some(cpu) = &group.cpu {
-            node["status"]["capacity"]["cpu"] = json!(cpu.0);
-            node["status"]["allocatable"]["cpu"] = json!(cpu.0);
-        }
-        store.create(&Kind::new("v1", "Node"), "", node, false)?;
-    }
+    create_nodes(store, scenario)?;
     for policy in &scenario.cluster.migration_policies {
-        let mut selectors = json!({});
-        if let Some(vmi) = &policy.selectors.virtual_machine_instance_selector {
-            selectors["virtualMachineInstanceSelector"] = json!(vmi);
-        }
-        if let Some(namespace) = &policy.selectors.namespace_selector {
-            selectors["namespaceSelector"] = json!(namespace);
-        }
-        let mut spec = json!({"selectors": selectors});
-        let fields = [
-            ("bandwidthPerMigration", policy.bandwidth_per_migration.as_ref().map(|b| json!(b.0))),
-            ("completionTimeoutPerGiB", policy.completion_timeout_per_gib.map(|t| json!(t))),
-            ("allowPostCopy", policy.allow_post_copy.map(|b| json!(b))),
-            ("allowWorkloadDisruption", policy.allow_workload_disruption.map(|b| json!(b))),
-            ("allowAutoConverge", policy.allow_auto_converge.map(|b| json!(b))),
-        ];
-        for (field, value) in fields {
-            if let Some(value) = value {
-                spec[field] = value;
-            }
-        }
         let kind = Kind::new(
             evac_core::migration_policy::MIGRATION_POLICY_API_VERSION,
             evac_core::migration_policy::MIGRATION_POLICY_KIND,
         );
-        store.create(&kind, "", json!({"metadata": {"name": policy.name}, "spec": spec}), false)?;
+        store.create(&kind, "", migration_policy(policy), false)?;
     }
     for budget in &scenario.cluster.pod_disruption_budgets {
         let mut spec = json!({"selector": budget.selector});
@@ -99,6 +67,49 @@ pub fn install(store: &Store, scenario: &Scenario, with_evac: bool, replacing: b
     Ok(())
 }
 
+/// The scenario's nodes, group by group, with their groups' labels and CPU.
+fn create_nodes(store: &Store, scenario: &Scenario) -> Result<(), ApiError> {
+    let nodes = scenario.node_names();
+    let groups = scenario.cluster.nodes.iter().flat_map(|group| std::iter::repeat_n(group, group.count));
+    for (name, group) in nodes.iter().zip(groups) {
+        let mut node = node(name, &group.memory.0);
+        for (key, value) in &group.labels {
+            node["metadata"]["labels"][key] = json!(value);
+        }
+        if let Some(cpu) = &group.cpu {
+            node["status"]["capacity"]["cpu"] = json!(cpu.0);
+            node["status"]["allocatable"]["cpu"] = json!(cpu.0);
+        }
+        store.create(&Kind::new("v1", "Node"), "", node, false)?;
+    }
+    Ok(())
+}
+
+/// A `MigrationPolicy` object: its selectors, and the settings the scenario gives.
+fn migration_policy(policy: &PolicySpec) -> Value {
+    let mut selectors = json!({});
+    if let Some(vmi) = &policy.selectors.virtual_machine_instance_selector {
+        selectors["virtualMachineInstanceSelector"] = json!(vmi);
+    }
+    if let Some(namespace) = &policy.selectors.namespace_selector {
+        selectors["namespaceSelector"] = json!(namespace);
+    }
+    let mut spec = json!({"selectors": selectors});
+    let fields = [
+        ("bandwidthPerMigration", policy.bandwidth_per_migration.as_ref().map(|b| json!(b.0))),
+        ("completionTimeoutPerGiB", policy.completion_timeout_per_gib.map(|t| json!(t))),
+        ("allowPostCopy", policy.allow_post_copy.map(|b| json!(b))),
+        ("allowWorkloadDisruption", policy.allow_workload_disruption.map(|b| json!(b))),
+        ("allowAutoConverge", policy.allow_auto_converge.map(|b| json!(b))),
+    ];
+    for (field, value) in fields {
+        if let Some(value) = value {
+            spec[field] = value;
+        }
+    }
+    json!({"metadata": {"name": policy.name}, "spec": spec})
+}
+
 /// Creates the scenario's VMs: for each, its VMI and its launcher pod as virt-controller renders
 /// it ([`launcher::render`]), created through the pod's admission (a mutating webhook evac
 /// registered shapes it, as in a cluster where evac was installed before the VMs started) and
@@ -107,85 +118,88 @@ pub fn create_vms(store: &Store, scenario: &Scenario) -> Result<usize, ApiError>
     let nodes = scenario.node_names();
     let mut vms = 0;
     for (g, group) in scenario.cluster.vms.iter().enumerate() {
-        let tolerations = serde_json::Value::Array(group.tolerations.clone());
         let placement: Vec<&String> =
             if group.nodes.is_empty() { nodes.iter().collect() } else { group.nodes.iter().collect() };
-        let width = group.count.to_string().len().max(2);
         let shutdown = group
             .guest_shutdown_ms(&format!("cluster.vms[{g}].guestShutdown"))
             .map_err(ApiError::bad_request)?
             .map_or_else(|| "never".to_owned(), |ms| ms.to_string());
-        for i in 1..=group.count {
-            let name = if group.count == 1 {
-                group.name_prefix.clone()
-            } else {
-                format!("{}{i:0width$}", group.name_prefix)
-            };
-            let node = placement[(vms + i - 1) % placement.len()];
-            let mut vmi = json!({
-                "metadata": {"name": name, "labels": {NODE_NAME_LABEL: node},
-                             "annotations": {GUEST_SHUTDOWN_ANNOTATION: shutdown,
-                                             launcher::PRIORITY_ANNOTATION: group.priority.to_string()}},
-                "spec": {"domain": {"memory": {"guest": group.memory.0}}, "tolerations": tolerations.clone(),
-                         "terminationGracePeriodSeconds": group.termination_grace_period_seconds},
-                "status": {"phase": "Running", "nodeName": node, "conditions": [migratable(group.migratable)]},
-            });
-            if let Some(strategy) = group.eviction_strategy {
-                vmi["spec"]["evictionStrategy"] = json!(strategy.as_str());
-            }
-            for (key, value) in &group.labels {
-                vmi["metadata"]["labels"][key] = json!(value);
-            }
-            if !group.node_selector.is_empty() {
-                vmi["spec"]["nodeSelector"] = json!(group.node_selector);
-            }
-            if let Some(affinity) = &group.affinity {
-                vmi["spec"]["affinity"] = affinity.clone();
-            }
-            if let Some(cpu) = &group.cpu {
-                vmi["spec"]["domain"]["resources"] = json!({"requests": {"cpu": cpu.0}});
-            }
-            if let Some(rate) = &group.dirty_rate {
-                vmi["metadata"]["annotations"][DIRTY_RATE_ANNOTATION] = json!(rate.0);
-            }
-            // Its VirtualMachine, whose run strategy the VM controller follows; the VMI is its.
-            let vm = store.create(
-                &Kind::new("kubevirt.io/v1", "VirtualMachine"),
-                &group.namespace,
-                json!({"metadata": {"name": name},
-                       "spec": {"runStrategy": group.run_strategy.as_str(),
-                                "template": {"spec": vmi["spec"].clone()}},
-                       "status": {"printableStatus": "Running", "ready": true}}),
-                false,
-            )?;
-            vmi["metadata"]["ownerReferences"] = json!([{
-                "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine", "name": name,
-                "uid": vm["metadata"]["uid"], "controller": true, "blockOwnerDeletion": true,
-            }]);
-            if group.hotplug_volume {
-                vmi["metadata"]["annotations"][crate::actors::hotplug::HOTPLUG_ANNOTATION] = json!("true");
-            }
-            if !group.request_evict_only {
-                vmi["metadata"]["annotations"][launcher::NO_REQUEST_EVICT_ONLY_ANNOTATION] = json!("true");
-            }
-            let vmi = store.create(
-                &Kind::new("kubevirt.io/v1", "VirtualMachineInstance"),
-                &group.namespace,
-                vmi,
-                false,
-            )?;
-            // Running on its node from the start.
-            let mut pod = launcher::render(Vmi(&vmi));
-            pod["spec"]["nodeName"] = json!(node);
-            pod["status"] = json!({"phase": "Running"});
-            let launcher = store.create_pod(&group.namespace, pod)?;
-            if group.hotplug_volume {
-                crate::actors::hotplug::attach(store, &launcher)?;
-            }
+        for (i, name) in group_names(&group.name_prefix, group.count).enumerate() {
+            let node = placement[(vms + i) % placement.len()];
+            create_vm(store, group, &name, node, &shutdown)?;
         }
         vms += group.count;
     }
     Ok(vms)
+}
+
+/// One VM of a group, running on `node`: its VirtualMachine, its VMI, its launcher pod (and its
+/// hotplug attachment pod, if the group has one).
+fn create_vm(store: &Store, group: &VmGroup, name: &str, node: &str, shutdown: &str) -> Result<(), ApiError> {
+    let mut vmi = vmi(group, name, node, shutdown);
+    // Its VirtualMachine, whose run strategy the VM controller follows; the VMI is its.
+    let vm = store.create(
+        &Kind::new("kubevirt.io/v1", "VirtualMachine"),
+        &group.namespace,
+        json!({"metadata": {"name": name},
+               "spec": {"runStrategy": group.run_strategy.as_str(),
+                        "template": {"spec": vmi["spec"].clone()}},
+               "status": {"printableStatus": "Running", "ready": true}}),
+        false,
+    )?;
+    vmi["metadata"]["ownerReferences"] = json!([{
+        "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine", "name": name,
+        "uid": vm["metadata"]["uid"], "controller": true, "blockOwnerDeletion": true,
+    }]);
+    if group.hotplug_volume {
+        vmi["metadata"]["annotations"][crate::actors::hotplug::HOTPLUG_ANNOTATION] = json!("true");
+    }
+    if !group.request_evict_only {
+        vmi["metadata"]["annotations"][launcher::NO_REQUEST_EVICT_ONLY_ANNOTATION] = json!("true");
+    }
+    let vmi =
+        store.create(&Kind::new("kubevirt.io/v1", "VirtualMachineInstance"), &group.namespace, vmi, false)?;
+    // Running on its node from the start.
+    let mut pod = launcher::render(Vmi(&vmi));
+    pod["spec"]["nodeName"] = json!(node);
+    pod["status"] = json!({"phase": "Running"});
+    let launcher = store.create_pod(&group.namespace, pod)?;
+    if group.hotplug_volume {
+        crate::actors::hotplug::attach(store, &launcher)?;
+    }
+    Ok(())
+}
+
+/// A VM group's VMI, running on `node`, with the group's memory, CPU, labels, placement and
+/// settings (`shutdown`: the guest's shutdown time, in ms, or `never`).
+fn vmi(group: &VmGroup, name: &str, node: &str, shutdown: &str) -> Value {
+    let mut vmi = json!({
+        "metadata": {"name": name, "labels": {NODE_NAME_LABEL: node},
+                     "annotations": {GUEST_SHUTDOWN_ANNOTATION: shutdown,
+                                     launcher::PRIORITY_ANNOTATION: group.priority.to_string()}},
+        "spec": {"domain": {"memory": {"guest": group.memory.0}}, "tolerations": group.tolerations,
+                 "terminationGracePeriodSeconds": group.termination_grace_period_seconds},
+        "status": {"phase": "Running", "nodeName": node, "conditions": [migratable(group.migratable)]},
+    });
+    if let Some(strategy) = group.eviction_strategy {
+        vmi["spec"]["evictionStrategy"] = json!(strategy.as_str());
+    }
+    for (key, value) in &group.labels {
+        vmi["metadata"]["labels"][key] = json!(value);
+    }
+    if !group.node_selector.is_empty() {
+        vmi["spec"]["nodeSelector"] = json!(group.node_selector);
+    }
+    if let Some(affinity) = &group.affinity {
+        vmi["spec"]["affinity"] = affinity.clone();
+    }
+    if let Some(cpu) = &group.cpu {
+        vmi["spec"]["domain"]["resources"] = json!({"requests": {"cpu": cpu.0}});
+    }
+    if let Some(rate) = &group.dirty_rate {
+        vmi["metadata"]["annotations"][DIRTY_RATE_ANNOTATION] = json!(rate.0);
+    }
+    vmi
 }
 
 /// Memory a node keeps from pods (`kube-reserved`, `system-reserved` and the eviction

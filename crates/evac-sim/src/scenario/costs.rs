@@ -154,6 +154,18 @@ pub fn lines(report: &Report) -> Vec<String> {
 /// took longer.
 pub fn slower(run: &Report, label: &str, baseline: &Report, baseline_label: &str) -> Vec<String> {
     let (ours, theirs) = (Costs::of(run), Costs::of(baseline));
+    let longer = what_took_longer(&ours, &theirs, baseline_label);
+    if longer.is_empty() {
+        return Vec::new();
+    }
+    let mut why =
+        vec![format!("The run “{label}” took longer than “{baseline_label}”: {}.", longer.join("; "))];
+    why.extend(why_longer(run, &ours, &theirs, baseline, baseline_label));
+    why
+}
+
+/// What took longer in a run than in the baseline: a preemptor's wait, a drain, the last change.
+fn what_took_longer(ours: &Costs, theirs: &Costs, baseline_label: &str) -> Vec<String> {
     let mut longer = Vec::new();
     if let (Some(a), Some(b)) = (ours.preemptor_wait, theirs.preemptor_wait) {
         if a > b + NO_WAIT {
@@ -181,11 +193,19 @@ pub fn slower(run: &Report, label: &str, baseline: &Report, baseline_label: &str
             seconds(theirs.busy_until)
         ));
     }
-    if longer.is_empty() {
-        return Vec::new();
-    }
-    let mut why =
-        vec![format!("The run “{label}” took longer than “{baseline_label}”: {}.", longer.join("; "))];
+    longer
+}
+
+/// Why a run took longer than the baseline, from its own figures: migrations moving and waiting
+/// for the parallel limits, pods held until their VMs had left, more eviction requests.
+fn why_longer(
+    run: &Report,
+    ours: &Costs,
+    theirs: &Costs,
+    baseline: &Report,
+    baseline_label: &str,
+) -> Vec<String> {
+    let mut why = Vec::new();
     if ours.migrations > 0 {
         let m = &run.migrations;
         let limits = run.track.limits.map_or(String::new(), |l| {

@@ -7,11 +7,12 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+mod migration_events;
+
 use super::track::Recorder;
-use crate::actors::migration::RUNNING_PHASES;
 use crate::api::eviction::{ApiEvictor, EvictionRecord};
 use crate::kinds::migrations;
-use crate::objects::{Meta, Migration, Pod, Vmi};
+use crate::objects::{Meta, Pod, Vmi};
 use crate::store::{Event, EventType, Kind, Store};
 use crate::Actor;
 use crate::ApiError;
@@ -158,18 +159,6 @@ pub fn cause_name(reason: &str) -> String {
     .to_owned()
 }
 
-/// The cause evac records on a migration, in the report's words.
-fn migration_cause_name(cause: &str) -> String {
-    match cause {
-        "preemption" => "scheduler preemption".to_owned(),
-        "noexecute-taint" => "NoExecute taint".to_owned(),
-        "node-pressure" => "node pressure".to_owned(),
-        "drain" => "kubectl drain".to_owned(),
-        "api-eviction" => "API eviction".to_owned(),
-        other => other.to_owned(),
-    }
-}
-
 pub struct Observer {
     state: Mutex<Observed>,
     evictions: std::sync::Arc<ApiEvictor>,
@@ -274,7 +263,6 @@ impl Observed {
 
     fn pod(&mut self, at: f64, event: &Event) {
         let pod = Pod(&event.object);
-        let name = pod.meta().name();
         let key = pod.meta().key();
         if event.type_ == EventType::Deleted {
             self.marked_pods.remove(&key);
@@ -282,44 +270,13 @@ impl Observed {
             return;
         }
         if pod.meta().label("app") == Some("high-priority") {
-            let track = self.preemptors.entry(key.clone()).or_insert_with(|| PreemptorTrack {
-                node: String::new(),
-                created_at: at,
-                bound_at: None,
-            });
-            if let Some(node) = pod.node_name().or(pod.nominated_node_name()) {
-                track.node = node.to_owned();
-            }
-            if track.bound_at.is_none() && pod.node_name().is_some() {
-                track.bound_at = Some(at);
-            }
+            self.preemptor(at, &key, pod);
         }
         // A running VM's launcher pod (not a migration's target) that something began to stop.
         if let Some(vm) =
             pod.vmi().filter(|_| pod.meta().label(crate::actors::migration::MIGRATION_JOB_LABEL).is_none())
         {
-            let vm = vm_key(pod.0, vm);
-            let annotation = |key: &str| pod.meta().annotation(key);
-            if annotation(evac_core::hold::HELD_SINCE_ANNOTATION).is_some() && !self.holds.contains_key(&key)
-            {
-                self.holds.insert(key.clone(), HoldTrack { vm: vm.clone(), started_at: at, ended_at: None });
-            }
-            let sigterm = annotation(crate::actors::kubelet::termination::SIGTERM_AT_ANNOTATION)
-                .and_then(|ms| ms.parse::<f64>().ok())
-                .map(|ms| ms / 1000.0);
-            if let (Some(hold), Some(sigterm)) = (self.holds.get_mut(&key), sigterm) {
-                if hold.ended_at.is_none() {
-                    hold.ended_at = Some(sigterm);
-                    self.vms.entry(vm.clone()).or_default().held_until = Some(sigterm);
-                }
-            }
-            let stopping =
-                annotation(crate::actors::kubelet::termination::STOPPING_SINCE_ANNOTATION).is_some();
-            if pod.is_terminating() && pod.condition("DisruptionTarget").is_none() {
-                self.note_cause_at(&vm, "pod deleted", at);
-            } else if stopping && !pod.is_terminating() && pod.condition("DisruptionTarget").is_none() {
-                self.note_cause_at(&vm, &cause_name("TerminationByKubelet"), at);
-            }
+            self.launcher_pod(at, &key, &vm_key(pod.0, vm), pod);
         }
         let in_progress =
             pod.meta().annotation(evac_core::kubevirt::EVICTION_IN_PROGRESS_ANNOTATION) == Some("true");
@@ -328,6 +285,52 @@ impl Observed {
         } else if !in_progress {
             self.in_progress_pods.remove(&key);
         }
+        self.disruption_target(at, key, pod);
+    }
+
+    /// One of the scenario's high-priority pods: its node, and when it was bound.
+    fn preemptor(&mut self, at: f64, key: &str, pod: Pod<'_>) {
+        let track = self.preemptors.entry(key.to_owned()).or_insert_with(|| PreemptorTrack {
+            node: String::new(),
+            created_at: at,
+            bound_at: None,
+        });
+        if let Some(node) = pod.node_name().or(pod.nominated_node_name()) {
+            track.node = node.to_owned();
+        }
+        if track.bound_at.is_none() && pod.node_name().is_some() {
+            track.bound_at = Some(at);
+        }
+    }
+
+    /// A running VM's launcher pod: its hold and the hold's end (SIGTERM), and what began to stop
+    /// it without marking it a disruption target (a delete, the kubelet).
+    fn launcher_pod(&mut self, at: f64, key: &str, vm: &str, pod: Pod<'_>) {
+        let annotation = |key: &str| pod.meta().annotation(key);
+        if annotation(evac_core::hold::HELD_SINCE_ANNOTATION).is_some() && !self.holds.contains_key(key) {
+            self.holds
+                .insert(key.to_owned(), HoldTrack { vm: vm.to_owned(), started_at: at, ended_at: None });
+        }
+        let sigterm = annotation(crate::actors::kubelet::termination::SIGTERM_AT_ANNOTATION)
+            .and_then(|ms| ms.parse::<f64>().ok())
+            .map(|ms| ms / 1000.0);
+        if let (Some(hold), Some(sigterm)) = (self.holds.get_mut(key), sigterm) {
+            if hold.ended_at.is_none() {
+                hold.ended_at = Some(sigterm);
+                self.vms.entry(vm.to_owned()).or_default().held_until = Some(sigterm);
+            }
+        }
+        let stopping = annotation(crate::actors::kubelet::termination::STOPPING_SINCE_ANNOTATION).is_some();
+        if pod.is_terminating() && pod.condition("DisruptionTarget").is_none() {
+            self.note_cause_at(vm, "pod deleted", at);
+        } else if stopping && !pod.is_terminating() && pod.condition("DisruptionTarget").is_none() {
+            self.note_cause_at(vm, &cause_name("TerminationByKubelet"), at);
+        }
+    }
+
+    /// A pod newly marked `DisruptionTarget`: counted by the component's reason, and its VM's
+    /// cause.
+    fn disruption_target(&mut self, at: f64, key: String, pod: Pod<'_>) {
         let Some(target) = pod.condition("DisruptionTarget") else { return };
         let reason = target.reason().unwrap_or_default();
         if !self.marked_pods.insert(key) {
@@ -335,7 +338,7 @@ impl Observed {
         }
         *self.disruption_targets.entry(reason.to_owned()).or_default() += 1;
         let node = pod.node_name().unwrap_or_default();
-        self.log(at, format!("{reason}: pod {name} on {node} is a disruption target"));
+        self.log(at, format!("{reason}: pod {} on {node} is a disruption target", pod.meta().name()));
         if let Some(vm) = pod.vmi() {
             self.note_cause_at(&vm_key(pod.0, vm), &cause_name(reason), at);
         }
@@ -417,167 +420,10 @@ impl Observed {
         }
     }
 
-    fn migration(&mut self, at: f64, event: &Event, store: &Store) {
-        let migration = Migration(&event.object);
-        let name = migration.meta().name().to_owned();
-        let key = vm_key(migration.0, migration.vmi_name());
-        let id = format!("migration/{}", migration.meta().key());
-        // evac records why it migrates, when it creates the migration or, beside KubeVirt's
-        // evacuation controller, just after: a VM it moved before anything else touched it (node
-        // pressure, ahead of the kubelet) has no other cause.
-        if event.type_ != EventType::Deleted {
-            if let Some(cause) = migration.meta().annotation(evac_core::effect::CAUSE_ANNOTATION) {
-                self.note_cause_at(&key, &migration_cause_name(cause), at);
-            }
-        }
-        if event.type_ == EventType::Added {
-            self.migration_index.insert(id.clone(), self.migration_tracks.len());
-            self.migration_tracks.push(MigrationTrack {
-                name: name.clone(),
-                vm: key.clone(),
-                created_at: at,
-                ..MigrationTrack::default()
-            });
-            self.migrations_created += 1;
-            let unfinished = self.unfinished.entry(key.clone()).or_default();
-            unfinished.insert(name.clone());
-            if unfinished.len() == 2 {
-                let both = unfinished.iter().cloned().collect::<Vec<_>>().join(", ");
-                self.violation(format!("VM {key} had two unfinished migrations at once: {both}"));
-            }
-        }
-        if event.type_ == EventType::Deleted {
-            // A migration deleted before it finished (its VMI gone) failed: its VM did not move.
-            // One deleted before it started (an evacuation called off) tried nothing.
-            let before = self.phases.remove(&id).unwrap_or_default();
-            if let Some(track) = self.migration_index.remove(&id).map(|i| &mut self.migration_tracks[i]) {
-                if track.ended_at.is_none() {
-                    track.ended_at = Some(at);
-                    let cancelled = matches!(before.as_str(), "" | "Pending");
-                    track.phase = if cancelled { "Cancelled" } else { "Deleted" }.to_owned();
-                }
-            }
-            self.stop_running(at, &id);
-            self.recorder.migration(&key, &id, "", "", false);
-            self.finish(&key, &name);
-            if matches!(before.as_str(), "" | "Pending") {
-                self.migrations_cancelled += 1;
-                self.log(at, format!("migration {name}: deleted before it started, VM {key} stays"));
-            } else if !matches!(before.as_str(), "Succeeded" | "Failed") {
-                self.migrations_failed += 1;
-                self.vms.entry(key.clone()).or_default().failed_migrations += 1;
-                self.log(at, format!("migration {name}: deleted unfinished, VM {key} did not migrate"));
-            }
-            return;
-        }
-        let phase = migration.phase().unwrap_or_default().to_owned();
-        let before = self.phases.insert(id.clone(), phase.clone()).unwrap_or_default();
-        if before == phase {
-            return;
-        }
-        let counted = RUNNING_PHASES.contains(&phase.as_str());
-        if counted && !self.running_from.contains_key(&id) {
-            let source = migration
-                .source_node()
-                .or_else(|| migration.meta().annotation(evac_core::effect::EVACUATION_MIGRATION_ANNOTATION))
-                .map(str::to_owned)
-                .or_else(|| vmi_node(store, migration.meta().namespace(), migration.vmi_name()))
-                .unwrap_or_default();
-            self.running += 1;
-            let on_node = self.running_by_node.entry(source.clone()).or_default();
-            *on_node += 1;
-            self.max_running_on_a_node = self.max_running_on_a_node.max(*on_node);
-            self.max_running = self.max_running.max(self.running);
-            let now_on_node = *on_node;
-            self.running_from.insert(id.clone(), source);
-            self.recorder.running(at, self.running, now_on_node - 1, now_on_node);
-        } else if !counted {
-            self.stop_running(at, &id);
-        }
-        let source = migration.source_node().unwrap_or_default().to_owned();
-        let target = migration.target_node().unwrap_or_default().to_owned();
-        let from = self.running_from.get(&id).map_or(source.as_str(), String::as_str);
-        self.recorder.migration(&key, &id, from, &target, counted);
-        if let Some(track) = self.migration_index.get(&id).map(|&i| &mut self.migration_tracks[i]) {
-            track.phase.clone_from(&phase);
-            if counted && track.counted_from.is_none() {
-                track.counted_from = Some(at);
-            }
-            if phase == "Running" && track.started_at.is_none() {
-                track.started_at = Some(at);
-            }
-            if matches!(phase.as_str(), "Succeeded" | "Failed") {
-                track.ended_at = Some(at);
-            }
-            if !from.is_empty() {
-                track.source = from.to_owned();
-            }
-            if !target.is_empty() {
-                track.target.clone_from(&target);
-            }
-        }
-        match phase.as_str() {
-            "Running" => self.log(at, format!("migration {name}: VM {key} {source} -> {target} started")),
-            "Succeeded" => {
-                self.finish(&key, &name);
-                self.migrations_succeeded += 1;
-                let history = self.vms.entry(key.clone()).or_default();
-                history.migrations += 1;
-                history.migrated_at = Some(at);
-                self.log(at, format!("migration {name}: VM {key} now runs on {target}"));
-                let now_on = vmi_node(store, migration.meta().namespace(), migration.vmi_name());
-                if target.is_empty() || now_on.as_deref() != Some(target.as_str()) {
-                    self.violation(format!(
-                        "migration {name} succeeded, but VM {key} runs on {}, not on its target {target:?}",
-                        now_on.as_deref().unwrap_or("no node (its VMI is gone)")
-                    ));
-                }
-            }
-            "Failed" => {
-                self.finish(&key, &name);
-                self.migrations_failed += 1;
-                self.vms.entry(key.clone()).or_default().failed_migrations += 1;
-                // One that failed before it ran has no source node in its state.
-                let message = if source.is_empty() {
-                    format!("migration {name}: VM {key} failed before it started, and stays")
-                } else {
-                    format!("migration {name}: VM {key} failed to migrate from {source}")
-                };
-                self.log(at, message);
-            }
-            _ => {}
-        }
-    }
-
-    /// A migration no longer counts against the parallel limits.
-    fn stop_running(&mut self, at: f64, id: &str) {
-        if let Some(source) = self.running_from.remove(id) {
-            self.running -= 1;
-            if let Some(n) = self.running_by_node.get_mut(&source) {
-                *n -= 1;
-                let now_on_node = *n;
-                self.recorder.running(at, self.running, now_on_node + 1, now_on_node);
-            }
-        }
-    }
-
-    /// A migration of `vm` is finished.
-    fn finish(&mut self, vm: &str, migration: &str) {
-        if let Some(unfinished) = self.unfinished.get_mut(vm) {
-            unfinished.remove(migration);
-        }
-    }
-
     /// Records a broken invariant, once.
     pub fn violation(&mut self, what: String) {
         if !self.violations.contains(&what) {
             self.violations.push(what);
         }
     }
-}
-
-/// Where a VMI runs now.
-fn vmi_node(store: &Store, namespace: &str, name: &str) -> Option<String> {
-    let vmi = store.get(&crate::kinds::vmis(), namespace, name).ok()?;
-    Vmi(&vmi).node_name().map(str::to_owned)
 }

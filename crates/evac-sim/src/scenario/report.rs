@@ -328,6 +328,25 @@ impl Report {
     /// The chosen sections of the report as text (the summary line always).
     pub fn render_sections(&self, sections: &[Section]) -> String {
         let mut out = String::new();
+        self.write_summary(&mut out);
+        if sections.contains(&Section::Vms) && !self.disrupted_vms.is_empty() {
+            self.write_vms(&mut out);
+        }
+        if sections.contains(&Section::Migrations) {
+            self.write_migrations(&mut out);
+        }
+        if sections.contains(&Section::Vms) || sections.contains(&Section::Migrations) {
+            write_list(&mut out, "\nWhat it cost in time:", &super::costs::lines(self));
+        }
+        write_list(&mut out, "INVARIANT VIOLATIONS:", &self.invariant_violations);
+        if sections.contains(&Section::Evictions) {
+            self.write_evictions(&mut out);
+        }
+        out
+    }
+
+    /// The scenario, and its VMs counted by outcome.
+    fn write_summary(&self, out: &mut String) {
         let v = &self.vms;
         let _ = writeln!(
             out,
@@ -339,68 +358,55 @@ impl Report {
             "VMs: {} total: {} migrated, {} shut down, {} restarted, {} untouched",
             v.total, v.migrated, v.shut_down, v.restarted, v.untouched
         );
-        if sections.contains(&Section::Vms) && !self.disrupted_vms.is_empty() {
+    }
+
+    /// A table of the VMs something happened to.
+    fn write_vms(&self, out: &mut String) {
+        let _ = writeln!(
+            out,
+            "\n{:<32} {:<10} {:<22} {:>4} {:<12} {:<12}",
+            "VM", "OUTCOME", "CAUSE", "MIG", "FROM", "TO"
+        );
+        for vm in &self.disrupted_vms {
+            let migrations = if vm.failed_migrations > 0 {
+                format!("{}+{}f", vm.migrations, vm.failed_migrations)
+            } else {
+                vm.migrations.to_string()
+            };
             let _ = writeln!(
                 out,
-                "\n{:<32} {:<10} {:<22} {:>4} {:<12} {:<12}",
-                "VM", "OUTCOME", "CAUSE", "MIG", "FROM", "TO"
+                "{:<32} {:<10} {:<22} {:>4} {:<12} {:<12}",
+                vm.vm,
+                vm.outcome.as_str(),
+                vm.cause,
+                migrations,
+                vm.node_before,
+                vm.to_column()
             );
-            for vm in &self.disrupted_vms {
-                let migrations = if vm.failed_migrations > 0 {
-                    format!("{}+{}f", vm.migrations, vm.failed_migrations)
-                } else {
-                    vm.migrations.to_string()
-                };
-                let _ = writeln!(
-                    out,
-                    "{:<32} {:<10} {:<22} {:>4} {:<12} {:<12}",
-                    vm.vm,
-                    vm.outcome.as_str(),
-                    vm.cause,
-                    migrations,
-                    vm.node_before,
-                    vm.to_column()
-                );
-            }
         }
+    }
+
+    /// The migrations and evacuation marks, counted.
+    fn write_migrations(&self, out: &mut String) {
         let m = &self.migrations;
-        if sections.contains(&Section::Migrations) {
-            let _ = writeln!(
+        let _ = writeln!(
             out,
             "\nMigrations: {} created, {} succeeded, {} failed, {} cancelled before they started; at most {} running \
              in the cluster, {} from one node",
-                m.created, m.succeeded, m.failed, m.cancelled, m.max_running_in_cluster, m.max_running_from_a_node
-            );
-            let _ = writeln!(
-                out,
-                "Evacuations: {} VMIs marked, {} marks called off; {} launcher pods annotated eviction-in-progress",
-                m.marks, m.marks_cleared, m.in_progress_annotations
-            );
-        }
-        let costs = super::costs::lines(self);
-        if (sections.contains(&Section::Vms) || sections.contains(&Section::Migrations)) && !costs.is_empty()
-        {
-            let _ = writeln!(out, "\nWhat it cost in time:");
-            for line in &costs {
-                let _ = writeln!(out, "  {line}");
-            }
-        }
-        if !self.invariant_violations.is_empty() {
-            let _ = writeln!(out, "INVARIANT VIOLATIONS:");
-            for violation in &self.invariant_violations {
-                let _ = writeln!(out, "  {violation}");
-            }
-        }
-        if !sections.contains(&Section::Evictions) {
-            return out;
-        }
-        let actors = self.actors();
-        if !actors.is_empty() {
-            let _ = writeln!(out, "Eviction requests and disruptions by actor:");
-            for actor in &actors {
-                let _ = writeln!(out, "  {}", actor.line());
-            }
-        }
+            m.created, m.succeeded, m.failed, m.cancelled, m.max_running_in_cluster, m.max_running_from_a_node
+        );
+        let _ = writeln!(
+            out,
+            "Evacuations: {} VMIs marked, {} marks called off; {} launcher pods annotated eviction-in-progress",
+            m.marks, m.marks_cleared, m.in_progress_annotations
+        );
+    }
+
+    /// Evictions and disruptions by actor, the drains that did not finish and what blocked them,
+    /// evac's events and monitored effects, the descheduler's figures.
+    fn write_evictions(&self, out: &mut String) {
+        let actors: Vec<String> = self.actors().iter().map(ActorEvictions::line).collect();
+        write_list(out, "Eviction requests and disruptions by actor:", &actors);
         for drain in &self.drains {
             if drain.finished_at.is_none() {
                 let error = drain.state.error.as_deref().map(|e| format!(": {e}")).unwrap_or_default();
@@ -412,12 +418,12 @@ impl Report {
                 let _ = writeln!(out, "  blocked by pod {}{vm}: {why}", blocker.pod);
             }
         }
-        if !self.events.is_empty() {
-            let _ = writeln!(out, "Events evac recorded:");
-            for event in &self.events {
-                let _ = writeln!(out, "  {} {}: {}", event.vm, event.reason, event.message);
-            }
-        }
+        let events: Vec<String> = self
+            .events
+            .iter()
+            .map(|event| format!("{} {}: {}", event.vm, event.reason, event.message))
+            .collect();
+        write_list(out, "Events evac recorded:", &events);
         let monitored: Vec<String> = self
             .evac_effects
             .iter()
@@ -438,6 +444,16 @@ impl Report {
                 d.cycles, d.requests, d.pods_evicted, d.pod_evacuations, d.failures
             );
         }
-        out
+    }
+}
+
+/// A heading and its lines, indented; nothing when there are no lines.
+fn write_list(out: &mut String, heading: &str, lines: &[String]) {
+    if lines.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "{heading}");
+    for line in lines {
+        let _ = writeln!(out, "  {line}");
     }
 }

@@ -8,9 +8,9 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::build;
-use super::evac::Mode;
+use super::evac::{EvacRun, Mode};
 use super::invariants;
-use super::observer::{cause_name, Entry, Observer};
+use super::observer::{cause_name, Entry, Observed, Observer, VmHistory};
 use super::report::{
     DrainReport, EvictionCounts, MigrationCounts, Outcome, PreemptorWait, Report, VmCounts, VmOutcome,
 };
@@ -23,12 +23,12 @@ use crate::actors::{
     Descheduler, Drain, GarbageCollector, Kubelet, MigrationController, Scheduler, TaintManager,
     VirtController,
 };
-use crate::api::eviction::ApiEvictor;
+use crate::api::eviction::{ApiEvictor, EvictionRecord};
 use crate::driver::StartingAt;
 use crate::kinds::vmis;
 use crate::objects::{Meta, Vmi};
 use crate::store::{Kind, Store};
-use crate::{Actor, SimClock, Simulation};
+use crate::{Actor, ApiError, SimClock, Simulation};
 
 /// Changes kept for watches: the observer reads them after every round.
 const HISTORY: usize = 200_000;
@@ -48,26 +48,11 @@ pub fn run(scenario: &Scenario, mode: &Mode, progress: &mut dyn Progress) -> Res
     let store = Arc::new(Store::new(Arc::new(SimClock::default()), HISTORY));
     let with_evac = matches!(mode, Mode::Evac(_));
     let replacing = matches!(mode, Mode::Evac(evac) if evac.replaces_kubevirt());
-    let cluster_error = |error| ScenarioError::Cluster { what: "cannot build the cluster", error };
     build::install(&store, scenario, with_evac, replacing).map_err(cluster_error)?;
     // evac is installed before the VMs start, so that its admission shapes their pods.
-    let evac = match mode {
-        Mode::KubeVirt => None,
-        Mode::Evac(evac) => {
-            let mut restarts = Vec::new();
-            for (i, disruption) in scenario.disruptions.iter().enumerate() {
-                if let Action::RestartEvacControl {} = disruption.action {
-                    restarts.push(disruption.at.duration(&format!("disruptions[{i}].at"))?);
-                }
-            }
-            Some(evac.start(&store, scenario, restarts)?)
-        }
-    };
+    let evac = start_evac(&store, scenario, mode)?;
     let total_vms = build::create_vms(&store, scenario).map_err(cluster_error)?;
-    let placement: HashMap<String, String> = list(&store, &vmis())
-        .iter()
-        .map(|vmi| (key(vmi), Vmi(vmi).node_name().unwrap_or_default().to_owned()))
-        .collect();
+    let placement = placement(&store);
 
     let evictor = Arc::new(
         ApiEvictor::new()
@@ -81,7 +66,60 @@ pub fn run(scenario: &Scenario, mode: &Mode, progress: &mut dyn Progress) -> Res
     }
     all.push(Box::new(Arc::clone(&observer)));
     let simulation = Simulation::new(Arc::clone(&store), all);
+    simulate(&simulation, &store, &observer, duration, progress)?;
 
+    Ok(Ended {
+        scenario,
+        store: &store,
+        observer: &observer,
+        evictor: &evictor,
+        placement: &placement,
+        total_vms,
+        with_evac,
+        drains: &drains,
+        descheduler: descheduler.as_deref(),
+        evac: evac.as_deref(),
+    }
+    .report())
+}
+
+fn cluster_error(error: ApiError) -> ScenarioError {
+    ScenarioError::Cluster { what: "cannot build the cluster", error }
+}
+
+/// Starts evac in the cluster, with its controller's restarts from the scenario's disruptions.
+fn start_evac(
+    store: &Arc<Store>,
+    scenario: &Scenario,
+    mode: &Mode,
+) -> Result<Option<Box<dyn EvacRun>>, ScenarioError> {
+    let Mode::Evac(evac) = mode else { return Ok(None) };
+    let mut restarts = Vec::new();
+    for (i, disruption) in scenario.disruptions.iter().enumerate() {
+        if let Action::RestartEvacControl {} = disruption.action {
+            restarts.push(disruption.at.duration(&format!("disruptions[{i}].at"))?);
+        }
+    }
+    Ok(Some(evac.start(store, scenario, restarts)?))
+}
+
+/// The node each VM (namespace/name) runs on.
+fn placement(store: &Store) -> HashMap<String, String> {
+    list(store, &vmis())
+        .iter()
+        .map(|vmi| (key(vmi), Vmi(vmi).node_name().unwrap_or_default().to_owned()))
+        .collect()
+}
+
+/// Runs the simulation in steps of a 200th of `duration`, reporting the timeline and the time
+/// reached after each, until the duration or until nothing is left to happen.
+fn simulate(
+    simulation: &Simulation,
+    store: &Store,
+    observer: &Observer,
+    duration: Duration,
+    progress: &mut dyn Progress,
+) -> Result<(), ScenarioError> {
     let chunk = (duration / 200).max(Duration::from_secs(1));
     let mut printed = 0;
     let mut until = Duration::ZERO;
@@ -95,106 +133,112 @@ pub fn run(scenario: &Scenario, mode: &Mode, progress: &mut dyn Progress) -> Res
         entries.iter().for_each(|entry| progress.entry(entry));
         progress.time(store.clock().elapsed(), duration);
         if !busy || until >= duration {
-            break;
+            return Ok(());
+        }
+    }
+}
+
+/// A run that has ended: what its report is made of.
+struct Ended<'a> {
+    scenario: &'a Scenario,
+    store: &'a Store,
+    observer: &'a Observer,
+    evictor: &'a ApiEvictor,
+    /// The node each VM ran on at the start.
+    placement: &'a HashMap<String, String>,
+    total_vms: usize,
+    with_evac: bool,
+    drains: &'a [Arc<Drain>],
+    descheduler: Option<&'a Descheduler>,
+    evac: Option<&'a dyn EvacRun>,
+}
+
+impl Ended<'_> {
+    /// The run's report.
+    fn report(&self) -> Report {
+        let store = self.store;
+        let mut observed = self.observer.lock();
+        let (vms, disrupted_vms) = self.vm_outcomes(&observed);
+        for violation in invariants::at_the_end(store, &observed, self.with_evac) {
+            observed.violation(violation);
+        }
+        let simulated_seconds = store.clock().elapsed().as_secs_f64();
+        let mut track = observed.recorder.track(invariants::parallel_limits(store));
+        track.finish(
+            disrupted_vms.iter().map(|vm| (vm.vm.as_str(), vm.node_before.as_str())),
+            simulated_seconds,
+        );
+        let (evictions, disruptions) =
+            evictions_by_actor(&self.evictor.record(), &observed.disruption_targets);
+        Report {
+            scenario: self.scenario.name.clone(),
+            simulated_seconds,
+            vms,
+            disrupted_vms,
+            migrations: migration_counts(&observed),
+            evictions,
+            disruptions,
+            drains: self.drain_reports(),
+            virt_handler: self.scenario.cluster.kubevirt.virt_handler.as_str(),
+            migration_timeline: observed.migration_tracks.clone(),
+            preemptors: preemptor_waits(&observed, simulated_seconds),
+            holds: invariants::holds(store, &observed.holds),
+            events: invariants::events(store),
+            invariant_violations: observed.violations.clone(),
+            descheduler: self.descheduler.map(Descheduler::stats),
+            controller: self.evac.map(|evac| evac.controller_stats()),
+            evac_effects: self.evac.map(|evac| evac.effects()).unwrap_or_default(),
+            track,
         }
     }
 
-    // The report.
-    let mut observed = observer.lock();
-    let mut vms = VmCounts { total: total_vms, ..VmCounts::default() };
-    let mut disrupted_vms = Vec::new();
-    let at_end: HashMap<String, Arc<Value>> =
-        list(&store, &vmis()).into_iter().map(|v| (key(&v), v)).collect();
-    let mut all_vms: Vec<&String> = placement.keys().collect();
-    all_vms.sort();
-    for key in all_vms {
-        let history = observed.vms.get(key).cloned().unwrap_or_default();
-        // A VM whose VMI was deleted and not started again is gone.
-        let vmi = at_end.get(key);
-        let view = vmi.map(|v| Vmi(v));
-        let restarted = view.is_some_and(|view| {
-            view.meta().annotation(RESTARTS_ANNOTATION).and_then(|r| r.parse::<u64>().ok()).unwrap_or(0) > 0
-                && view.is_running()
-        });
-        let outcome = match (history.stops, history.migrations) {
-            _ if vmi.is_none() => Outcome::ShutDown,
-            (0, 0) => Outcome::Untouched,
-            (0, _) => Outcome::Migrated,
-            _ if restarted => Outcome::Restarted,
-            _ => Outcome::ShutDown,
-        };
-        match outcome {
-            Outcome::Migrated => vms.migrated += 1,
-            Outcome::ShutDown => vms.shut_down += 1,
-            Outcome::Restarted => vms.restarted += 1,
-            Outcome::Untouched => vms.untouched += 1,
+    /// Every VM counted by outcome, and the VMs something happened to, by name.
+    fn vm_outcomes(&self, observed: &Observed) -> (VmCounts, Vec<VmOutcome>) {
+        let mut vms = VmCounts { total: self.total_vms, ..VmCounts::default() };
+        let mut disrupted_vms = Vec::new();
+        let at_end: HashMap<String, Arc<Value>> =
+            list(self.store, &vmis()).into_iter().map(|v| (key(&v), v)).collect();
+        let mut all_vms: Vec<&String> = self.placement.keys().collect();
+        all_vms.sort();
+        for key in all_vms {
+            let history = observed.vms.get(key).cloned().unwrap_or_default();
+            // A VM whose VMI was deleted and not started again is gone.
+            let view = at_end.get(key).map(|v| Vmi(v));
+            let outcome = outcome(&history, view);
+            match outcome {
+                Outcome::Migrated => vms.migrated += 1,
+                Outcome::ShutDown => vms.shut_down += 1,
+                Outcome::Restarted => vms.restarted += 1,
+                Outcome::Untouched => vms.untouched += 1,
+            }
+            if outcome != Outcome::Untouched || history.cause.is_some() {
+                disrupted_vms.push(VmOutcome {
+                    node_before: self.placement.get(key).cloned().unwrap_or_default(),
+                    node_after: view.and_then(|v| v.node_name()).unwrap_or_default().to_owned(),
+                    vm: key.clone(),
+                    outcome,
+                    cause: history.cause.unwrap_or_else(|| "evacuation".to_owned()),
+                    migrations: history.migrations,
+                    failed_migrations: history.failed_migrations,
+                    disrupted_at: history.disrupted_at,
+                    held_until: history.held_until,
+                    stopped_at: history.stopped_at,
+                    migrated_at: history.migrated_at,
+                });
+            }
         }
-        if outcome != Outcome::Untouched || history.cause.is_some() {
-            disrupted_vms.push(VmOutcome {
-                node_before: placement.get(key).cloned().unwrap_or_default(),
-                node_after: view.and_then(|v| v.node_name()).unwrap_or_default().to_owned(),
-                vm: key.clone(),
-                outcome,
-                cause: history.cause.unwrap_or_else(|| "evacuation".to_owned()),
-                migrations: history.migrations,
-                failed_migrations: history.failed_migrations,
-                disrupted_at: history.disrupted_at,
-                held_until: history.held_until,
-                stopped_at: history.stopped_at,
-                migrated_at: history.migrated_at,
-            });
-        }
+        (vms, disrupted_vms)
     }
-    for violation in invariants::at_the_end(&store, &observed, with_evac) {
-        observed.violation(violation);
-    }
-    let simulated_seconds = store.clock().elapsed().as_secs_f64();
-    let mut track = observed.recorder.track(invariants::parallel_limits(&store));
-    track.finish(disrupted_vms.iter().map(|vm| (vm.vm.as_str(), vm.node_before.as_str())), simulated_seconds);
-    let mut evictions: BTreeMap<String, EvictionCounts> = BTreeMap::new();
-    for record in evictor.record() {
-        let counts = evictions.entry(record.requester).or_default();
-        counts.requested += 1;
-        if record.code == 201 {
-            counts.accepted += 1;
-        } else {
-            counts.refused += 1;
-            *counts.refused_by_code.entry(record.code).or_default() += 1;
-        }
-    }
-    let mut disruptions: BTreeMap<String, usize> = BTreeMap::new();
-    for (reason, count) in &observed.disruption_targets {
-        let actor = cause_name(reason);
-        let counts = evictions.entry(actor.clone()).or_default();
-        counts.requested += count;
-        counts.accepted += count;
-        *disruptions.entry(actor).or_default() += count;
-    }
-    Ok(Report {
-        scenario: scenario.name.clone(),
-        simulated_seconds,
-        vms,
-        disrupted_vms,
-        migrations: MigrationCounts {
-            marks: observed.marks,
-            marks_cleared: observed.marks_cleared,
-            in_progress_annotations: observed.in_progress_annotations,
-            created: observed.migrations_created,
-            succeeded: observed.migrations_succeeded,
-            failed: observed.migrations_failed,
-            cancelled: observed.migrations_cancelled,
-            max_running_in_cluster: observed.max_running,
-            max_running_from_a_node: observed.max_running_on_a_node,
-        },
-        evictions,
-        disruptions,
-        drains: drains
+
+    /// Each `kubectl drain`: when it started and finished, and what blocks it if it has not.
+    fn drain_reports(&self) -> Vec<DrainReport> {
+        self.drains
             .iter()
             .map(|drain| {
                 let state = drain.state();
                 let blocked_by = match state.finished {
                     Some(_) => Vec::new(),
-                    None => invariants::blocking(&store, &drain.node, &evictor.record()),
+                    None => invariants::blocking(self.store, &drain.node, &self.evictor.record()),
                 };
                 DrainReport {
                     node: drain.node.clone(),
@@ -204,28 +248,82 @@ pub fn run(scenario: &Scenario, mode: &Mode, progress: &mut dyn Progress) -> Res
                     state,
                 }
             })
-            .collect(),
-        virt_handler: scenario.cluster.kubevirt.virt_handler.as_str(),
-        migration_timeline: observed.migration_tracks.clone(),
-        preemptors: observed
-            .preemptors
-            .iter()
-            .map(|(pod, track)| PreemptorWait {
-                pod: pod.clone(),
-                node: track.node.clone(),
-                created_at: track.created_at,
-                bound_at: track.bound_at,
-                waited_seconds: track.bound_at.unwrap_or(simulated_seconds) - track.created_at,
-            })
-            .collect(),
-        holds: invariants::holds(&store, &observed.holds),
-        events: invariants::events(&store),
-        invariant_violations: observed.violations.clone(),
-        descheduler: descheduler.map(|d| d.stats()),
-        controller: evac.as_ref().map(|evac| evac.controller_stats()),
-        evac_effects: evac.as_ref().map(|evac| evac.effects()).unwrap_or_default(),
-        track,
-    })
+            .collect()
+    }
+}
+
+/// What became of a VM, from its history and its VMI at the end (none: deleted and not started
+/// again).
+fn outcome(history: &VmHistory, vmi: Option<Vmi<'_>>) -> Outcome {
+    let restarted = vmi.is_some_and(|view| {
+        view.meta().annotation(RESTARTS_ANNOTATION).and_then(|r| r.parse::<u64>().ok()).unwrap_or(0) > 0
+            && view.is_running()
+    });
+    match (history.stops, history.migrations) {
+        _ if vmi.is_none() => Outcome::ShutDown,
+        (0, 0) => Outcome::Untouched,
+        (0, _) => Outcome::Migrated,
+        _ if restarted => Outcome::Restarted,
+        _ => Outcome::ShutDown,
+    }
+}
+
+/// Eviction requests by requester, with the disruptions components made without one (counted as
+/// requested and accepted); and those disruptions alone, by actor.
+fn evictions_by_actor(
+    records: &[EvictionRecord],
+    disruption_targets: &HashMap<String, usize>,
+) -> (BTreeMap<String, EvictionCounts>, BTreeMap<String, usize>) {
+    let mut evictions: BTreeMap<String, EvictionCounts> = BTreeMap::new();
+    for record in records {
+        let counts = evictions.entry(record.requester.clone()).or_default();
+        counts.requested += 1;
+        if record.code == 201 {
+            counts.accepted += 1;
+        } else {
+            counts.refused += 1;
+            *counts.refused_by_code.entry(record.code).or_default() += 1;
+        }
+    }
+    let mut disruptions: BTreeMap<String, usize> = BTreeMap::new();
+    for (reason, count) in disruption_targets {
+        let actor = cause_name(reason);
+        let counts = evictions.entry(actor.clone()).or_default();
+        counts.requested += count;
+        counts.accepted += count;
+        *disruptions.entry(actor).or_default() += count;
+    }
+    (evictions, disruptions)
+}
+
+/// The migrations the observer counted.
+fn migration_counts(observed: &Observed) -> MigrationCounts {
+    MigrationCounts {
+        marks: observed.marks,
+        marks_cleared: observed.marks_cleared,
+        in_progress_annotations: observed.in_progress_annotations,
+        created: observed.migrations_created,
+        succeeded: observed.migrations_succeeded,
+        failed: observed.migrations_failed,
+        cancelled: observed.migrations_cancelled,
+        max_running_in_cluster: observed.max_running,
+        max_running_from_a_node: observed.max_running_on_a_node,
+    }
+}
+
+/// The pods that preempted others and how long each waited (until the end if it never bound).
+fn preemptor_waits(observed: &Observed, simulated_seconds: f64) -> Vec<PreemptorWait> {
+    observed
+        .preemptors
+        .iter()
+        .map(|(pod, track)| PreemptorWait {
+            pod: pod.clone(),
+            node: track.node.clone(),
+            created_at: track.created_at,
+            bound_at: track.bound_at,
+            waited_seconds: track.bound_at.unwrap_or(simulated_seconds) - track.created_at,
+        })
+        .collect()
 }
 
 type Actors = (Vec<Box<dyn Actor>>, Vec<Arc<Drain>>, Option<Arc<Descheduler>>);
@@ -284,7 +382,6 @@ pub fn cluster(
     scenario: &Scenario,
     kubevirt_evacuation: bool,
 ) -> Result<Vec<Box<dyn Actor>>, ScenarioError> {
-    let cluster_error = |error| ScenarioError::Cluster { what: "cannot build the cluster", error };
     build::install(store, scenario, false, false).map_err(cluster_error)?;
     build::create_vms(store, scenario).map_err(cluster_error)?;
     Ok(components(scenario, kubevirt_evacuation)?)

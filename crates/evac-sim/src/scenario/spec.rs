@@ -4,12 +4,13 @@
 //! node the cluster lacks is an error that names where it is.
 
 use super::ScenarioError;
-use std::collections::HashSet;
 use std::time::Duration;
 
 use serde::Deserialize;
 
 use crate::actors::quantity;
+
+mod check;
 
 /// A scenario as its YAML file describes it ([`Scenario::parse`]).
 #[derive(Debug, Clone, Deserialize)]
@@ -593,20 +594,7 @@ impl Scenario {
 
     /// The node names, in order.
     pub fn node_names(&self) -> Vec<String> {
-        self.cluster
-            .nodes
-            .iter()
-            .flat_map(|group| {
-                let width = group.count.to_string().len().max(2);
-                (1..=group.count).map(move |i| {
-                    if group.count == 1 {
-                        group.name_prefix.clone()
-                    } else {
-                        format!("{}{i:0width$}", group.name_prefix)
-                    }
-                })
-            })
-            .collect()
+        self.cluster.nodes.iter().flat_map(|group| group_names(&group.name_prefix, group.count)).collect()
     }
 
     /// The VMs: (namespace, name) of each, group by group, as the cluster is built.
@@ -615,176 +603,15 @@ impl Scenario {
             .vms
             .iter()
             .flat_map(|group| {
-                let width = group.count.to_string().len().max(2);
-                (1..=group.count).map(move |i| {
-                    let name = if group.count == 1 {
-                        group.name_prefix.clone()
-                    } else {
-                        format!("{}{i:0width$}", group.name_prefix)
-                    };
-                    (group.namespace.clone(), name)
-                })
+                group_names(&group.name_prefix, group.count).map(|name| (group.namespace.clone(), name))
             })
             .collect()
     }
+}
 
-    /// Checks what serde cannot: durations, quantities, names, references between parts.
-    pub fn check(&self) -> Result<(), String> {
-        self.duration.duration("duration")?;
-        let nodes: HashSet<String> = self.node_names().into_iter().collect();
-        if nodes.is_empty() {
-            return Err("cluster.nodes: the cluster needs at least one node".into());
-        }
-        for (i, group) in self.cluster.nodes.iter().enumerate() {
-            group.memory.bytes(&format!("cluster.nodes[{i}].memory"))?;
-            if let Some(cpu) = &group.cpu {
-                cpu.cores(&format!("cluster.nodes[{i}].cpu"))?;
-            }
-        }
-        let node_exists = |at: &str, node: &str| -> Result<(), String> {
-            if nodes.contains(node) {
-                Ok(())
-            } else {
-                Err(format!("{at}: the cluster has no node {node:?}"))
-            }
-        };
-        let mut prefixes = HashSet::new();
-        for (i, group) in self.cluster.vms.iter().enumerate() {
-            let at = format!("cluster.vms[{i}]");
-            if !prefixes.insert((&group.namespace, &group.name_prefix)) {
-                return Err(format!(
-                    "{at}.namePrefix: {:?} is used twice in {}",
-                    group.name_prefix, group.namespace
-                ));
-            }
-            group.memory.bytes(&format!("{at}.memory"))?;
-            if let Some(rate) = &group.dirty_rate {
-                rate.bytes(&format!("{at}.dirtyRate"))?;
-            }
-            group.guest_shutdown_ms(&format!("{at}.guestShutdown"))?;
-            if let Some(cpu) = &group.cpu {
-                cpu.cores(&format!("{at}.cpu"))?;
-            }
-            if let Some(affinity) = &group.affinity {
-                let text = affinity.to_string();
-                serde_json::from_str::<evac_core::model::Affinity<'_>>(&text)
-                    .map_err(|e| format!("{at}.affinity: not a Kubernetes affinity ({e})"))?;
-                if !affinity.is_object() {
-                    return Err(format!("{at}.affinity: expected an object with nodeAffinity"));
-                }
-            }
-            for node in &group.nodes {
-                node_exists(&format!("{at}.nodes"), node)?;
-            }
-            for (j, toleration) in group.tolerations.iter().enumerate() {
-                let operator =
-                    toleration.get("operator").and_then(serde_json::Value::as_str).unwrap_or("Equal");
-                if !toleration.is_object() || !matches!(operator, "Equal" | "Exists") {
-                    return Err(format!(
-                        "{at}.tolerations[{j}]: expected a toleration (key, operator Equal or Exists, value, effect, tolerationSeconds)"
-                    ));
-                }
-            }
-        }
-        let vms: HashSet<(String, String)> = self.vm_names().into_iter().collect();
-        let vm_exists = |at: &str, namespace: &str, vm: &str| -> Result<(), String> {
-            if vms.contains(&(namespace.to_owned(), vm.to_owned())) {
-                Ok(())
-            } else {
-                Err(format!("{at}: the cluster has no VM {namespace}/{vm}"))
-            }
-        };
-        let mut budgets = HashSet::new();
-        for (i, budget) in self.cluster.pod_disruption_budgets.iter().enumerate() {
-            let at = format!("cluster.podDisruptionBudgets[{i}]");
-            if !budgets.insert((&budget.namespace, &budget.name)) {
-                return Err(format!("{at}.name: {:?} is used twice in {}", budget.name, budget.namespace));
-            }
-            evac_cluster::LabelSelector::from_object(&budget.selector)
-                .map_err(|e| format!("{at}.selector: not a label selector ({e})"))?;
-            let valid = |v: &serde_json::Value| {
-                v.as_u64().is_some()
-                    || v.as_str()
-                        .is_some_and(|s| s.strip_suffix('%').is_some_and(|n| n.parse::<u32>().is_ok()))
-            };
-            match (&budget.min_available, &budget.max_unavailable) {
-                (Some(v), None) | (None, Some(v)) if valid(v) => {}
-                (Some(_), Some(_)) | (None, None) => {
-                    return Err(format!("{at}: exactly one of minAvailable and maxUnavailable"));
-                }
-                _ => {
-                    return Err(format!(
-                        "{at}: minAvailable/maxUnavailable is a number of pods or a percentage like 50%"
-                    ))
-                }
-            }
-        }
-        let mut policies = HashSet::new();
-        for (i, policy) in self.cluster.migration_policies.iter().enumerate() {
-            let at = format!("cluster.migrationPolicies[{i}]");
-            if !policies.insert(&policy.name) {
-                return Err(format!("{at}.name: {:?} is used twice", policy.name));
-            }
-            if let Some(bandwidth) = &policy.bandwidth_per_migration {
-                bandwidth.bytes(&format!("{at}.bandwidthPerMigration"))?;
-            }
-        }
-        let kubevirt = &self.cluster.kubevirt;
-        kubevirt.bandwidth_per_migration.bytes("cluster.kubevirt.bandwidthPerMigration")?;
-        kubevirt.completion_timeout_per_gib.duration("cluster.kubevirt.completionTimeoutPerGiB")?;
-        if kubevirt.parallel_migrations_per_cluster == 0
-            || kubevirt.parallel_outbound_migrations_per_node == 0
-        {
-            return Err("cluster.kubevirt: the parallel migration limits must be at least 1".into());
-        }
-        let kubelet = &self.cluster.kubelet;
-        kubelet.eviction_soft.bytes("cluster.kubelet.evictionSoft")?;
-        kubelet.eviction_hard.bytes("cluster.kubelet.evictionHard")?;
-        kubelet.eviction_soft_grace_period.duration("cluster.kubelet.evictionSoftGracePeriod")?;
-        kubelet.eviction_max_pod_grace_period.duration("cluster.kubelet.evictionMaxPodGracePeriod")?;
-        for (i, disruption) in self.disruptions.iter().enumerate() {
-            let at = format!("disruptions[{i}]");
-            disruption.at.duration(&format!("{at}.at"))?;
-            match &disruption.action {
-                Action::Drain { node }
-                | Action::Uncordon { node }
-                | Action::RestartEvacHold { node }
-                | Action::NodeDown { node } => node_exists(&at, node)?,
-                Action::Taint { node, effect, .. } => {
-                    node_exists(&at, node)?;
-                    if !matches!(effect.as_str(), "NoSchedule" | "PreferNoSchedule" | "NoExecute") {
-                        return Err(format!(
-                            "{at}.taint.effect: {effect:?} is not NoSchedule, PreferNoSchedule or NoExecute"
-                        ));
-                    }
-                }
-                Action::Untaint { node, .. } => node_exists(&at, node)?,
-                Action::MemoryPressure { node, used } => {
-                    node_exists(&at, node)?;
-                    used.bytes(&format!("{at}.memoryPressure.used"))?;
-                }
-                Action::Preempt { memory, node, .. } => {
-                    memory.bytes(&format!("{at}.preempt.memory"))?;
-                    if let Some(node) = node {
-                        node_exists(&at, node)?;
-                    }
-                }
-                Action::Descheduler(spec) => {
-                    spec.interval.duration(&format!("{at}.descheduler.interval"))?;
-                    spec.in_progress_ttl.duration(&format!("{at}.descheduler.inProgressTtl"))?;
-                    if !(0.0..=100.0).contains(&spec.threshold)
-                        || !(spec.threshold..=100.0).contains(&spec.target_threshold)
-                    {
-                        return Err(format!("{at}.descheduler: thresholds must satisfy 0 <= threshold <= targetThreshold <= 100"));
-                    }
-                }
-                Action::Evict { vm, namespace }
-                | Action::DeletePod { vm, namespace }
-                | Action::DeleteVm { vm, namespace }
-                | Action::CancelEvacuation { vm, namespace } => vm_exists(&at, namespace, vm)?,
-                Action::RestartEvacControl {} => {}
-            }
-        }
-        Ok(())
-    }
+/// A group's names: its prefix alone for a group of one, else the prefix and a number of at least
+/// two digits (`node01`).
+pub(super) fn group_names(prefix: &str, count: usize) -> impl Iterator<Item = String> + '_ {
+    let width = count.to_string().len().max(2);
+    (1..=count).map(move |i| if count == 1 { prefix.to_owned() } else { format!("{prefix}{i:0width$}") })
 }

@@ -5,7 +5,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde_json::json;
+use serde_json::{json, Value};
 
 use super::spec::Action;
 use crate::actors::kubelet::{DOWN_ANNOTATION, SYSTEM_MEMORY_ANNOTATION};
@@ -57,63 +57,50 @@ impl Actor for Steps {
 }
 
 fn apply(store: &Store, action: &Action, evictor: &dyn Evictor) -> Result<(), ApiError> {
-    let nodes = nodes();
     match action {
         Action::Uncordon { node } => {
-            store.patch(&nodes, "", node, &Patch::Merge(json!({"spec": {"unschedulable": null}})), false)?;
+            store.patch(
+                &nodes(),
+                "",
+                node,
+                &Patch::Merge(json!({"spec": {"unschedulable": null}})),
+                false,
+            )?;
         }
         Action::Taint { node, key, value, effect } => {
-            let current = store.get(&nodes, "", node)?;
-            let mut taints =
-                current.pointer("/spec/taints").and_then(|t| t.as_array()).cloned().unwrap_or_default();
+            let mut taints = taints_of(store, node)?;
             taints.retain(|t| t["key"] != json!(key) || t["effect"] != json!(effect));
             // As `kubectl taint` adds it: no `timeAdded` (only the node lifecycle controller
             // writes one), which the taint manager does not read anyway.
             taints.push(json!({"key": key, "value": value, "effect": effect}));
-            store.patch(&nodes, "", node, &Patch::Merge(json!({"spec": {"taints": taints}})), false)?;
+            set_taints(store, node, &taints)?;
         }
         Action::Untaint { node, key, effect } => {
-            let current = store.get(&nodes, "", node)?;
-            let mut taints =
-                current.pointer("/spec/taints").and_then(|t| t.as_array()).cloned().unwrap_or_default();
+            let mut taints = taints_of(store, node)?;
             taints.retain(|t| {
                 t["key"] != json!(key) || effect.as_ref().is_some_and(|e| t["effect"] != json!(e))
             });
-            store.patch(&nodes, "", node, &Patch::Merge(json!({"spec": {"taints": taints}})), false)?;
+            set_taints(store, node, &taints)?;
         }
         Action::MemoryPressure { node, used } => {
             let patch = json!({"metadata": {"annotations": {SYSTEM_MEMORY_ANNOTATION: used.0}}});
-            store.patch(&nodes, "", node, &Patch::Merge(patch), false)?;
+            store.patch(&nodes(), "", node, &Patch::Merge(patch), false)?;
         }
         Action::Preempt { pods, memory, priority, node } => {
             for _ in 0..*pods {
-                let mut pod = json!({
-                    "metadata": {"generateName": "high-priority-", "labels": {"app": "high-priority"}},
-                    "spec": {"priority": priority, "priorityClassName": "high-priority",
-                             "containers": [{"name": "app", "image": "app",
-                                             "resources": {"requests": {"memory": memory.0}}}]},
-                    "status": {"phase": "Pending"},
-                });
-                if let Some(node) = node {
-                    pod["spec"]["nodeSelector"] = json!({"kubernetes.io/hostname": node});
-                }
+                let pod = high_priority_pod(&memory.0, *priority, node.as_deref());
                 store.create(&Kind::new("v1", "Pod"), "default", pod, false)?;
             }
         }
         Action::Evict { vm, namespace } => {
             // One request; its answer, whatever it is, is recorded and not retried.
-            let (launchers, _) = store.list(&pods(), Some(namespace), None, None);
-            let pod =
-                launchers.iter().map(|p| Pod(p)).find(|p| p.vmi() == Some(vm.as_str()) && !p.is_finished());
-            if let Some(pod) = pod {
-                let _ = evictor.evict(store, namespace, pod.meta().name(), LONE_EVICTION);
+            if let Some(pod) = launcher_pod(store, namespace, vm) {
+                let _ = evictor.evict(store, namespace, Pod(&pod).meta().name(), LONE_EVICTION);
             }
         }
         Action::DeletePod { vm, namespace } => {
-            let (all, _) = store.list(&pods(), Some(namespace), None, None);
-            let pod = all.iter().map(|p| Pod(p)).find(|p| p.vmi() == Some(vm.as_str()) && !p.is_finished());
-            if let Some(pod) = pod {
-                store.delete_gracefully(&pods(), namespace, pod.meta().name(), None, false)?;
+            if let Some(pod) = launcher_pod(store, namespace, vm) {
+                store.delete_gracefully(&pods(), namespace, Pod(&pod).meta().name(), None, false)?;
             }
         }
         Action::NodeDown { node } => node_down(store, node)?,
@@ -132,6 +119,40 @@ fn apply(store: &Store, action: &Action, evictor: &dyn Evictor) -> Result<(), Ap
         | Action::RestartEvacHold { .. } => {}
     }
     Ok(())
+}
+
+/// A node's taints.
+fn taints_of(store: &Store, node: &str) -> Result<Vec<Value>, ApiError> {
+    let current = store.get(&nodes(), "", node)?;
+    Ok(current.pointer("/spec/taints").and_then(|t| t.as_array()).cloned().unwrap_or_default())
+}
+
+/// Sets a node's taints.
+fn set_taints(store: &Store, node: &str, taints: &[Value]) -> Result<(), ApiError> {
+    store.patch(&nodes(), "", node, &Patch::Merge(json!({"spec": {"taints": taints}})), false)?;
+    Ok(())
+}
+
+/// One of the scenario's high-priority pods, pending: it requests `memory`, and is pinned to
+/// `node` if one is given.
+fn high_priority_pod(memory: &str, priority: i64, node: Option<&str>) -> Value {
+    let mut pod = json!({
+        "metadata": {"generateName": "high-priority-", "labels": {"app": "high-priority"}},
+        "spec": {"priority": priority, "priorityClassName": "high-priority",
+                 "containers": [{"name": "app", "image": "app",
+                                 "resources": {"requests": {"memory": memory}}}]},
+        "status": {"phase": "Pending"},
+    });
+    if let Some(node) = node {
+        pod["spec"]["nodeSelector"] = json!({"kubernetes.io/hostname": node});
+    }
+    pod
+}
+
+/// A VM's unfinished launcher pod.
+fn launcher_pod(store: &Store, namespace: &str, vm: &str) -> Option<Arc<Value>> {
+    let (all, _) = store.list(&pods(), Some(namespace), None, None);
+    all.into_iter().find(|p| Pod(p).vmi() == Some(vm) && !Pod(p).is_finished())
 }
 
 /// A node dies: its kubelet stops (it acts no more on the node's pods: [`DOWN_ANNOTATION`]), the
