@@ -9,7 +9,7 @@
 //! ([`decide_with`]) runs over the case's cluster with those reads failing, as the module's host
 //! fails them.
 
-use evac_core::testing::{disruption_cases, eviction_cases, Case, TestCluster};
+use evac_testkit::{disruption_cases, eviction_cases, Case, TestCluster};
 use evac_core::PolicyResponse;
 use evac_e2e::{repo_root, validate_case};
 use evac_runtime::kubewarden::metadata;

@@ -22,8 +22,6 @@ pub mod model;
 pub mod node_pressure;
 pub mod placement;
 pub mod response;
-#[cfg(any(test, feature = "testing"))]
-pub mod testing;
 pub mod trace;
 
 pub use cluster::{ClusterReader, GetResource, ListResourcesAll, ReadError, ReadErrorKind};

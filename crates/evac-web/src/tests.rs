@@ -226,7 +226,7 @@ fn the_policies_examples_decide_as_their_readmes_say() {
     ];
     for (policy, readme) in readmes {
         let examples = REQUESTS.iter().find(|p| p.policy == policy).unwrap();
-        let rows = evac_core::testing::examples::readme_rows(readme);
+        let rows = evac_testkit::examples::readme_rows(readme);
         assert_eq!(rows.len(), examples.requests.len(), "{policy}");
         for row in rows {
             let example = examples.requests.iter().find(|e| e.name == row[0]).unwrap();
@@ -234,7 +234,7 @@ fn the_policies_examples_decide_as_their_readmes_say() {
             let answer = decide(name, example.text, examples.context, examples.settings, NOW).unwrap();
             assert!(answer.settings_refused.is_none(), "{:?}", answer.settings_refused);
             let response = serde_json::to_value(&answer.response).unwrap();
-            let (verdict, effects) = evac_core::testing::examples::in_words(&response);
+            let (verdict, effects) = evac_testkit::examples::in_words(&response);
             assert_eq!((verdict.as_str(), effects.as_str()), (row[1], row[2]), "{policy}: {}", row[0]);
         }
     }

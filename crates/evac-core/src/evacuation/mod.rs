@@ -12,8 +12,6 @@ mod order;
 mod queue;
 mod release;
 mod settings;
-#[cfg(test)]
-mod tests;
 
 pub use history::{backoff_seconds, kubevirt_backoff_until, BACKOFF_MAX_SECONDS, BACKOFF_START_SECONDS};
 pub use settings::{NodePressure, Settings, DEFAULT_ASSUMED_BANDWIDTH, DEFAULT_MAX_FAILED_EVACUATIONS};
