@@ -241,7 +241,8 @@ where
     let raw_vmis = list(cluster, KUBEVIRT_API_VERSION, "VirtualMachineInstance", Some(&node_label), None)?;
     let vmis = cluster::decode_list::<VirtualMachineInstance<'_>>(&raw_vmis, "VirtualMachineInstance")?;
     let on_node = format!("spec.nodeName={name}");
-    let raw_pods = list(cluster, "v1", "Pod", Some(LAUNCHER_SELECTOR), Some(&on_node))?;
+    let (pod_version, pod_kind) = crate::kubevirt::POD_KIND;
+    let raw_pods = list(cluster, pod_version, pod_kind, Some(LAUNCHER_SELECTOR), Some(&on_node))?;
     let pods = cluster::decode_list::<Pod<'_>>(&raw_pods, "Pod")?;
     let raw_migrations = list(cluster, KUBEVIRT_API_VERSION, "VirtualMachineInstanceMigration", None, None)?;
     let migrations =
