@@ -7,7 +7,7 @@ use std::sync::{Arc, OnceLock};
 use evac_core::model::{
     quantity, AdmissionRequest, Eviction, KubeVirt, Migration, Node, Pod, VirtualMachineInstance,
 };
-use evac_core::testing::TestCluster;
+use evac_testkit::TestCluster;
 use serde_json::Value;
 
 /// The objects of `examples/evictions/context.yaml`: a cluster in which the decisions reach their

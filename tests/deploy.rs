@@ -7,6 +7,7 @@ use std::process::Command;
 use std::sync::Arc;
 
 use evac_cluster::MemoryStore;
+use evac_core::effect::EffectType;
 use evac_e2e::{declared_effects, repo_root};
 use evac_evaluator::{PoliciesFile, PolicyMode};
 use evac_runtime::capabilities::KubernetesCapabilities;
@@ -132,7 +133,7 @@ fn needed_with(
             None => declared_effects(&policy),
         };
         for effect in effects {
-            let writes = evac_cluster::effect_writes(&effect);
+            let writes = effect.parse::<EffectType>().map_or(&[][..], EffectType::writes);
             assert!(!writes.is_empty(), "{policy} declares {effect}, which the executor does not know");
             for write in writes {
                 let key = (write.group.to_owned(), write.resource.to_owned());

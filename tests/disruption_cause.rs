@@ -1,7 +1,7 @@
 //! The built disruption-cause module, run in-process by evac's wasmtime host against static
 //! clusters, with only the reads its metadata grants.
 //!
-//! Every row of the decision's table ([`evac_core::testing::disruption_cases`]: each cause of a
+//! Every row of the decision's table ([`evac_testkit::disruption_cases`]: each cause of a
 //! launcher pod's disruption under each feature gate, user deletions, node pressure, what it
 //! cannot decide, failed reads) runs through the module; the other tests here are of what only
 //! the module and its host do: grants, settings validation, the protocol, the embedded metadata.
@@ -11,12 +11,12 @@ use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
 use evac_cluster::MemoryStore;
-use evac_core::testing::{check_cases, disruption_cases};
 use evac_e2e::*;
 use evac_runtime::capabilities::{KubernetesCapabilities, ResourceGrant};
 use evac_runtime::kubewarden;
 use evac_runtime::kubewarden::metadata::{self, Metadata};
 use evac_runtime::wapc::{EngineOptions, Policy, PolicyEngine, PolicyModule};
+use evac_testkit::{check_cases, disruption_cases};
 use serde_json::{json, Value};
 
 /// The built module. Fails (does not skip) when it has not been built.

@@ -12,12 +12,12 @@ use evac_core::effect::{
     EventReason, MigrationCause, EVICTION_IN_PROGRESS_ANNOTATION as IN_PROGRESS,
     REQUEST_EVICT_ONLY_ANNOTATION as EVICT_ONLY,
 };
-use evac_core::testing::ReadFailure;
 use evac_core::{Effect, ObjectRef, PolicyResponse};
 use evac_e2e::*;
 use evac_runtime::capabilities::{KubernetesCapabilities, ResourceGrant};
 use evac_runtime::kubewarden;
 use evac_runtime::wapc::{EngineOptions, Policy, PolicyEngine, PolicyModule};
+use evac_testkit::ReadFailure;
 use serde_json::{json, Value};
 
 /// The built module. Fails (does not skip) when it has not been built.

@@ -5,8 +5,8 @@
 use std::path::Path;
 use std::process::Command;
 
-use evac_core::testing::examples::{in_words, readme_rows};
 use evac_e2e::{evac_bin, repo_root};
+use evac_testkit::examples::{in_words, readme_rows};
 use serde_json::Value;
 
 /// A row of an examples README's table: the request's name, the answer (`allowed` or

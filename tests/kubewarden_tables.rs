@@ -7,7 +7,7 @@
 //! Rows that share a cluster share one simulated API and one policy-server (one policy entry per
 //! settings); `evac serve` starts afresh for each row, since it carries out the effects (marks)
 //! it decides, on its copy of the cluster. Rows whose reads are made to fail
-//! ([`evac_core::testing::Case::failures`]) are left out: a real API server cannot be told to
+//! ([`evac_testkit::Case::failures`]) are left out: a real API server cannot be told to
 //! fail one read, and what they test (a host's error text, a missing object in Kubewarden's
 //! words, a refused read) is run for real by `tests/kubewarden.rs` (objects that are missing,
 //! capabilities that are refused). Where Kubewarden's binaries are absent, the tests skip.
@@ -17,13 +17,13 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-use evac_core::testing::{disruption_cases, eviction_cases, Case};
 use evac_core::PolicyResponse;
 use evac_e2e::kubewarden_hosts::*;
 use evac_e2e::server::cache_dir;
 use evac_e2e::*;
 use evac_runtime::kubewarden;
 use evac_runtime::wapc::{EngineOptions, Policy, PolicyEngine};
+use evac_testkit::{disruption_cases, eviction_cases, Case};
 use serde_json::{json, Value};
 
 #[test]

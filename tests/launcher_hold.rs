@@ -9,11 +9,11 @@ use std::time::Duration;
 
 use base64::Engine as _;
 use evac_cluster::{Executor, MemoryStore};
-use evac_core::testing::{check_cases, hold_cases, TABLE_NOW};
 use evac_e2e::*;
 use evac_evaluator::{admission, Loader, Metrics, Pipeline, PoliciesFile, Registry};
 use evac_runtime::kubewarden::metadata;
 use evac_runtime::wapc::{EngineOptions, PolicyEngine, WallClock};
+use evac_testkit::{check_cases, hold_cases, TABLE_NOW};
 use serde_json::{json, Value};
 
 fn module(name: &str) -> PathBuf {

@@ -111,7 +111,7 @@ fn a_module_without_metadata_has_none() {
 /// holds) is one its metadata declares, and each declared one occurs.
 #[test]
 fn the_tables_effects_are_the_declared_ones() {
-    use evac_core::testing::{disruption_cases, eviction_cases, hold_cases};
+    use evac_testkit::{disruption_cases, eviction_cases, hold_cases};
     let disruptions = disruption_cases().into_iter().chain(hold_cases()).collect();
     for (policy, cases) in [("pod-eviction", eviction_cases()), ("disruption-cause", disruptions)] {
         let declared = evac_e2e::declared_effects(policy);

@@ -9,23 +9,24 @@
 //! ([`decide_with`]) runs over the case's cluster with those reads failing, as the module's host
 //! fails them.
 
-use evac_core::testing::{disruption_cases, eviction_cases, Case, TestCluster};
+use evac_core::PolicyId;
 use evac_core::PolicyResponse;
 use evac_e2e::{repo_root, validate_case};
 use evac_runtime::kubewarden::metadata;
 use evac_runtime::wapc::{EngineOptions, PolicyEngine};
-use evac_web::decide::{decide, decide_with, PolicyName};
+use evac_testkit::{disruption_cases, eviction_cases, Case, TestCluster};
+use evac_web::decide::{decide, decide_with};
 use serde_json::json;
 use serde_json::value::RawValue;
 
 #[test]
 fn the_page_agrees_with_the_pod_eviction_module_on_every_row() {
-    agree(PolicyName::PodEviction, eviction_cases());
+    agree(PolicyId::PodEviction, eviction_cases());
 }
 
 #[test]
 fn the_page_agrees_with_the_disruption_cause_module_on_every_row() {
-    agree(PolicyName::DisruptionCause, disruption_cases());
+    agree(PolicyId::DisruptionCause, disruption_cases());
 }
 
 /// What two answers must agree on.
@@ -40,7 +41,7 @@ fn comparable(response: &PolicyResponse) -> String {
     .unwrap()
 }
 
-fn agree(policy: PolicyName, cases: Vec<Case>) {
+fn agree(policy: PolicyId, cases: Vec<Case>) {
     let path = repo_root().join(format!("dist/policies/{}.wasm", policy.as_str()));
     let bytes =
         std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}: run `make build` first", path.display()));

@@ -2,16 +2,16 @@
 //! KubeVirt v1.9's `pods/eviction` admitter, end to end (waPC, host capabilities, Kubewarden's
 //! protocol). Every denial is a 429.
 //!
-//! Every row of the verdict's table ([`evac_core::testing::eviction_cases`]) runs through the
+//! Every row of the verdict's table ([`evac_testkit::eviction_cases`]) runs through the
 //! module; the other tests here are of what only the module and its host do: grants, settings
 //! validation, the protocol, the examples, the forms of the input.
 
 use evac_cluster::MemoryStore;
-use evac_core::testing::{check_cases, eviction_cases};
 use evac_e2e::*;
 use evac_runtime::capabilities::KubernetesCapabilities;
 use evac_runtime::kubewarden::{self, admission};
 use evac_runtime::wapc::EvalError;
+use evac_testkit::{check_cases, eviction_cases};
 use serde_json::{json, Value};
 use std::sync::Arc;
 

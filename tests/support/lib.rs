@@ -18,11 +18,12 @@ use std::sync::{Arc, OnceLock};
 
 use evac_cluster::MemoryStore;
 use evac_core::effect::EvacuationSource;
-use evac_core::testing::{Case, ReadFailure};
 use evac_core::{Effect, ObjectRef, PolicyResponse};
 use evac_runtime::capabilities::{HostCapabilities, KubernetesCapabilities, ResourceGrant};
 use evac_runtime::kubewarden;
 use evac_runtime::wapc::{EngineOptions, EvalError, Policy, PolicyEngine, PolicyModule};
+pub use evac_testkit::requests::{eviction_object, eviction_request, eviction_request_with};
+use evac_testkit::{Case, ReadFailure};
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
@@ -140,7 +141,7 @@ pub fn validate_with_settings(
 }
 
 /// Host capabilities that answer from `inner`, except for the reads `failures` name (as
-/// [`TestCluster`](evac_core::testing::TestCluster) fails them), which fail with the failure's
+/// [`TestCluster`](evac_testkit::TestCluster) fails them), which fail with the failure's
 /// message, as an unreachable or failing API server would.
 pub struct FailingReads {
     pub inner: KubernetesCapabilities,
@@ -183,15 +184,6 @@ pub fn validate_case(
 
 // --- Requests --------------------------------------------------------------------------------
 
-/// The `policy/v1` Eviction a client posts to evict `namespace/pod`.
-pub fn eviction_object(namespace: &str, pod: &str) -> Value {
-    json!({
-        "apiVersion": "policy/v1",
-        "kind": "Eviction",
-        "metadata": {"name": pod, "namespace": namespace},
-    })
-}
-
 /// The Eviction the descheduler posts: annotated `requested-by: sigs.k8s.io/descheduler`.
 pub fn descheduler_eviction(namespace: &str, pod: &str) -> Value {
     let mut eviction = eviction_object(namespace, pod);
@@ -204,33 +196,6 @@ pub fn dry_run_eviction(namespace: &str, pod: &str) -> Value {
     let mut eviction = eviction_object(namespace, pod);
     eviction["deleteOptions"] = json!({"dryRun": ["All"]});
     eviction
-}
-
-/// The AdmissionRequest (bare, as Kubewarden passes it) of a `pods/eviction` CREATE of
-/// `namespace/pod` carrying `eviction`.
-pub fn eviction_request_with(namespace: &str, pod: &str, eviction: Value) -> Value {
-    json!({
-        "uid": format!("e2e-{namespace}-{pod}"),
-        "kind": {"group": "policy", "version": "v1", "kind": "Eviction"},
-        "resource": {"group": "", "version": "v1", "resource": "pods"},
-        "subResource": "eviction",
-        "requestKind": {"group": "policy", "version": "v1", "kind": "Eviction"},
-        "requestResource": {"group": "", "version": "v1", "resource": "pods"},
-        "requestSubResource": "eviction",
-        "name": pod,
-        "namespace": namespace,
-        "operation": "CREATE",
-        "userInfo": {"username": "system:serviceaccount:kube-system:e2e", "groups": ["system:authenticated"]},
-        "object": eviction,
-        "oldObject": null,
-        "dryRun": false,
-        "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions"},
-    })
-}
-
-/// [`eviction_request_with`] with a plain Eviction.
-pub fn eviction_request(namespace: &str, pod: &str) -> Value {
-    eviction_request_with(namespace, pod, eviction_object(namespace, pod))
 }
 
 /// The request wrapped in an `admission.k8s.io/v1` AdmissionReview.

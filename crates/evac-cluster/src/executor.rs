@@ -59,43 +59,6 @@ pub struct EffectError {
     pub error: ApiError,
 }
 
-/// One kind of API request, as an RBAC rule names it: a verb on a resource of an API group.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Access {
-    /// `create`, `patch`, ...
-    pub verb: &'static str,
-    /// The API group (`""` for the core group).
-    pub group: &'static str,
-    /// The resource (plural).
-    pub resource: &'static str,
-}
-
-const fn access(verb: &'static str, group: &'static str, resource: &'static str) -> Access {
-    Access { verb, group, resource }
-}
-
-/// The writes each effect type makes (its reads go through the watch caches, which need `list`
-/// and `watch` of what they hold): what `deploy/` must grant, and nothing more. The executor's
-/// tests check every effect against it.
-pub const EFFECT_WRITES: [(&str, &[Access]); 8] = [
-    ("MarkForEvacuation", &[access("patch", "kubevirt.io", "virtualmachineinstances"), EVENT]),
-    ("CreateMigration", &[access("create", "kubevirt.io", "virtualmachineinstancemigrations"), EVENT]),
-    ("RequestEvacuation", &[access("patch", "kubevirt.io", "virtualmachineinstances"), EVENT]),
-    ("AnnotateMigration", &[access("patch", "kubevirt.io", "virtualmachineinstancemigrations")]),
-    ("CancelMigration", &[access("delete", "kubevirt.io", "virtualmachineinstancemigrations"), EVENT]),
-    ("AnnotatePod", &[access("patch", "", "pods")]),
-    ("ClearEvacuation", &[access("patch", "kubevirt.io", "virtualmachineinstances"), EVENT]),
-    ("RecordEvent", &[EVENT]),
-];
-
-/// The event each decision carried out on a VMI's behalf is recorded with.
-const EVENT: Access = access("create", "", "events");
-
-/// The writes of the effects of type `effect_type` ([`Effect::type_name`]).
-pub fn effect_writes(effect_type: &str) -> &'static [Access] {
-    EFFECT_WRITES.iter().find(|(name, _)| *name == effect_type).map_or(&[], |(_, writes)| writes)
-}
-
 impl Executor {
     /// An executor writing to `store`.
     pub fn new(store: Arc<dyn ClusterStore>) -> Self {

@@ -31,6 +31,10 @@ use web_time::Instant;
 
 use anyhow::Result;
 use evac_cluster::ChangeFeed;
+use evac_core::kubevirt::{MIGRATION_KIND, NODE_KIND, POD_KIND, VMI_KIND};
+use evac_core::model::{NODE_METRICS_API_VERSION, NODE_METRICS_KIND};
+use evac_core::node_pressure::NodePressure;
+use evac_core::{disruption, evacuation, PolicyId};
 use evac_evaluator::metrics::{CauseLabels, EvacuationLabels};
 use evac_evaluator::{EffectOutcome, Pipeline, PolicySet, Registry, ServedPolicy};
 use serde_json::value::RawValue;
@@ -38,18 +42,19 @@ use serde_json::value::RawValue;
 use self::disruptions::Tally;
 use self::routing::{Routing, Work};
 
-/// The policy ids `policies.yml` must give the controller's modules.
-pub const DISRUPTION_CAUSE: &str = "disruption-cause";
-pub const EVACUATION: &str = "evacuation";
+/// The policy id `policies.yml` must give the controller's disruption-cause module.
+pub const DISRUPTION_CAUSE: &str = PolicyId::DisruptionCause.as_str();
+/// The policy id `policies.yml` must give the controller's evacuation module.
+pub const EVACUATION: &str = PolicyId::Evacuation.as_str();
 
 /// The kinds the controller watches.
 pub const WATCHED: [(&str, &str); 5] = [
-    ("v1", "Pod"),
-    ("v1", "Node"),
-    ("kubevirt.io/v1", "VirtualMachineInstance"),
-    ("kubevirt.io/v1", "VirtualMachineInstanceMigration"),
+    POD_KIND,
+    NODE_KIND,
+    VMI_KIND,
+    MIGRATION_KIND,
     // Polled (metrics-server serves no watch): a node's memory in use, for node pressure.
-    ("metrics.k8s.io/v1beta1", "NodeMetrics"),
+    (NODE_METRICS_API_VERSION, NODE_METRICS_KIND),
 ];
 
 /// What one reconcile did.
@@ -138,13 +143,13 @@ impl Controller {
                 let (changes, cursor) = match feed.changes(api_version, kind, cursors[i]) {
                     Ok(read) => read,
                     // metrics-server is an add-on: without it, node pressure has no figures.
-                    Err(_) if *kind == "NodeMetrics" => continue,
+                    Err(_) if *kind == NODE_METRICS_KIND => continue,
                     Err(error) => return Err(error.into()),
                 };
                 pass.changes += changes.len();
                 for change in &changes {
                     routing.observe(kind, change);
-                    if *kind == "Pod" && change.deleted {
+                    if (*api_version, *kind) == POD_KIND && change.deleted {
                         deleted.extend(routing::uid(&change.object));
                     }
                 }
@@ -250,8 +255,9 @@ pub fn check_policies(set: &PolicySet) -> Result<(), String> {
             ));
         }
     }
-    let pressure = |id: &str| node_pressure(&set[id].active.settings);
-    let (marking, releasing) = (pressure(DISRUPTION_CAUSE), pressure(EVACUATION));
+    let settings = |id: &str| &*set[id].active.settings;
+    let marking = node_pressure(settings(DISRUPTION_CAUSE), |s: &disruption::Settings| &s.node_pressure);
+    let releasing = node_pressure(settings(EVACUATION), |s: &evacuation::Settings| &s.node_pressure);
     if marking != releasing {
         return Err(format!(
             "the nodePressure settings of `{DISRUPTION_CAUSE}` ({}) and `{EVACUATION}` ({}) differ: \
@@ -260,13 +266,19 @@ pub fn check_policies(set: &PolicySet) -> Result<(), String> {
             describe(&releasing)
         ));
     }
-    let beside = |id: &str| kubevirt_evacuation_controller(&set[id].active.settings);
-    if beside(DISRUPTION_CAUSE) != beside(EVACUATION) {
+    let beside_disruption =
+        kubevirt_evacuation_controller(settings(DISRUPTION_CAUSE), |s: &disruption::Settings| {
+            s.kubevirt_evacuation_controller
+        });
+    let beside_evacuation =
+        kubevirt_evacuation_controller(settings(EVACUATION), |s: &evacuation::Settings| {
+            s.kubevirt_evacuation_controller
+        });
+    if beside_disruption != beside_evacuation {
         return Err(format!(
             "the kubevirtEvacuationController settings of `{DISRUPTION_CAUSE}` ({}) and `{EVACUATION}` ({}) \
              differ: one holds evacuations for the other to start, so they must be the same",
-            beside(DISRUPTION_CAUSE),
-            beside(EVACUATION)
+            beside_disruption, beside_evacuation
         ));
     }
     Ok(())
@@ -275,33 +287,32 @@ pub fn check_policies(set: &PolicySet) -> Result<(), String> {
 /// How often a running controller looks again at nodes with evacuations pending.
 pub const RESYNC: Duration = Duration::from_secs(10);
 
-/// A policy's `nodePressure` setting, with the default for a missing or unreadable one (the
-/// policy refuses unreadable settings itself).
-fn node_pressure(settings: &serde_json::value::RawValue) -> evac_core::node_pressure::NodePressure {
-    #[derive(serde::Deserialize)]
-    struct WithPressure {
-        #[serde(default, rename = "nodePressure")]
-        node_pressure: evac_core::node_pressure::NodePressure,
-    }
-    serde_json::from_str::<WithPressure>(settings.get()).map(|s| s.node_pressure).unwrap_or_default()
+/// A policy's `nodePressure` setting: that of its settings (`S`, the core's settings of its
+/// decision), or the default's when they are missing or unreadable (the policy refuses unreadable
+/// settings itself).
+fn node_pressure<S>(settings: &RawValue, of: impl Fn(&S) -> &NodePressure) -> NodePressure
+where
+    S: serde::de::DeserializeOwned + Default,
+{
+    decision_settings::<S>(settings).map(|s| of(&s).clone()).unwrap_or_default()
 }
 
-/// A policy's `kubevirtEvacuationController` setting, with the default for a missing or unreadable
-/// one.
-fn kubevirt_evacuation_controller(settings: &serde_json::value::RawValue) -> bool {
-    #[derive(serde::Deserialize)]
-    struct Beside {
-        #[serde(
-            default = "evac_core::kubevirt_config::evacuation_controller_default",
-            rename = "kubevirtEvacuationController"
-        )]
-        kubevirt_evacuation_controller: bool,
-    }
-    serde_json::from_str::<Beside>(settings.get())
-        .map(|s| s.kubevirt_evacuation_controller)
-        .unwrap_or_else(|_| evac_core::kubevirt_config::evacuation_controller_default())
+/// A policy's `kubevirtEvacuationController` setting: that of its settings, or the default's when
+/// they are missing or unreadable.
+fn kubevirt_evacuation_controller<S>(settings: &RawValue, of: impl Fn(&S) -> bool) -> bool
+where
+    S: serde::de::DeserializeOwned + Default,
+{
+    decision_settings::<S>(settings)
+        .map_or_else(evac_core::kubevirt_config::evacuation_controller_default, |s| of(&s))
 }
 
-fn describe(pressure: &evac_core::node_pressure::NodePressure) -> String {
+/// A policy's settings as its decision reads them (`null`: the defaults); `None` when they do not
+/// decode.
+fn decision_settings<S: serde::de::DeserializeOwned + Default>(settings: &RawValue) -> Option<S> {
+    serde_json::from_str::<Option<S>>(settings.get()).ok().map(Option::unwrap_or_default)
+}
+
+fn describe(pressure: &NodePressure) -> String {
     format!("threshold {}, headroom {}", pressure.threshold, pressure.headroom)
 }

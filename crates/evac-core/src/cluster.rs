@@ -213,7 +213,7 @@ pub fn resource_for_kind(kind: &str) -> String {
     // metrics-server names its resources after what they measure (`metrics.k8s.io`, `nodes`
     // and `pods`), not after their kinds.
     match kind {
-        "NodeMetrics" => return "nodes".to_owned(),
+        crate::model::NODE_METRICS_KIND => return "nodes".to_owned(),
         "PodMetrics" => return "pods".to_owned(),
         _ => {}
     }

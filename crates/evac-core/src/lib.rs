@@ -21,13 +21,13 @@ pub mod migration_policy;
 pub mod model;
 pub mod node_pressure;
 pub mod placement;
+pub mod policy_id;
 pub mod response;
-#[cfg(any(test, feature = "testing"))]
-pub mod testing;
 pub mod trace;
 
 pub use cluster::{ClusterReader, GetResource, ListResourcesAll, ReadError, ReadErrorKind};
 pub use effect::{Effect, ObjectRef};
+pub use policy_id::PolicyId;
 pub use response::{Decision, PolicyResponse, Verdict, INTERNAL_ERROR, TOO_MANY_REQUESTS};
 
 /// Settings a decision cannot run with; the message names the field (`kubevirt: both namespace

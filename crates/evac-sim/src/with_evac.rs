@@ -13,7 +13,9 @@ use std::time::Duration;
 
 use evac_cluster::Executor;
 use evac_control::hold::{Holder, Verdict};
-use evac_control::{Controller, Pass, DISRUPTION_CAUSE, EVACUATION, RESYNC, WATCHED};
+use evac_control::{Controller, Pass, RESYNC, WATCHED};
+use evac_core::node_pressure::NodePressure;
+use evac_core::{disruption, evacuation, PolicyId};
 use evac_evaluator::admission;
 use evac_evaluator::{Metrics, ModuleLoader, Pipeline, PoliciesFile, Registry};
 use futures::future::BoxFuture;
@@ -24,10 +26,10 @@ use crate::scenario::{ControllerStats, Evac, EvacRun, Scenario, ScenarioError, E
 use crate::store::{HookAnswer, HookCall, NodeEndpoint};
 use crate::{Actor, ApiError, Kind, Store};
 
-/// The policy id the eviction webhook is served by.
-pub const POD_EVICTION: &str = "pod-eviction";
-/// The policy id of the mutating webhook on pods `CREATE`, when the policies have it.
-pub const LAUNCHER_HOLD: &str = "launcher-hold";
+/// The policy the eviction webhook is served by.
+const POD_EVICTION: &str = PolicyId::PodEviction.as_str();
+/// The policy of the mutating webhook on pods `CREATE`, when the policies have it.
+const LAUNCHER_HOLD: &str = PolicyId::LauncherHold.as_str();
 /// evac's mutating webhook configuration (`deploy/`), for `launcher-hold`.
 pub const HOLD_WEBHOOK_CONFIGURATION: &str = "evac-launcher-hold";
 
@@ -140,19 +142,22 @@ pub fn start(
     restarts: Vec<Duration>,
     loader: impl ModuleLoader + 'static,
 ) -> Result<Running, String> {
-    for id in [DISRUPTION_CAUSE, EVACUATION] {
-        let Some(entry) = file.policies.get_mut(id) else { continue };
-        // The settings describe the cluster's kubelets and KubeVirt, and these are the
-        // scenario's. Both policies read the same settings.
-        let settings = entry.settings.get_or_insert_with(|| serde_json::json!({}));
-        if !settings.get("nodePressure").is_some_and(Value::is_object) {
-            settings["nodePressure"] = serde_json::json!({});
-        }
-        settings["nodePressure"]["threshold"] = serde_json::json!(cluster.eviction_soft);
-        settings["kubevirtEvacuationController"] = serde_json::json!(cluster.kubevirt_evacuation_controller);
-        if id == EVACUATION {
-            settings["virtHandler"] = serde_json::json!(cluster.virt_handler.as_str());
-        }
+    // The settings describe the cluster's kubelets and KubeVirt, and these are the scenario's.
+    // Both policies read the same settings.
+    let simulated = |pressure: &mut NodePressure, beside: &mut bool| {
+        pressure.threshold = cluster.eviction_soft.to_owned();
+        *beside = cluster.kubevirt_evacuation_controller;
+    };
+    if let Some(entry) = file.policies.get_mut(PolicyId::DisruptionCause.as_str()) {
+        edit_settings(&mut entry.settings, |s: &mut disruption::Settings| {
+            simulated(&mut s.node_pressure, &mut s.kubevirt_evacuation_controller);
+        });
+    }
+    if let Some(entry) = file.policies.get_mut(PolicyId::Evacuation.as_str()) {
+        edit_settings(&mut entry.settings, |s: &mut evacuation::Settings| {
+            simulated(&mut s.node_pressure, &mut s.kubevirt_evacuation_controller);
+            s.virt_handler = cluster.virt_handler;
+        });
     }
     let metrics = Arc::new(Metrics::default());
     let registry = Arc::new(
@@ -180,6 +185,22 @@ pub fn start(
     let controller = Controller::new(pipeline.clone()).map_err(|e| format!("{e:#}"))?;
     let controller = Arc::new(ControllerActor::new(Arc::new(controller)).restarting_at(restarts));
     Ok(Running { controller, hold, pipeline })
+}
+
+/// Edits a policy's settings as its decision's settings (`S`; missing or `null`: the defaults).
+/// Settings that do not decode are left as they are: the policy's module refuses them at load,
+/// with its reason.
+fn edit_settings<S>(settings: &mut Option<Value>, edit: impl FnOnce(&mut S))
+where
+    S: serde::Serialize + serde::de::DeserializeOwned + Default,
+{
+    let current = settings.clone().unwrap_or(Value::Null);
+    let Ok(decoded) = serde_json::from_value::<Option<S>>(current) else { return };
+    let mut decoded = decoded.unwrap_or_default();
+    edit(&mut decoded);
+    if let Ok(edited) = serde_json::to_value(&decoded) {
+        *settings = Some(edited);
+    }
 }
 
 /// `launcher-hold`'s settings, as its module validated them at load.

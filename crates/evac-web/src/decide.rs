@@ -9,7 +9,7 @@ use chrono::DateTime;
 use evac_cluster::{CoreReader, MemoryStore};
 use evac_core::model::envelope;
 use evac_core::trace::Trace;
-use evac_core::{ClusterReader, PolicyResponse};
+use evac_core::{ClusterReader, PolicyId, PolicyResponse};
 use evac_sim::SimClock;
 use serde::Serialize;
 use serde_json::value::RawValue;
@@ -18,42 +18,9 @@ use serde_json::Value;
 use crate::reads::Recording;
 use crate::WebError;
 
-/// The policies of evac, by the name of their module.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PolicyName {
-    /// `pods/eviction`: KubeVirt's verdict.
-    PodEviction,
-    /// Pod deletions and status updates: the disruption's cause.
-    DisruptionCause,
-    /// Node updates: the evacuation plan.
-    Evacuation,
-    /// Launcher pod creations: the hold's `preStop` hook (a mutation).
-    LauncherHold,
-}
-
-impl PolicyName {
-    /// Every policy, in the page's order.
-    pub const ALL: [PolicyName; 4] =
-        [Self::PodEviction, Self::DisruptionCause, Self::Evacuation, Self::LauncherHold];
-
-    /// The module's name (`pod-eviction`, ...).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::PodEviction => "pod-eviction",
-            Self::DisruptionCause => "disruption-cause",
-            Self::Evacuation => "evacuation",
-            Self::LauncherHold => "launcher-hold",
-        }
-    }
-
-    /// The policy named `name`.
-    pub fn parse(name: &str) -> Result<Self, WebError> {
-        Self::ALL.into_iter().find(|p| p.as_str() == name).ok_or_else(|| {
-            WebError::new(format!(
-                "no policy {name:?}: expected pod-eviction, disruption-cause, evacuation or launcher-hold"
-            ))
-        })
-    }
+/// The policy named `name` (its module's name: `pod-eviction`, ...).
+pub fn policy(name: &str) -> Result<PolicyId, WebError> {
+    name.parse().map_err(|e: evac_core::policy_id::UnknownPolicy| WebError::new(e.to_string()))
 }
 
 /// A verdict as the page shows it.
@@ -74,7 +41,7 @@ pub struct Answer {
 /// `objects` (a `v1 List`, JSON or YAML, as `kubectl get -o yaml` prints it; empty for none),
 /// `settings` (JSON or YAML; empty for none) at `now` (seconds since the Unix epoch).
 pub fn decide(
-    policy: PolicyName,
+    policy: PolicyId,
     request: &str,
     objects: &str,
     settings: &str,
@@ -119,7 +86,7 @@ fn objects_of(text: &str) -> Result<Vec<Value>, WebError> {
 /// [`decide`] on a request and settings already in JSON, over any reader of the cluster: what
 /// the page runs once it has read its inputs (and what a harness runs with reads made to fail).
 pub fn decide_with(
-    policy: PolicyName,
+    policy: PolicyId,
     request: &RawValue,
     settings: &RawValue,
     cluster: &dyn ClusterReader,
@@ -132,12 +99,10 @@ pub fn decide_with(
     let reader = Recording::new(cluster);
     let mut trace = Trace::on();
     let encoded = match policy {
-        PolicyName::PodEviction => pod_eviction::evaluate_traced(&payload, &reader, &mut trace),
-        PolicyName::DisruptionCause => {
-            disruption_cause::evaluate_traced_at(&payload, &reader, now, &mut trace)
-        }
-        PolicyName::Evacuation => evacuation::evaluate_traced_at(&payload, &reader, now, &mut trace),
-        PolicyName::LauncherHold => launcher_hold::evaluate(&payload),
+        PolicyId::PodEviction => pod_eviction::evaluate_traced(&payload, &reader, &mut trace),
+        PolicyId::DisruptionCause => disruption_cause::evaluate_traced_at(&payload, &reader, now, &mut trace),
+        PolicyId::Evacuation => evacuation::evaluate_traced_at(&payload, &reader, now, &mut trace),
+        PolicyId::LauncherHold => launcher_hold::evaluate(&payload),
     }
     .map_err(|e| WebError::new(format!("the policy could not evaluate the request: {e}")))?;
     let response: PolicyResponse = serde_json::from_slice(&encoded)
@@ -147,13 +112,13 @@ pub fn decide_with(
 }
 
 /// The settings' validation as the module answers `validate_settings`: `Some(why)` when invalid.
-fn check_settings(policy: PolicyName, settings: &RawValue) -> Result<Option<String>, WebError> {
+fn check_settings(policy: PolicyId, settings: &RawValue) -> Result<Option<String>, WebError> {
     let payload = settings.get().as_bytes();
     let answer = match policy {
-        PolicyName::PodEviction => pod_eviction::settings_answer(payload),
-        PolicyName::DisruptionCause => disruption_cause::settings_answer(payload),
-        PolicyName::Evacuation => evacuation::settings_answer(payload),
-        PolicyName::LauncherHold => launcher_hold::settings_answer(payload),
+        PolicyId::PodEviction => pod_eviction::settings_answer(payload),
+        PolicyId::DisruptionCause => disruption_cause::settings_answer(payload),
+        PolicyId::Evacuation => evacuation::settings_answer(payload),
+        PolicyId::LauncherHold => launcher_hold::settings_answer(payload),
     }
     .map_err(WebError::new)?;
     let answer: Value = serde_json::from_slice(&answer).map_err(|e| WebError::new(e.to_string()))?;

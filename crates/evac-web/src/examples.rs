@@ -3,6 +3,7 @@
 //! `examples/evacuation/`) with their cluster and settings, and the scenarios of
 //! `examples/scenarios/`.
 
+use evac_core::PolicyId;
 use serde::Serialize;
 
 use crate::WebError;
@@ -59,8 +60,8 @@ pub const NODE_UPDATES: &[Example] = examples!("evacuation/requests", ".json":
 /// the settings they are decided with (empty: the defaults).
 #[derive(Debug, Clone, Copy, Serialize)]
 pub struct PolicyExamples {
-    /// The policy's module name (`pod-eviction`, ...).
-    pub policy: &'static str,
+    /// The policy (in JSON, its module's name: `pod-eviction`, ...).
+    pub policy: PolicyId,
     /// Its example requests.
     pub requests: &'static [Example],
     /// The cluster, `context.yaml` of its examples' directory.
@@ -71,15 +72,20 @@ pub struct PolicyExamples {
 
 /// Every policy's examples, in the page's order.
 pub const REQUESTS: &[PolicyExamples] = &[
-    PolicyExamples { policy: "pod-eviction", requests: EVICTIONS, context: EVICTION_CONTEXT, settings: "" },
     PolicyExamples {
-        policy: "disruption-cause",
+        policy: PolicyId::PodEviction,
+        requests: EVICTIONS,
+        context: EVICTION_CONTEXT,
+        settings: "",
+    },
+    PolicyExamples {
+        policy: PolicyId::DisruptionCause,
         requests: DISRUPTIONS,
         context: include_str!("../../../examples/disruption-cause/context.yaml"),
         settings: "",
     },
     PolicyExamples {
-        policy: "evacuation",
+        policy: PolicyId::Evacuation,
         requests: NODE_UPDATES,
         context: include_str!("../../../examples/evacuation/context.yaml"),
         settings: include_str!("../../../examples/evacuation/settings.json"),
@@ -173,7 +179,7 @@ mod tests {
     #[test]
     fn an_unknown_name_lists_the_names_there_are() {
         let (policy, example) = request("02-noexecute-taint-delete").unwrap();
-        assert_eq!((policy.policy, example.name), ("disruption-cause", "02-noexecute-taint-delete"));
+        assert_eq!((policy.policy.as_str(), example.name), ("disruption-cause", "02-noexecute-taint-delete"));
         let error = request("foo").unwrap_err().to_string();
         assert!(
             error.starts_with("no example named \"foo\"; the examples are: 01-drain-live-migratable, "),

@@ -61,7 +61,7 @@ pub fn decide_js(
     settings: &str,
     now: f64,
 ) -> Result<String, wasm_bindgen::JsError> {
-    let policy = decide::PolicyName::parse(policy).map_err(js)?;
+    let policy = decide::policy(policy).map_err(js)?;
     json(&decide::decide(policy, request, objects, settings, now).map_err(js)?)
 }
 

@@ -23,7 +23,7 @@ use evac_runtime::capabilities::HostCapabilities;
 use evac_runtime::{EvalError, WapcPolicy};
 use evac_sim::SimClock;
 
-use crate::decide::PolicyName;
+use evac_core::PolicyId;
 
 /// Loads the linked policy crates, reading `source` on `clock`'s time.
 pub struct LinkedPolicies {
@@ -39,14 +39,14 @@ impl LinkedPolicies {
 }
 
 /// What stands for a linked module's bytes: its crate and version, so that its digest names them.
-fn identity(policy: PolicyName) -> String {
+fn identity(policy: PolicyId) -> String {
     format!("{} {} (linked)", policy.as_str(), env!("CARGO_PKG_VERSION"))
 }
 
 impl ModuleLoader for LinkedPolicies {
     fn read(&self, path: &Path) -> Result<Vec<u8>> {
         let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or_default();
-        let policy = PolicyName::parse(stem)
+        let policy = crate::decide::policy(stem)
             .map_err(|e| anyhow!("module {}: the page links no such policy ({e})", path.display()))?;
         Ok(identity(policy).into_bytes())
     }
@@ -62,7 +62,7 @@ impl ModuleLoader for LinkedPolicies {
         capabilities: Arc<dyn HostCapabilities>,
         _timeout: Option<Duration>,
     ) -> Result<Arc<dyn WapcPolicy>> {
-        let policy = PolicyName::ALL
+        let policy = PolicyId::ALL
             .into_iter()
             .find(|p| identity(*p).as_bytes() == bytes)
             .ok_or_else(|| anyhow!("module {} is not a policy the page links", path.display()))?;
@@ -72,7 +72,7 @@ impl ModuleLoader for LinkedPolicies {
 
 /// One linked policy bound to its capabilities.
 struct LinkedPolicy {
-    policy: PolicyName,
+    policy: PolicyId,
     capabilities: Arc<dyn HostCapabilities>,
     clock: Arc<SimClock>,
 }
@@ -97,17 +97,17 @@ impl LinkedPolicy {
                 });
                 let now = self.clock.since_epoch().as_secs_f64();
                 match self.policy {
-                    PolicyName::PodEviction => pod_eviction::evaluate(payload, &reader),
-                    PolicyName::DisruptionCause => disruption_cause::evaluate_at(payload, &reader, now),
-                    PolicyName::Evacuation => evacuation::evaluate_at(payload, &reader, now),
-                    PolicyName::LauncherHold => launcher_hold::evaluate(payload),
+                    PolicyId::PodEviction => pod_eviction::evaluate(payload, &reader),
+                    PolicyId::DisruptionCause => disruption_cause::evaluate_at(payload, &reader, now),
+                    PolicyId::Evacuation => evacuation::evaluate_at(payload, &reader, now),
+                    PolicyId::LauncherHold => launcher_hold::evaluate(payload),
                 }
             }
             "validate_settings" => match self.policy {
-                PolicyName::PodEviction => pod_eviction::settings_answer(payload),
-                PolicyName::DisruptionCause => disruption_cause::settings_answer(payload),
-                PolicyName::Evacuation => evacuation::settings_answer(payload),
-                PolicyName::LauncherHold => launcher_hold::settings_answer(payload),
+                PolicyId::PodEviction => pod_eviction::settings_answer(payload),
+                PolicyId::DisruptionCause => disruption_cause::settings_answer(payload),
+                PolicyId::Evacuation => evacuation::settings_answer(payload),
+                PolicyId::LauncherHold => launcher_hold::settings_answer(payload),
             },
             "protocol_version" => Ok(br#""v1""#.to_vec()),
             // wapc-guest's words for a function the module does not register.

@@ -1,7 +1,9 @@
 //! The page's functions natively: the examples decide as `evac eval` answers them (the README's
 //! example), inputs in YAML, and bad inputs get errors that say what is wrong.
 
-use crate::decide::{decide, PolicyName};
+use evac_core::PolicyId;
+
+use crate::decide::decide;
 use crate::examples::{EVICTIONS, EVICTION_CONTEXT, SCENARIOS};
 use crate::scenario::Runs;
 
@@ -14,7 +16,7 @@ fn example(name: &str) -> &'static str {
 #[test]
 fn the_first_example_is_kubevirts_429_and_a_mark() {
     let answer =
-        decide(PolicyName::PodEviction, example("01-drain-live-migratable"), EVICTION_CONTEXT, "", NOW)
+        decide(PolicyId::PodEviction, example("01-drain-live-migratable"), EVICTION_CONTEXT, "", NOW)
             .unwrap();
     assert!(!answer.response.accepted);
     assert_eq!(answer.response.code, Some(429));
@@ -33,8 +35,8 @@ fn a_request_in_yaml_decides_as_in_json() {
     let json: serde_json::Value = serde_json::from_str(example("08-strategy-none")).unwrap();
     let yaml = serde_yaml::to_string(&json).unwrap();
     let from_json =
-        decide(PolicyName::PodEviction, example("08-strategy-none"), EVICTION_CONTEXT, "", NOW).unwrap();
-    let from_yaml = decide(PolicyName::PodEviction, &yaml, EVICTION_CONTEXT, "", NOW).unwrap();
+        decide(PolicyId::PodEviction, example("08-strategy-none"), EVICTION_CONTEXT, "", NOW).unwrap();
+    let from_yaml = decide(PolicyId::PodEviction, &yaml, EVICTION_CONTEXT, "", NOW).unwrap();
     assert_eq!(format!("{:?}", from_json.response), format!("{:?}", from_yaml.response));
     assert!(from_yaml.response.accepted);
 }
@@ -43,9 +45,9 @@ fn a_request_in_yaml_decides_as_in_json() {
 fn every_policy_traces_its_own_checks_to_the_answer() {
     let request = example("01-drain-live-migratable");
     // An eviction is not a request disruption-cause or evacuation evaluates: they say so last.
-    let answer = decide(PolicyName::DisruptionCause, request, EVICTION_CONTEXT, "", NOW).unwrap();
+    let answer = decide(PolicyId::DisruptionCause, request, EVICTION_CONTEXT, "", NOW).unwrap();
     assert!(answer.trace.last().unwrap().ends_with("-> rejected (400)"), "{:?}", answer.trace);
-    let answer = decide(PolicyName::Evacuation, request, EVICTION_CONTEXT, "", NOW).unwrap();
+    let answer = decide(PolicyId::Evacuation, request, EVICTION_CONTEXT, "", NOW).unwrap();
     assert_eq!(
         answer.trace,
         ["-> rejected (400): this policy only evaluates Node requests, got CREATE policy/v1 Eviction"]
@@ -55,7 +57,7 @@ fn every_policy_traces_its_own_checks_to_the_answer() {
     let node = r#"{"kind": {"group": "", "version": "v1", "kind": "Node"}, "operation": "UPDATE",
         "name": "node01", "uid": "u",
         "object": {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node01"}, "spec": {"unschedulable": true}}}"#;
-    let answer = decide(PolicyName::Evacuation, node, EVICTION_CONTEXT, "", NOW).unwrap();
+    let answer = decide(PolicyId::Evacuation, node, EVICTION_CONTEXT, "", NOW).unwrap();
     let trace = answer.trace.join("\n");
     assert!(trace.contains("node UPDATE of node01"), "{trace}");
     assert!(
@@ -69,7 +71,7 @@ fn every_policy_traces_its_own_checks_to_the_answer() {
 #[test]
 fn bad_inputs_say_what_is_wrong() {
     let err = |policy: &str, request: &str, objects: &str, settings: &str| {
-        let policy = PolicyName::parse(policy)?;
+        let policy = crate::decide::policy(policy)?;
         decide(policy, request, objects, settings, NOW).map(|_| ())
     };
     let request = example("01-drain-live-migratable");
@@ -86,10 +88,10 @@ fn bad_inputs_say_what_is_wrong() {
 fn settings_a_host_would_refuse_are_reported_beside_the_answer() {
     let settings = r#"{"nodePressure": {"headroom": "-1Gi"}}"#;
     let request = example("01-drain-live-migratable");
-    let answer = decide(PolicyName::DisruptionCause, request, EVICTION_CONTEXT, settings, NOW).unwrap();
+    let answer = decide(PolicyId::DisruptionCause, request, EVICTION_CONTEXT, settings, NOW).unwrap();
     let refused = answer.settings_refused.expect("refused settings");
     assert!(refused.contains("is negative"), "{refused}");
-    let plain = decide(PolicyName::DisruptionCause, request, EVICTION_CONTEXT, "", NOW).unwrap();
+    let plain = decide(PolicyId::DisruptionCause, request, EVICTION_CONTEXT, "", NOW).unwrap();
     assert!(plain.settings_refused.is_none());
 }
 
@@ -204,14 +206,14 @@ fn linked_policies_read_only_what_they_are_granted() {
 #[test]
 fn a_changed_cluster_is_read_again() {
     let request = example("01-drain-live-migratable");
-    let first = decide(PolicyName::PodEviction, request, EVICTION_CONTEXT, "", NOW).unwrap();
-    let again = decide(PolicyName::PodEviction, request, EVICTION_CONTEXT, "", NOW).unwrap();
+    let first = decide(PolicyId::PodEviction, request, EVICTION_CONTEXT, "", NOW).unwrap();
+    let again = decide(PolicyId::PodEviction, request, EVICTION_CONTEXT, "", NOW).unwrap();
     assert_eq!(format!("{:?}", first.response), format!("{:?}", again.response));
     assert_eq!(first.response.code, Some(429));
     let without_vmis = r#"{"apiVersion": "v1", "kind": "List", "items": []}"#;
-    let other = decide(PolicyName::PodEviction, request, without_vmis, "", NOW).unwrap();
+    let other = decide(PolicyId::PodEviction, request, without_vmis, "", NOW).unwrap();
     assert_ne!(format!("{:?}", other.response), format!("{:?}", first.response));
-    let back = decide(PolicyName::PodEviction, request, EVICTION_CONTEXT, "", NOW).unwrap();
+    let back = decide(PolicyId::PodEviction, request, EVICTION_CONTEXT, "", NOW).unwrap();
     assert_eq!(format!("{:?}", back.response), format!("{:?}", first.response));
 }
 
@@ -225,16 +227,16 @@ fn the_policies_examples_decide_as_their_readmes_say() {
         ("evacuation", include_str!("../../../examples/evacuation/README.md")),
     ];
     for (policy, readme) in readmes {
-        let examples = REQUESTS.iter().find(|p| p.policy == policy).unwrap();
-        let rows = evac_core::testing::examples::readme_rows(readme);
+        let examples = REQUESTS.iter().find(|p| p.policy.as_str() == policy).unwrap();
+        let rows = evac_testkit::examples::readme_rows(readme);
         assert_eq!(rows.len(), examples.requests.len(), "{policy}");
         for row in rows {
             let example = examples.requests.iter().find(|e| e.name == row[0]).unwrap();
-            let name = PolicyName::parse(policy).unwrap();
+            let name = crate::decide::policy(policy).unwrap();
             let answer = decide(name, example.text, examples.context, examples.settings, NOW).unwrap();
             assert!(answer.settings_refused.is_none(), "{:?}", answer.settings_refused);
             let response = serde_json::to_value(&answer.response).unwrap();
-            let (verdict, effects) = evac_core::testing::examples::in_words(&response);
+            let (verdict, effects) = evac_testkit::examples::in_words(&response);
             assert_eq!((verdict.as_str(), effects.as_str()), (row[1], row[2]), "{policy}: {}", row[0]);
         }
     }

@@ -15,53 +15,14 @@ use evac_core::disruption;
 use evac_core::model::ValidationRequest;
 use evac_core::trace::Trace;
 use evac_core::{ClusterReader, PolicyResponse};
-#[cfg(target_os = "wasi")]
-use kubewarden_policy_sdk::wapc_guest::{self as guest, CallResult};
 
 mod settings;
 
-// Only in the policy module: linked into another program (the browser playground), the policy
-// is its functions and the program keeps its own allocator.
-#[cfg(target_os = "wasi")]
-#[global_allocator]
-static ALLOCATOR: evac_policy_guest::allocator::Arena = evac_policy_guest::allocator::Arena::new();
-
 pub use settings::Settings;
 
-/// The waPC entry point: registers the operations the host calls. Only in the policy module
-/// (wasm32-wasip1): another program linking the crate calls [`evaluate`]-style functions itself.
-// An exported, unmangled symbol is how every waPC host finds the entry point.
-#[cfg(target_os = "wasi")]
-#[allow(unsafe_code)]
-#[no_mangle]
-pub extern "C" fn wapc_init() {
-    guest::register_function("validate", validate);
-    guest::register_function("validate_settings", validate_settings);
-    guest::register_function("protocol_version", kubewarden_policy_sdk::protocol_version_guest);
-}
-
-#[cfg(target_os = "wasi")]
-fn validate(payload: &[u8]) -> CallResult {
-    Ok(evaluate_at(payload, &evac_policy_guest::host_capabilities(), now())?)
-}
-
-/// The wall clock (WASI `clock_time_get`): a hold's window is measured against it. A host that
-/// simulates a cluster answers with its simulated time.
-#[cfg(any(target_os = "wasi", test))]
-fn now() -> f64 {
-    use std::time::{SystemTime, UNIX_EPOCH};
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
-}
-
-#[cfg(target_os = "wasi")]
-fn validate_settings(payload: &[u8]) -> CallResult {
-    Ok(settings_answer(payload)?)
-}
-
-/// Validates the policy's settings: Kubewarden's SettingsValidationResponse, encoded, as the
-/// module's `validate_settings` answers.
-pub fn settings_answer(payload: &[u8]) -> Result<Vec<u8>, String> {
-    serde_json::to_vec(&settings::validate(payload)).map_err(|e| e.to_string())
+evac_policy_guest::policy! {
+    settings: Settings,
+    validate: |payload| evaluate_at(payload, &evac_policy_guest::host_capabilities(), evac_policy_guest::wall_clock()),
 }
 
 /// Decodes a ValidationRequest, decides it at `now` (seconds since the Unix epoch) and encodes
@@ -83,7 +44,7 @@ pub fn evaluate_traced_at<C: ClusterReader>(
     trace: &mut Trace,
 ) -> Result<Vec<u8>, String> {
     let validation: ValidationRequest<Settings> = evac_policy_guest::decode_request(payload)?;
-    match disruption::decide_traced(&validation.request, validation.settings.inner(), cluster, now, trace) {
+    match disruption::decide_traced(&validation.request, &validation.settings, cluster, now, trace) {
         Ok(decision) => evac_policy_guest::encode_decision(decision),
         Err(e @ disruption::DecideError::Read(_)) => {
             serde_json::to_vec(&allowed_with_warning(&e)).map_err(|e| e.to_string())

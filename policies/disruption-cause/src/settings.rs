@@ -1,6 +1,3 @@
-use kubewarden_policy_sdk::settings::{SettingsValidationResponse, Validatable};
-use serde::{Deserialize, Serialize};
-
 /// The policy's settings: those of the disruption-cause decision.
 ///
 /// ```yaml
@@ -12,30 +9,18 @@ use serde::{Deserialize, Serialize};
 ///     threshold: 3500Mi  # the kubelet's evictionSoft memory.available
 ///     headroom: 1Gi      # act this much sooner, so migrations finish before the kubelet kills
 /// ```
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(transparent)]
-pub struct Settings(evac_core::disruption::Settings);
-
-impl Settings {
-    pub fn inner(&self) -> &evac_core::disruption::Settings {
-        &self.0
-    }
-}
-
-impl Validatable for Settings {
-    fn validate(&self) -> Result<(), String> {
-        self.0.validate().map_err(|e| e.to_string())
-    }
-}
-
-/// Kubewarden's `validate_settings` for these settings.
-pub fn validate(payload: &[u8]) -> SettingsValidationResponse {
-    evac_policy_guest::validate_settings::<Settings>(payload)
-}
+pub type Settings = evac_core::disruption::Settings;
 
 #[cfg(test)]
 mod tests {
+    use kubewarden_policy_sdk::settings::SettingsValidationResponse;
+
     use super::*;
+
+    /// Kubewarden's `validate_settings` for these settings.
+    fn validate(payload: &[u8]) -> SettingsValidationResponse {
+        evac_policy_guest::validate_settings::<Settings>(payload)
+    }
 
     #[test]
     fn validation_answers_every_payload() {

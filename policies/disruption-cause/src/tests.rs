@@ -2,8 +2,9 @@
 //! AdmissionReviews decided through [`evaluate_at`], and its answers to what it cannot decide.
 
 use evac_core::effect::EvacuationSource;
-use evac_core::testing::TestCluster;
 use evac_core::{Effect, ObjectRef};
+use evac_policy_guest::wall_clock as now;
+use evac_testkit::TestCluster;
 use serde_json::{json, Value};
 
 use super::*;

@@ -4,8 +4,8 @@
 use std::collections::BTreeMap;
 
 use evac_core::effect::{MigrationCause, EVICTION_IN_PROGRESS_ANNOTATION, REQUEST_EVICT_ONLY_ANNOTATION};
-use evac_core::testing::TestCluster;
 use evac_core::{ClusterReader, Effect, ObjectRef, PolicyResponse};
+use evac_testkit::TestCluster;
 use serde_json::{json, Value};
 
 use super::evaluate_at;
@@ -171,6 +171,6 @@ fn settings_reach_the_decision() {
 #[test]
 fn the_clock_is_the_wall_clock() {
     let wall = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64();
-    let now = super::now();
+    let now = evac_policy_guest::wall_clock();
     assert!((now - wall).abs() < 60.0, "now() = {now}, the wall clock = {wall}");
 }

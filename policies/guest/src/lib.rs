@@ -1,15 +1,21 @@
-//! The guest side every evac policy module shares: Kubewarden's `kubernetes` host capabilities as
-//! the core's [`ClusterReader`](evac_core::ClusterReader), the arena allocator, and the answers
-//! of `validate_settings`. A policy crate keeps only its decision's glue (`lib.rs`) and settings.
+//! The guest side every evac policy module shares: its waPC glue ([`policy!`]), Kubewarden's
+//! `kubernetes` host capabilities as the core's [`ClusterReader`](evac_core::ClusterReader), the
+//! arena allocator, and the answers of `validate_settings`. A policy crate keeps only its
+//! decision's evaluation (`lib.rs`).
 
 pub mod allocator;
 mod capabilities;
+mod glue;
 mod settings;
 
 #[cfg(target_os = "wasi")]
 pub use capabilities::host_capabilities;
 pub use capabilities::KubernetesCalls;
-pub use settings::validate_settings;
+pub use settings::{settings_answer, validate_settings, DecisionSettings};
+
+/// The SDK, for what [`policy!`] writes in a policy crate.
+#[doc(hidden)]
+pub use kubewarden_policy_sdk;
 
 /// Decodes a ValidationRequest with the policy's settings type: the first step of `validate`.
 pub fn decode_request<'a, S>(payload: &'a [u8]) -> Result<evac_core::model::ValidationRequest<'a, S>, String>
@@ -24,4 +30,13 @@ where
 /// Encodes a decision as the policy's answer: Kubewarden's ValidationResponse plus effects.
 pub fn encode_decision(decision: evac_core::Decision) -> Result<Vec<u8>, String> {
     serde_json::to_vec(&evac_core::PolicyResponse::from(decision)).map_err(|e| e.to_string())
+}
+
+/// The wall clock in seconds since the Unix epoch (in a module, WASI's `clock_time_get`): what a
+/// module's decisions that depend on time (back-offs, a hold's window) are measured against. A
+/// host that simulates a cluster answers with its simulated time; a program linking the policy
+/// crates passes its own clock instead.
+pub fn wall_clock() -> f64 {
+    use std::time::{SystemTime, UNIX_EPOCH};
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
 }

@@ -12,45 +12,14 @@
 use evac_core::hold::mutation::{self, Mutation};
 use evac_core::model::ValidationRequest;
 use evac_core::PolicyResponse;
-#[cfg(target_os = "wasi")]
-use kubewarden_policy_sdk::wapc_guest::{self as guest, CallResult};
 
 mod settings;
 
-// Only in the policy module: linked into another program (the browser playground), the policy
-// is its functions and the program keeps its own allocator.
-#[cfg(target_os = "wasi")]
-#[global_allocator]
-static ALLOCATOR: evac_policy_guest::allocator::Arena = evac_policy_guest::allocator::Arena::new();
-
 pub use settings::Settings;
 
-/// The waPC entry point: registers the operations the host calls. Only in the policy module
-/// (wasm32-wasip1): another program linking the crate calls [`evaluate`] itself.
-// An exported, unmangled symbol is how every waPC host finds the entry point.
-#[cfg(target_os = "wasi")]
-#[allow(unsafe_code)]
-#[no_mangle]
-pub extern "C" fn wapc_init() {
-    guest::register_function("validate", validate);
-    guest::register_function("validate_settings", validate_settings);
-    guest::register_function("protocol_version", kubewarden_policy_sdk::protocol_version_guest);
-}
-
-#[cfg(target_os = "wasi")]
-fn validate(payload: &[u8]) -> CallResult {
-    Ok(evaluate(payload)?)
-}
-
-#[cfg(target_os = "wasi")]
-fn validate_settings(payload: &[u8]) -> CallResult {
-    Ok(settings_answer(payload)?)
-}
-
-/// Validates the policy's settings: Kubewarden's SettingsValidationResponse, encoded, as the
-/// module's `validate_settings` answers.
-pub fn settings_answer(payload: &[u8]) -> Result<Vec<u8>, String> {
-    serde_json::to_vec(&settings::validate(payload)).map_err(|e| e.to_string())
+evac_policy_guest::policy! {
+    settings: Settings,
+    validate: |payload| evaluate(payload),
 }
 
 /// Decodes a ValidationRequest and answers it: a launcher pod's creation is accepted with the
@@ -60,7 +29,7 @@ pub fn settings_answer(payload: &[u8]) -> Result<Vec<u8>, String> {
 /// decode is a waPC error.
 pub fn evaluate(payload: &[u8]) -> Result<Vec<u8>, String> {
     let validation: ValidationRequest<Settings> = evac_policy_guest::decode_request(payload)?;
-    let response = match mutation::mutate(&validation.request, validation.settings.inner()) {
+    let response = match mutation::mutate(&validation.request, &validation.settings) {
         Ok(Mutation::Mutated(pod)) => PolicyResponse { mutated_object: Some(pod), ..accepted() },
         Ok(Mutation::Unchanged(_)) => accepted(),
         Err(why) => PolicyResponse {

@@ -1,6 +1,3 @@
-use kubewarden_policy_sdk::settings::{SettingsValidationResponse, Validatable};
-use serde::{Deserialize, Serialize};
-
 /// The policy's settings: those of the `launcher-hold` mutation.
 ///
 /// ```yaml
@@ -8,31 +5,18 @@ use serde::{Deserialize, Serialize};
 ///   windowSeconds: 300   # the longest a hold keeps a launcher pod's SIGTERM back
 ///   port: 9190           # the hold endpoint's port on the node's 127.0.0.1
 /// ```
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(transparent)]
-pub struct Settings(evac_core::hold::LauncherHoldSettings);
-
-impl Settings {
-    /// The mutation's settings.
-    pub fn inner(&self) -> &evac_core::hold::LauncherHoldSettings {
-        &self.0
-    }
-}
-
-impl Validatable for Settings {
-    fn validate(&self) -> Result<(), String> {
-        self.0.validate().map_err(|e| e.to_string())
-    }
-}
-
-/// Kubewarden's `validate_settings` for these settings.
-pub fn validate(payload: &[u8]) -> SettingsValidationResponse {
-    evac_policy_guest::validate_settings::<Settings>(payload)
-}
+pub type Settings = evac_core::hold::LauncherHoldSettings;
 
 #[cfg(test)]
 mod tests {
+    use kubewarden_policy_sdk::settings::SettingsValidationResponse;
+
     use super::*;
+
+    /// Kubewarden's `validate_settings` for these settings.
+    fn validate(payload: &[u8]) -> SettingsValidationResponse {
+        evac_policy_guest::validate_settings::<Settings>(payload)
+    }
 
     #[test]
     fn validation_answers_every_payload() {

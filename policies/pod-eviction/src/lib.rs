@@ -8,45 +8,14 @@ use evac_core::eviction;
 use evac_core::model::ValidationRequest;
 use evac_core::trace::Trace;
 use evac_core::ClusterReader;
-#[cfg(target_os = "wasi")]
-use kubewarden_policy_sdk::wapc_guest::{self as guest, CallResult};
 
 mod settings;
 
-// Only in the policy module: linked into another program (the browser playground), the policy
-// is its functions and the program keeps its own allocator.
-#[cfg(target_os = "wasi")]
-#[global_allocator]
-static ALLOCATOR: evac_policy_guest::allocator::Arena = evac_policy_guest::allocator::Arena::new();
-
 pub use settings::Settings;
 
-/// The waPC entry point: registers the operations the host calls. Only in the policy module
-/// (wasm32-wasip1): another program linking the crate calls [`evaluate`]-style functions itself.
-// An exported, unmangled symbol is how every waPC host finds the entry point.
-#[cfg(target_os = "wasi")]
-#[allow(unsafe_code)]
-#[no_mangle]
-pub extern "C" fn wapc_init() {
-    guest::register_function("validate", validate);
-    guest::register_function("validate_settings", validate_settings);
-    guest::register_function("protocol_version", kubewarden_policy_sdk::protocol_version_guest);
-}
-
-#[cfg(target_os = "wasi")]
-fn validate(payload: &[u8]) -> CallResult {
-    Ok(evaluate(payload, &evac_policy_guest::host_capabilities())?)
-}
-
-#[cfg(target_os = "wasi")]
-fn validate_settings(payload: &[u8]) -> CallResult {
-    Ok(settings_answer(payload)?)
-}
-
-/// Validates the policy's settings: Kubewarden's SettingsValidationResponse, encoded, as the
-/// module's `validate_settings` answers.
-pub fn settings_answer(payload: &[u8]) -> Result<Vec<u8>, String> {
-    serde_json::to_vec(&settings::validate(payload)).map_err(|e| e.to_string())
+evac_policy_guest::policy! {
+    settings: Settings,
+    validate: |payload| evaluate(payload, &evac_policy_guest::host_capabilities()),
 }
 
 /// Decodes a ValidationRequest, decides it and encodes the response.
@@ -61,15 +30,16 @@ pub fn evaluate_traced<C: ClusterReader>(
     trace: &mut Trace,
 ) -> Result<Vec<u8>, String> {
     let validation: ValidationRequest<Settings> = evac_policy_guest::decode_request(payload)?;
-    let decision = eviction::decide_traced(&validation.request, validation.settings.inner(), cluster, trace)
+    let decision = eviction::decide_traced(&validation.request, &validation.settings, cluster, trace)
         .map_err(|e| e.to_string())?;
     evac_policy_guest::encode_decision(decision)
 }
 
 #[cfg(test)]
 mod tests {
-    use evac_core::testing::TestCluster;
     use evac_core::{Effect, ObjectRef, PolicyResponse};
+    use evac_testkit::requests::eviction_request;
+    use evac_testkit::TestCluster;
     use serde_json::{json, Value};
 
     use super::*;
@@ -95,18 +65,9 @@ mod tests {
 
     /// The ValidationRequest Kubewarden passes for an eviction of the launcher pod.
     fn payload(settings: Value, subresource: &str) -> Vec<u8> {
-        serde_json::to_vec(&json!({
-            "settings": settings,
-            "request": {
-                "uid": "1", "kind": {"group": "policy", "version": "v1", "kind": "Eviction"},
-                "resource": {"group": "", "version": "v1", "resource": "pods"},
-                "subResource": subresource, "name": "virt-launcher-vm-x", "namespace": "default",
-                "operation": "CREATE",
-                "object": {"apiVersion": "policy/v1", "kind": "Eviction",
-                           "metadata": {"name": "virt-launcher-vm-x", "namespace": "default"}},
-            },
-        }))
-        .unwrap()
+        let mut request = eviction_request("default", "virt-launcher-vm-x");
+        request["subResource"] = json!(subresource);
+        serde_json::to_vec(&json!({"settings": settings, "request": request})).unwrap()
     }
 
     fn response(answer: Vec<u8>) -> PolicyResponse {

@@ -1,6 +1,3 @@
-use kubewarden_policy_sdk::settings::{SettingsValidationResponse, Validatable};
-use serde::{Deserialize, Serialize};
-
 /// The policy's settings: those of the eviction decision.
 ///
 /// ```yaml
@@ -9,30 +6,18 @@ use serde::{Deserialize, Serialize};
 ///     namespace: kubevirt
 ///     name: kubevirt
 /// ```
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(transparent)]
-pub struct Settings(evac_core::eviction::Settings);
-
-impl Settings {
-    pub fn inner(&self) -> &evac_core::eviction::Settings {
-        &self.0
-    }
-}
-
-impl Validatable for Settings {
-    fn validate(&self) -> Result<(), String> {
-        self.0.validate().map_err(|e| e.to_string())
-    }
-}
-
-/// Kubewarden's `validate_settings` for these settings.
-pub fn validate(payload: &[u8]) -> SettingsValidationResponse {
-    evac_policy_guest::validate_settings::<Settings>(payload)
-}
+pub type Settings = evac_core::eviction::Settings;
 
 #[cfg(test)]
 mod tests {
+    use kubewarden_policy_sdk::settings::SettingsValidationResponse;
+
     use super::*;
+
+    /// Kubewarden's `validate_settings` for these settings.
+    fn validate(payload: &[u8]) -> SettingsValidationResponse {
+        evac_policy_guest::validate_settings::<Settings>(payload)
+    }
 
     #[test]
     fn empty_settings_are_valid() {

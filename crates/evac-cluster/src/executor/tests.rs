@@ -1,6 +1,6 @@
 use std::sync::{Arc, Mutex};
 
-use evac_core::effect::{EvacuationSource, EventReason, MigrationCause, ObjectRef};
+use evac_core::effect::{Access, EffectType, EvacuationSource, EventReason, MigrationCause, ObjectRef};
 use futures::executor::block_on;
 use serde_json::{json, Value};
 
@@ -241,7 +241,7 @@ impl Recording {
     fn record(&self, verb: &'static str, kind: &Kind) {
         let group = kind.api_version.split_once('/').map_or("", |(group, _)| group);
         let resource = evac_core::cluster::resource_for_kind(&kind.kind);
-        let known = EFFECT_WRITES.iter().flat_map(|(_, writes)| writes.iter());
+        let known = EffectType::ALL.iter().flat_map(|t| t.writes().iter());
         let access = known
             .copied()
             .find(|a| a.verb == verb && a.group == group && a.resource == resource)
@@ -340,7 +340,7 @@ fn a_migration_is_cancelled_only_at_the_version_decided_on() {
     assert_eq!(block_on(executor.apply(&current)).unwrap(), Applied::Unneeded("the migration is gone"));
 }
 
-/// Every effect type writes exactly what [`EFFECT_WRITES`] lists for it, which is what `deploy/`
+/// Every effect type writes exactly what [`Effect::writes`] lists for it, which is what `deploy/`
 /// grants: a write the table lacks would be refused by RBAC in a cluster.
 #[test]
 fn every_effect_writes_what_the_rbac_table_lists() {
@@ -383,10 +383,10 @@ fn every_effect_writes_what_the_rbac_table_lists() {
         block_on(executor.apply(&effect)).unwrap();
         let mut writes = recording.writes.lock().unwrap().clone();
         writes.dedup();
-        assert_eq!(writes, effect_writes(effect.type_name()), "{}", effect.type_name());
+        assert_eq!(writes, effect.writes(), "{}", effect.type_name());
         seen.insert(effect.type_name());
     }
-    assert_eq!(seen.len(), EFFECT_WRITES.len(), "every effect type is tried");
+    assert_eq!(seen.len(), EffectType::ALL.len(), "every effect type is tried");
 }
 
 /// Every decision carried out on a VMI's behalf is told on it in a `Normal` event, once; the

@@ -14,8 +14,6 @@
 
 mod pressure;
 mod settings;
-#[cfg(test)]
-mod tests;
 mod tolerated;
 
 pub use pressure::{select_covering, Candidate};

@@ -80,7 +80,8 @@ impl Listed {
         let node_label = format!("{NODE_NAME_LABEL}={node}");
         let vmis = list(cluster, KUBEVIRT_API_VERSION, "VirtualMachineInstance", Some(&node_label), None)?;
         let on_node = format!("spec.nodeName={node}");
-        let pods = list(cluster, "v1", "Pod", Some(LAUNCHER_SELECTOR), Some(&on_node))?;
+        let (pod_version, pod_kind) = crate::kubevirt::POD_KIND;
+        let pods = list(cluster, pod_version, pod_kind, Some(LAUNCHER_SELECTOR), Some(&on_node))?;
         let migrations = list(cluster, KUBEVIRT_API_VERSION, "VirtualMachineInstanceMigration", None, None)?;
         Ok(Self { vmis, pods, migrations })
     }

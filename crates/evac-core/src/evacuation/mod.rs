@@ -31,8 +31,6 @@ mod room;
 mod settings;
 mod standing;
 mod start;
-#[cfg(test)]
-mod tests;
 
 pub use flavor::Flavor;
 pub use history::{backoff_seconds, kubevirt_backoff_until, BACKOFF_MAX_SECONDS, BACKOFF_START_SECONDS};

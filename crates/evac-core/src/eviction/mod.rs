@@ -9,8 +9,6 @@
 
 pub mod messages;
 mod settings;
-#[cfg(test)]
-mod tests;
 
 pub use settings::{KubeVirtRef, Settings};
 

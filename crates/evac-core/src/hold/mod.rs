@@ -86,6 +86,3 @@ pub(crate) fn timestamp(seconds: f64) -> String {
         .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
         .unwrap_or_default()
 }
-
-#[cfg(test)]
-mod tests;

@@ -7,9 +7,9 @@ use serde_json::{json, Value};
 
 use super::cluster_of;
 use super::fixtures::*;
-use crate::effect::{EvacuationSource, MigrationCause as Cause, EVACUATION_REQUEST_ANNOTATION};
-use crate::evacuation::Settings;
-use crate::{Effect, ObjectRef};
+use evac_core::effect::{EvacuationSource, MigrationCause as Cause, EVACUATION_REQUEST_ANNOTATION};
+use evac_core::evacuation::Settings;
+use evac_core::{Effect, ObjectRef};
 
 /// A VMI evac holds a request for, from [`NODE`], for `source`.
 fn requested(name: &'static str, source: &'static str) -> Vm {

@@ -5,6 +5,10 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+mod writes;
+
+pub use writes::{Access, EffectType, UnknownEffectType};
+
 /// A namespaced object named by an effect.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Deserialize, Serialize)]
 pub struct ObjectRef {
@@ -337,16 +341,7 @@ impl EventReason {
 impl Effect {
     /// The effect's type, as its `type` tag names it.
     pub fn type_name(&self) -> &'static str {
-        match self {
-            Effect::MarkForEvacuation { .. } => "MarkForEvacuation",
-            Effect::CreateMigration { .. } => "CreateMigration",
-            Effect::RequestEvacuation { .. } => "RequestEvacuation",
-            Effect::AnnotateMigration { .. } => "AnnotateMigration",
-            Effect::CancelMigration { .. } => "CancelMigration",
-            Effect::AnnotatePod { .. } => "AnnotatePod",
-            Effect::ClearEvacuation { .. } => "ClearEvacuation",
-            Effect::RecordEvent { .. } => "RecordEvent",
-        }
+        self.effect_type().as_str()
     }
 }
 

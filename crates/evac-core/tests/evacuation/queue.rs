@@ -6,9 +6,9 @@ use serde_json::{json, Value};
 
 use super::cluster_of;
 use super::fixtures::*;
-use crate::effect::{EventReason, CAUSE_ANNOTATION, EVACUATION_REQUEST_ANNOTATION};
-use crate::evacuation::Settings;
-use crate::Effect;
+use evac_core::effect::{EventReason, CAUSE_ANNOTATION, EVACUATION_REQUEST_ANNOTATION};
+use evac_core::evacuation::Settings;
+use evac_core::Effect;
 
 const CAUSE: &str = "/metadata/annotations/evac.kubevirt.io~1cause";
 

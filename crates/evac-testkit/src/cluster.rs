@@ -5,13 +5,13 @@ use std::cell::RefCell;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use crate::cluster::{ClusterReader, GetResource, ListResourcesAll, ReadError};
-use crate::effect::{
+use evac_core::cluster::{ClusterReader, GetResource, ListResourcesAll, ReadError};
+use evac_core::effect::{
     CAUSE_ANNOTATION, EVACUATION_MIGRATION_ANNOTATION, EVACUATION_MIGRATION_PREFIX,
     EVACUATION_REQUEST_ANNOTATION, EVICTION_SOURCE_ANNOTATION,
 };
-use crate::kubevirt::{MIGRATION_KIND, POD_KIND, VMI_KIND};
-use crate::{Effect, ObjectRef};
+use evac_core::kubevirt::{MIGRATION_KIND, POD_KIND, VMI_KIND};
+use evac_core::{Effect, ObjectRef};
 
 /// Reads that fail, with `message` as the error's text (a failure other than NotFound). A field
 /// left unset matches every read: [`ReadFailure::kind`] alone fails every read of a kind, gets and
@@ -366,7 +366,7 @@ impl ClusterReader for TestCluster {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::effect::{EvacuationSource, MigrationCause, MigrationPriority};
+    use evac_core::effect::{EvacuationSource, MigrationCause, MigrationPriority};
 
     fn pod(namespace: &str, name: &str, labels: Value, node: &str) -> Value {
         json!({"apiVersion": "v1", "kind": "Pod",
@@ -381,7 +381,7 @@ mod tests {
         namespace: &str,
         name: &str,
     ) -> Result<Value, ReadError> {
-        crate::cluster::fetch(cluster, api_version, kind, namespace, name)
+        evac_core::cluster::fetch(cluster, api_version, kind, namespace, name)
             .map(|raw| serde_json::from_slice(&raw).unwrap())
     }
 

@@ -6,13 +6,13 @@ use serde_json::{json, Value};
 
 use super::objects::{kubevirt_cr, launcher_pod, node, vmi, with, NODE, NS, OTHER_NODE};
 use super::{Case, Expected, ReadFailure, TestCluster, Text};
-use crate::disruption::{
+use evac_core::disruption::{
     self, Cause, DecideError, CAUSE_AUDIT_ANNOTATION, HANDLING_AUDIT_ANNOTATION, NODE_PRESSURE_GATE,
     NOEXECUTE_TAINT_GATE, PREEMPTION_GATE,
 };
-use crate::effect::{EvacuationSource, EventReason, ObjectRef};
-use crate::model::AdmissionRequest;
-use crate::{Effect, PolicyResponse};
+use evac_core::effect::{EvacuationSource, EventReason, ObjectRef};
+use evac_core::model::AdmissionRequest;
+use evac_core::{Effect, PolicyResponse};
 
 const VM: &str = "vm";
 const ALL_GATES: [&str; 3] = [PREEMPTION_GATE, NOEXECUTE_TAINT_GATE, NODE_PRESSURE_GATE];
@@ -27,7 +27,7 @@ pub fn disruption_answer(case: &Case, cluster: &TestCluster) -> Result<PolicyRes
     let request: AdmissionRequest<'_> =
         serde_json::from_str(&text).map_err(|e| format!("the case's request does not decode: {e}"))?;
     let settings: disruption::Settings = super::settings(&case.settings)?;
-    let none = PolicyResponse::from(crate::Decision::allow());
+    let none = PolicyResponse::from(evac_core::Decision::allow());
     Ok(match disruption::decide(&request, &settings, cluster, super::TABLE_NOW) {
         Ok(decision) => PolicyResponse::from(decision),
         Err(e @ DecideError::Read(_)) => {
@@ -45,7 +45,7 @@ pub fn disruption_answer(case: &Case, cluster: &TestCluster) -> Result<PolicyRes
 fn request(kind: &str, operation: &str, object: Value, old_object: Value) -> Value {
     let (group, rest) = kind.split_once('/').filter(|(_, rest)| rest.contains('/')).unwrap_or(("", kind));
     let (version, kind) = rest.split_once('/').expect("version/Kind");
-    let resource = if kind.is_empty() { String::new() } else { crate::cluster::resource_for_kind(kind) };
+    let resource = if kind.is_empty() { String::new() } else { evac_core::cluster::resource_for_kind(kind) };
     let field = |name: &str| {
         object["metadata"][name].as_str().or(old_object["metadata"][name].as_str()).unwrap_or("").to_owned()
     };

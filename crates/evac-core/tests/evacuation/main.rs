@@ -11,13 +11,14 @@ mod queue;
 use serde_json::{json, Value};
 
 use self::fixtures::*;
-use super::*;
-use crate::effect::{
+use evac_core::effect::{
     EventReason, MigrationCause as Cause, EVICTION_IN_PROGRESS_ANNOTATION as IN_PROGRESS,
     REQUEST_EVICT_ONLY_ANNOTATION as EVICT_ONLY,
 };
-use crate::eviction::KubeVirtRef;
-use crate::{Effect, ObjectRef};
+use evac_core::evacuation::*;
+use evac_core::eviction::KubeVirtRef;
+use evac_core::model::{AdmissionRequest, Node};
+use evac_core::{Effect, ObjectRef};
 
 /// Room for every migration a test asks for.
 fn roomy() -> Value {
@@ -632,9 +633,9 @@ fn node_request(kind: Value, operation: &str, object: Value) -> String {
     .to_string()
 }
 
-fn decide_text(text: &str, cluster: &TestCluster) -> Result<crate::Decision, RequestError> {
+fn decide_text(text: &str, cluster: &TestCluster) -> Result<evac_core::Decision, RequestError> {
     let request: AdmissionRequest<'_> = serde_json::from_str(text).unwrap();
-    let mut trace = crate::trace::Trace::on();
+    let mut trace = evac_core::trace::Trace::on();
     let traced = decide_request_traced(&request, &creating(), &cluster.clone(), NOW, &mut trace);
     let plain = decide_request(&request, &creating(), cluster, NOW);
     assert_eq!(traced, plain);
@@ -672,7 +673,7 @@ fn the_trace_says_what_each_vmi_does_and_why() {
     let cluster = cluster_of(objects);
     let text = cordoned().to_string();
     let node: Node<'_> = serde_json::from_str(&text).unwrap();
-    let mut trace = crate::trace::Trace::on();
+    let mut trace = evac_core::trace::Trace::on();
     decide_traced_as(Flavor::Evac, &node, &creating(), &cluster, NOW, &mut trace).unwrap();
     let steps = trace.into_steps();
     let expected = [

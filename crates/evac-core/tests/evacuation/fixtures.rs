@@ -3,15 +3,15 @@
 
 use serde_json::{json, Value};
 
-pub use crate::testing::TestCluster;
+pub use evac_testkit::TestCluster;
 
-use crate::effect::{
+use evac_core::effect::{
     MigrationCause, EVACUATION_MIGRATION_ANNOTATION, EVICTION_IN_PROGRESS_ANNOTATION,
     EVICTION_SOURCE_ANNOTATION, REQUEST_EVICT_ONLY_ANNOTATION,
 };
-use crate::evacuation::{decide, decide_traced_as, Flavor, Settings};
-use crate::model::Node;
-use crate::{Effect, ObjectRef, Verdict};
+use evac_core::evacuation::{decide, decide_traced_as, Flavor, Settings};
+use evac_core::model::Node;
+use evac_core::{Effect, ObjectRef, Verdict};
 
 pub const NS: &str = "default";
 pub const NODE: &str = "node01";
@@ -45,7 +45,7 @@ pub fn decide_with(cluster: &TestCluster, node: &Value, settings: &Settings, now
     // The trace decides nothing: on every test's cluster the traced decision is the decision (on
     // a copy, so that the reads a test checks are the plain decision's), and it ends with the
     // answer, naming every effect.
-    let mut trace = crate::trace::Trace::on();
+    let mut trace = evac_core::trace::Trace::on();
     let traced = decide_traced_as(Flavor::Evac, &node, settings, &cluster.clone(), now, &mut trace);
     let decision = decide(&node, settings, cluster, now).expect("the cluster reads");
     assert_eq!(traced.as_ref(), Ok(&decision));

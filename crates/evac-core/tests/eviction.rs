@@ -1,11 +1,15 @@
-//! The eviction verdict natively: every row of its table ([`crate::testing::eviction_cases`]),
+//! The eviction verdict natively: every row of its table ([`evac_testkit::eviction_cases`]),
 //! decided on a [`TestCluster`]; and what only a native run sees: the reads each decision makes,
 //! the requests it does not decide, settings and wire formats.
 
 use serde_json::json;
 
-use super::*;
-use crate::testing::{check_cases, eviction_answer, eviction_cases, Case, TestCluster};
+use evac_core::effect::EvacuationSource;
+use evac_core::eviction::*;
+use evac_core::model::AdmissionRequest;
+use evac_core::trace::Trace;
+use evac_core::{Decision, Effect, ObjectRef};
+use evac_testkit::{check_cases, eviction_answer, eviction_cases, Case, TestCluster};
 
 const NS: &str = "default";
 const NODE: &str = "node01";
@@ -145,7 +149,7 @@ fn effect_wire_format() {
 
 #[test]
 fn response_wire_format() {
-    let response = crate::PolicyResponse::from(Decision::deny("no").with_effect(mark(false, None)));
+    let response = evac_core::PolicyResponse::from(Decision::deny("no").with_effect(mark(false, None)));
     let value = serde_json::to_value(&response).unwrap();
     assert_eq!(value["accepted"], json!(false));
     assert_eq!(value["code"], json!(429));
@@ -154,7 +158,7 @@ fn response_wire_format() {
     for field in ["warnings", "audit_annotations", "mutated_object"] {
         assert!(value.as_object().unwrap().contains_key(field), "{field}");
     }
-    let allowed = serde_json::to_value(crate::PolicyResponse::from(Decision::allow())).unwrap();
+    let allowed = serde_json::to_value(evac_core::PolicyResponse::from(Decision::allow())).unwrap();
     assert_eq!(allowed["accepted"], json!(true));
     assert_eq!(allowed["effects"], json!([]));
 }
@@ -168,10 +172,10 @@ fn the_trace_ends_with_the_verdict_on_every_row() {
         let text = case.request.to_string();
         let request: AdmissionRequest<'_> = serde_json::from_str(&text).unwrap();
         let settings: Settings = serde_json::from_value(case.settings.clone()).unwrap_or_default();
-        let plain = decide(&request, &settings, &cluster).map(crate::PolicyResponse::from);
+        let plain = decide(&request, &settings, &cluster).map(evac_core::PolicyResponse::from);
         let mut trace = Trace::on();
         let traced =
-            decide_traced(&request, &settings, &cluster, &mut trace).map(crate::PolicyResponse::from);
+            decide_traced(&request, &settings, &cluster, &mut trace).map(evac_core::PolicyResponse::from);
         assert_eq!(format!("{plain:?}"), format!("{traced:?}"), "{}", case.name);
         let last = trace.steps().last().unwrap_or_else(|| panic!("{}: an empty trace", case.name)).clone();
         assert!(last.contains("->"), "{}: the last step gives no verdict: {last}", case.name);

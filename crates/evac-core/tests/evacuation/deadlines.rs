@@ -5,9 +5,9 @@ use serde_json::{json, Value};
 
 use super::cluster_of;
 use super::fixtures::*;
-use crate::effect::{EventReason, MigrationCause as Cause};
-use crate::evacuation::{NodePressure, Settings};
-use crate::{Effect, ObjectRef};
+use evac_core::effect::{EventReason, MigrationCause as Cause};
+use evac_core::evacuation::{NodePressure, Settings};
+use evac_core::{Effect, ObjectRef};
 
 /// A VM of `memory` that dirties `dirty_rate` per second, marked by a preemption whose pod
 /// deletion ends `deadline` seconds from now.

@@ -1,5 +1,7 @@
-//! What evac's tests share, wherever they run: [`TestCluster`], the one in-memory cluster of the
-//! tests, and the tables of the admission decisions ([`eviction_cases`], [`disruption_cases`]).
+//! evac's test kit, for tests only: [`TestCluster`], the one in-memory cluster of the tests,
+//! and the tables of the admission decisions ([`eviction_cases`], [`disruption_cases`],
+//! [`hold_cases`]), with the objects and requests they are built from. No product crate depends
+//! on it; tests, benchmarks and fuzz harnesses do.
 //!
 //! A table is plain data: each [`Case`] has a name, the cluster's objects (and the reads that
 //! fail), the AdmissionRequest, the policy's settings and the [`Expected`] answer, in the shape of
@@ -7,8 +9,6 @@
 //! wherever the decision runs (natively on a [`TestCluster`], through the built wasm module on a
 //! host's store, in a browser) and checks each answer with [`Expected::check`], or runs a whole
 //! table with [`check_cases`]. The cases serialize to JSON for harnesses that receive them so.
-//!
-//! Compiled for evac-core's own tests, and with the `testing` feature for other crates' tests.
 
 mod cluster;
 mod disruption;
@@ -16,6 +16,7 @@ mod eviction;
 pub mod examples;
 mod hold;
 mod objects;
+pub mod requests;
 
 use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -28,7 +29,7 @@ pub use disruption::{disruption_answer, disruption_cases};
 pub use eviction::{eviction_answer, eviction_cases};
 pub use hold::hold_cases;
 
-use crate::{Effect, PolicyResponse};
+use evac_core::{Effect, PolicyResponse};
 
 /// The moment the tables' decisions are made at, in seconds since the Unix epoch
 /// (`2026-11-21T09:45:00Z`): the clock a harness gives a module for rows that depend on it.
@@ -281,7 +282,7 @@ mod tests {
     use std::collections::BTreeSet;
 
     use super::*;
-    use crate::ObjectRef;
+    use evac_core::ObjectRef;
 
     #[test]
     fn case_names_are_unique_and_cases_serialize() {
@@ -302,7 +303,8 @@ mod tests {
     #[test]
     fn answers_are_checked_field_by_field() {
         let effect = Effect::ClearEvacuation { vmi: ObjectRef::new("default", "vm"), node: "n".into() };
-        let denied = PolicyResponse::from(crate::Decision::deny("no: because").with_effect(effect.clone()));
+        let denied =
+            PolicyResponse::from(evac_core::Decision::deny("no: because").with_effect(effect.clone()));
         assert_eq!(Expected::reject(429, "no: because").with_effect(effect.clone()).check(&denied), Ok(()));
         assert_eq!(Expected::reject_starting(429, "no:").with_effect(effect.clone()).check(&denied), Ok(()));
         let error = Expected::allow().check(&denied).unwrap_err();
@@ -311,11 +313,11 @@ mod tests {
         }
         let warned = PolicyResponse {
             warnings: Some(vec!["careful".into()]),
-            ..PolicyResponse::from(crate::Decision::allow())
+            ..PolicyResponse::from(evac_core::Decision::allow())
         };
         assert!(Expected::allow().check(&warned).unwrap_err().starts_with("warnings are"));
         assert_eq!(Expected::allow().with_warning(Text::Prefix("care".into())).check(&warned), Ok(()));
-        let annotated = PolicyResponse::from(crate::Decision::allow().with_audit_annotation("k", "v"));
+        let annotated = PolicyResponse::from(evac_core::Decision::allow().with_audit_annotation("k", "v"));
         assert!(Expected::allow().check(&annotated).unwrap_err().starts_with("audit annotations"));
         assert_eq!(Expected::allow().with_audit_annotation("k", "v").check(&annotated), Ok(()));
     }

@@ -1,9 +1,9 @@
 use serde_json::{json, Value};
 
-use super::mutation::{Mutation, HOLD_SKIPPED_ANNOTATION};
-use super::*;
-use crate::model::{AdmissionRequest, Pod};
-use crate::testing::{check_cases, disruption_answer, hold_cases, TestCluster};
+use evac_core::hold::mutation::{Mutation, HOLD_SKIPPED_ANNOTATION};
+use evac_core::hold::*;
+use evac_core::model::{AdmissionRequest, Pod};
+use evac_testkit::{check_cases, disruption_answer, hold_cases, TestCluster};
 
 /// Every row of the hold table, natively.
 #[test]
@@ -146,7 +146,7 @@ fn deadline_of(text: &str, virt_handler: VirtHandler) -> f64 {
 #[test]
 fn deadlines_follow_sigterm_under_a_stock_virt_handler() {
     let end = "2026-11-21T09:46:00Z"; // deletion at 09:40:00 with a 360 s grace
-    let end_s = crate::model::time::unix_seconds(end).unwrap();
+    let end_s = evac_core::model::time::unix_seconds(end).unwrap();
     let started = end_s - 360.0;
     let held = pod(json!({"metadata": {"deletionTimestamp": end, "deletionGracePeriodSeconds": 360,
                                        "annotations": {HOLD_WINDOW_ANNOTATION: "300"}}}));

@@ -6,10 +6,10 @@
 use serde_json::Value;
 
 use super::fixtures::*;
-use crate::effect::{MigrationPriority as Priority, ObjectRef};
-use crate::evacuation::{decide_as, kubevirt_backoff_until, Flavor, Settings};
-use crate::model::{Migration, Node};
-use crate::{Effect, Verdict};
+use evac_core::effect::{MigrationPriority as Priority, ObjectRef};
+use evac_core::evacuation::{decide_as, kubevirt_backoff_until, Flavor, Settings};
+use evac_core::model::{Migration, Node};
+use evac_core::{Effect, Verdict};
 
 fn kubevirt_run(cluster: &TestCluster, node: &Value) -> Vec<Effect> {
     let text = node.to_string();

@@ -7,11 +7,12 @@ use serde_json::{json, Value};
 use super::objects::{
     kubevirt_cr, launcher_name, launcher_pod, plain_pod, vmi, with, without, NODE, NS, OTHER_NODE,
 };
+use super::requests::{eviction_object, eviction_request, eviction_request_with};
 use super::{Case, Expected, ReadFailure, TestCluster};
-use crate::effect::{EvacuationSource, ObjectRef};
-use crate::eviction;
-use crate::model::AdmissionRequest;
-use crate::{Effect, PolicyResponse};
+use evac_core::effect::{EvacuationSource, ObjectRef};
+use evac_core::eviction;
+use evac_core::model::AdmissionRequest;
+use evac_core::{Effect, PolicyResponse};
 
 /// The VMI of most rows; its launcher pod is [`launcher_name`]`(VM)`.
 const VM: &str = "vm";
@@ -48,40 +49,14 @@ pub fn eviction_answer(case: &Case, cluster: &TestCluster) -> Result<PolicyRespo
 
 // --- Requests --------------------------------------------------------------------------------
 
-/// The `policy/v1` Eviction a client posts to evict `namespace/pod`.
-fn eviction_object(namespace: &str, pod: &str) -> Value {
-    json!({"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": pod, "namespace": namespace}})
-}
-
-/// The AdmissionRequest of a `pods/eviction` CREATE of `namespace/pod` carrying `eviction`.
-fn request_in(namespace: &str, pod: &str, eviction: Value) -> Value {
-    json!({
-        "uid": format!("705ab4f5-6393-11e8-b7cc-{namespace}-{pod}"),
-        "kind": {"group": "policy", "version": "v1", "kind": "Eviction"},
-        "resource": {"group": "", "version": "v1", "resource": "pods"},
-        "subResource": "eviction",
-        "requestKind": {"group": "policy", "version": "v1", "kind": "Eviction"},
-        "requestResource": {"group": "", "version": "v1", "resource": "pods"},
-        "requestSubResource": "eviction",
-        "name": pod,
-        "namespace": namespace,
-        "operation": "CREATE",
-        "userInfo": {"username": "system:serviceaccount:kube-system:drain", "groups": ["system:authenticated"]},
-        "object": eviction,
-        "oldObject": null,
-        "dryRun": false,
-        "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions"},
-    })
-}
-
 /// The eviction of `NS/pod` with a plain Eviction.
 fn evict(pod: &str) -> Value {
-    request_in(NS, pod, eviction_object(NS, pod))
+    eviction_request(NS, pod)
 }
 
 /// The eviction of `NS/pod` carrying `eviction`.
 fn evict_with(pod: &str, eviction: Value) -> Value {
-    request_in(NS, pod, eviction)
+    eviction_request_with(NS, pod, eviction)
 }
 
 // --- Answers ---------------------------------------------------------------------------------
@@ -437,7 +412,7 @@ fn pods_kubevirt_does_not_act_on(cases: &mut Vec<Case>) {
     cases.push(Case::new(
         "not a running launcher pod: the launcher pod's name in another namespace",
         all(),
-        request_in("elsewhere", &launcher_name(VM), eviction_object("elsewhere", &launcher_name(VM))),
+        eviction_request("elsewhere", &launcher_name(VM)),
         Expected::allow(),
     ));
     cases.push(Case::new(
@@ -462,7 +437,7 @@ fn pods_kubevirt_does_not_act_on(cases: &mut Vec<Case>) {
             "the policy may not read pods: a configuration error, not an allow",
             all(),
             evict(&launcher_name(VM)),
-            Expected::reject(500, crate::eviction::messages::policy_misconfigured(&REFUSED_CAPABILITY)),
+            Expected::reject(500, evac_core::eviction::messages::policy_misconfigured(&REFUSED_CAPABILITY)),
         )
         .with_failure(ReadFailure::of_every_read(REFUSED_CAPABILITY)),
     );
@@ -508,7 +483,7 @@ fn unreadable_objects(cases: &mut Vec<Case>) {
             "the policy may not read VMIs: a configuration error, not a verdict",
             vec![launcher(), vm(Some("LiveMigrate"), true), cr(None)],
             Some(ReadFailure::of_kind("VirtualMachineInstance", REFUSED_VMIS)),
-            Expected::reject(500, crate::eviction::messages::policy_misconfigured(&REFUSED_VMIS)),
+            Expected::reject(500, evac_core::eviction::messages::policy_misconfigured(&REFUSED_VMIS)),
         ),
         (
             "the VMI does not decode",

@@ -1,5 +1,5 @@
 //! The disruption-cause decision natively: every row of its table
-//! ([`crate::testing::disruption_cases`]), decided on a [`TestCluster`]; and what only a native run
+//! ([`evac_testkit::disruption_cases`]), decided on a [`TestCluster`]; and what only a native run
 //! sees: the classification of causes, node pressure's selection, the reads each decision makes,
 //! settings and the response's audit annotations.
 
@@ -7,9 +7,10 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::*;
-use crate::testing::{check_cases, disruption_answer, disruption_cases, Case, TestCluster};
-use crate::PolicyResponse;
+use evac_core::disruption::*;
+use evac_core::model::AdmissionRequest;
+use evac_core::{Decision, ObjectRef, PolicyResponse};
+use evac_testkit::{check_cases, disruption_answer, disruption_cases, Case, TestCluster};
 
 const NS: &str = "default";
 const GI: f64 = 1024.0 * 1024.0 * 1024.0;
@@ -188,7 +189,7 @@ fn settings_validate_quantities() {
 /// names what was answered (allow, with the effect when there is one; a warning; a rejection).
 #[test]
 fn the_trace_ends_with_the_answer_on_every_row() {
-    let holds: Vec<_> = crate::testing::hold_cases();
+    let holds: Vec<_> = evac_testkit::hold_cases();
     for case in disruption_cases().into_iter().chain(holds) {
         let hold = case.name.starts_with("hold: ");
         let cluster = TestCluster::for_case(&case);
@@ -198,9 +199,9 @@ fn the_trace_ends_with_the_answer_on_every_row() {
             continue;
         };
         let settings = settings.unwrap_or_default();
-        let now = crate::testing::TABLE_NOW;
+        let now = evac_testkit::TABLE_NOW;
         let plain = decide(&request, &settings, &cluster, now);
-        let mut trace = crate::trace::Trace::on();
+        let mut trace = evac_core::trace::Trace::on();
         let traced = decide_traced(&request, &settings, &cluster, now, &mut trace);
         assert_eq!(plain, traced, "{}", case.name);
         let last = trace.steps().last().unwrap_or_else(|| panic!("{}: an empty trace", case.name)).clone();

@@ -1,4 +1,4 @@
-//! The table of the hold decision ([`crate::hold::decide`], asked through the disruption-cause
+//! The table of the hold decision ([`evac_core::hold::decide`], asked through the disruption-cause
 //! decision): each cause of a held launcher pod's termination × the feature gate, the VMI's
 //! strategy and migratability, whether the VMI is being deleted, whether the node is gone, where
 //! the VM runs, the preemptor's priority, whether the evacuation was taken up or given up, and the
@@ -11,13 +11,13 @@ use serde_json::{json, Value};
 
 use super::objects::{kubevirt_cr, launcher_name, launcher_pod, node, vmi, with, NODE, NS, OTHER_NODE};
 use super::{Case, Expected, ReadFailure, Text};
-use crate::disruption::{NODE_PRESSURE_GATE, NOEXECUTE_TAINT_GATE, PREEMPTION_GATE};
-use crate::effect::{EVACUATION_REQUEST_ANNOTATION, EVICTION_SOURCE_ANNOTATION};
-use crate::hold::{
+use evac_core::disruption::{NODE_PRESSURE_GATE, NOEXECUTE_TAINT_GATE, PREEMPTION_GATE};
+use evac_core::effect::{EVACUATION_REQUEST_ANNOTATION, EVICTION_SOURCE_ANNOTATION};
+use evac_core::hold::{
     HELD_SINCE_ANNOTATION, HOLD_DEADLINE_ANNOTATION, HOLD_RELEASED_AUDIT_ANNOTATION, HOLD_RELEASE_ANNOTATION,
     HOLD_WINDOW_ANNOTATION,
 };
-use crate::{Effect, ObjectRef};
+use evac_core::{Effect, ObjectRef};
 
 const VM: &str = "vm";
 const ALL_GATES: [&str; 3] = [PREEMPTION_GATE, NOEXECUTE_TAINT_GATE, NODE_PRESSURE_GATE];
