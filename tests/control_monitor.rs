@@ -261,7 +261,7 @@ async fn policies_whose_shared_settings_differ_are_refused() {
     Controller::new(pipeline.clone()).expect("agreeing settings");
     let served = pipeline.registry().current();
     let refusals = tokio::task::block_in_place(|| {
-        pipeline.registry().reload_checked(&disagreeing, &evac::control::check_policies)
+        pipeline.registry().reload_checked(&disagreeing, evac::control::check_policies)
     });
     assert!(matches!(refusals.as_slice(), [r] if r.contains("differ")), "{refusals:?}");
     assert!(Arc::ptr_eq(&served, &pipeline.registry().current()), "the served set stays");

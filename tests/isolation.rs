@@ -7,7 +7,7 @@ use std::sync::{Arc, Barrier, Mutex};
 use std::time::Duration;
 
 use evac_e2e::*;
-use evac_runtime::capabilities::{HostCapabilities, KubernetesCapabilities};
+use evac_runtime::capabilities::{CapabilityError, HostCapabilities, KubernetesCapabilities};
 use evac_runtime::wapc::{EngineOptions, EvalError, Policy, PolicyModule};
 use serde_json::json;
 
@@ -22,12 +22,18 @@ struct InitCounter {
 }
 
 impl HostCapabilities for InitCounter {
-    fn call(&self, binding: &str, namespace: &str, operation: &str, _: &[u8]) -> Result<Vec<u8>, String> {
+    fn call(
+        &self,
+        binding: &str,
+        namespace: &str,
+        operation: &str,
+        _: &[u8],
+    ) -> Result<Vec<u8>, CapabilityError> {
         if (binding, namespace, operation) == ("test", "init", "init") {
             self.inits.fetch_add(1, Ordering::SeqCst);
             return Ok(Vec::new());
         }
-        Err(format!("unexpected host call {binding}/{namespace}/{operation}"))
+        Err(CapabilityError::UnknownCapability(format!("{binding}/{namespace}/{operation}")))
     }
 }
 
@@ -195,7 +201,7 @@ fn more_callers_than_max_concurrent_all_get_answers() {
     /// Initialisation takes 100 ms, so that the callers' instantiations overlap.
     struct SlowInit;
     impl HostCapabilities for SlowInit {
-        fn call(&self, _: &str, _: &str, _: &str, _: &[u8]) -> Result<Vec<u8>, String> {
+        fn call(&self, _: &str, _: &str, _: &str, _: &[u8]) -> Result<Vec<u8>, CapabilityError> {
             std::thread::sleep(Duration::from_millis(100));
             Ok(Vec::new())
         }

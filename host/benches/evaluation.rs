@@ -61,14 +61,16 @@ struct Native<'a>(&'a dyn HostCapabilities);
 impl ClusterReader for Native<'_> {
     fn get_resource(&self, r: &GetResource<'_>) -> Result<Vec<u8>, ReadError> {
         let payload = serde_json::to_vec(r).unwrap();
-        self.0.call("kubewarden", "kubernetes", "get_resource", &payload).map_err(ReadError::from_message)
+        self.0
+            .call("kubewarden", "kubernetes", "get_resource", &payload)
+            .map_err(|e| ReadError::from_message(e.to_string()))
     }
 
     fn list_resources_all(&self, r: &ListResourcesAll<'_>) -> Result<Vec<u8>, ReadError> {
         let payload = serde_json::to_vec(r).unwrap();
         self.0
             .call("kubewarden", "kubernetes", "list_resources_all", &payload)
-            .map_err(ReadError::from_message)
+            .map_err(|e| ReadError::from_message(e.to_string()))
     }
 }
 

@@ -7,5 +7,6 @@
 pub mod cli;
 pub mod control;
 pub mod hold;
+pub mod reload;
 pub mod server;
 pub mod simulation;

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use evac_evaluator::{Loader, ModuleLoader, PoliciesFile};
 use evac_runtime::wapc::{EngineOptions, PolicyEngine, WallClock};
-use evac_sim::with_evac::EvacPolicies;
+use evac_sim::with_evac::{EvacPolicies, LoaderError};
 use evac_sim::Store;
 
 /// evac with the policies of the `policies.yml` at `policies` (see
@@ -18,14 +18,14 @@ pub fn evac_policies(policies: &Path, replace_kubevirt: bool) -> EvacPolicies {
     let path = policies.to_owned();
     EvacPolicies {
         name: policies.display().to_string(),
-        load: Box::new(move || PoliciesFile::load(&path).map_err(|e| format!("{e:#}"))),
+        load: Box::new(move || PoliciesFile::load(&path)),
         loader: Box::new(wasmtime_loader),
         replace_kubevirt,
     }
 }
 
 /// A wasmtime loader whose modules read `store`'s objects and its clock.
-fn wasmtime_loader(store: &Arc<Store>) -> Result<Box<dyn ModuleLoader>, String> {
+fn wasmtime_loader(store: &Arc<Store>) -> Result<Box<dyn ModuleLoader>, LoaderError> {
     let clock = Arc::clone(store.clock());
     let wall_clock = WallClock(Arc::new(move || clock.since_epoch()));
     // Compiled modules are cached where `evac serve` keeps them by default: runs after the first
@@ -36,6 +36,6 @@ fn wasmtime_loader(store: &Arc<Store>) -> Result<Box<dyn ModuleLoader>, String> 
         cache_dir,
         ..EngineOptions::default()
     })
-    .map_err(|e| format!("cannot start the policy engine: {e:#}"))?;
+    .map_err(|e| format!("cannot start the policy engine: {e}"))?;
     Ok(Box::new(Loader { engine, source: Arc::clone(store.memory()) as _ }))
 }

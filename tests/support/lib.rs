@@ -19,7 +19,7 @@ use std::sync::{Arc, OnceLock};
 use evac_cluster::MemoryStore;
 use evac_core::effect::EvacuationSource;
 use evac_core::{Effect, ObjectRef, PolicyResponse};
-use evac_runtime::capabilities::{HostCapabilities, KubernetesCapabilities, ResourceGrant};
+use evac_runtime::capabilities::{CapabilityError, HostCapabilities, KubernetesCapabilities, ResourceGrant};
 use evac_runtime::kubewarden;
 use evac_runtime::wapc::{EngineOptions, EvalError, Policy, PolicyEngine, PolicyModule};
 pub use evac_testkit::requests::{eviction_object, eviction_request, eviction_request_with};
@@ -155,13 +155,13 @@ impl HostCapabilities for FailingReads {
         namespace: &str,
         operation: &str,
         payload: &[u8],
-    ) -> Result<Vec<u8>, String> {
+    ) -> Result<Vec<u8>, CapabilityError> {
         let request: Value = serde_json::from_slice(payload).unwrap_or_default();
         let kind = request["kind"].as_str().unwrap_or_default();
         // A get names its object; a list does not.
         let name = (operation == "get_resource").then(|| request["name"].as_str().unwrap_or_default());
         if let Some(failure) = self.failures.iter().find(|f| f.matches(kind, name)) {
-            return Err(failure.message.clone());
+            return Err(CapabilityError::Read(evac_core::ReadError::other(failure.message.clone())));
         }
         self.inner.call(binding, namespace, operation, payload)
     }

@@ -13,6 +13,26 @@ use crate::{Clock, Kind, MemoryStore, SystemClock};
 /// Changes a context store keeps for watchers and change feeds.
 const HISTORY: usize = 10_000;
 
+/// Why an object cannot be stored as given ([`MemoryStore::insert`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InsertError {
+    /// It names no `apiVersion`.
+    #[error("the object has no apiVersion")]
+    NoApiVersion,
+    /// It names no `kind`.
+    #[error("the object has no kind")]
+    NoKind,
+    /// It has no `metadata.name`.
+    #[error("the {kind} has no metadata.name")]
+    NoName {
+        /// Its kind.
+        kind: String,
+    },
+    /// The store refused it (its message, as an API server words it).
+    #[error("{}", .0.message)]
+    Refused(crate::ApiError),
+}
+
 /// Why a context file cannot be loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum ContextError {
@@ -104,21 +124,17 @@ impl MemoryStore {
     /// Stores an object as a file or a test gives it, keeping what it says of itself (uid,
     /// timestamps, status) and replacing an object of the same name; it gets the next resource
     /// version, as a restore from a backup would.
-    pub fn insert(&self, object: Value) -> Result<(), String> {
+    pub fn insert(&self, object: Value) -> Result<(), InsertError> {
         let field = |path: &[&str]| {
             path.iter().try_fold(&object, |v, k| v.get(k)).and_then(Value::as_str).map(str::to_owned)
         };
-        let Some(api_version) = field(&["apiVersion"]) else {
-            return Err("the object has no apiVersion".into());
-        };
-        let Some(kind) = field(&["kind"]) else { return Err("the object has no kind".into()) };
-        let Some(name) = field(&["metadata", "name"]) else {
-            return Err(format!("the {kind} has no metadata.name"));
-        };
+        let Some(api_version) = field(&["apiVersion"]) else { return Err(InsertError::NoApiVersion) };
+        let Some(kind) = field(&["kind"]) else { return Err(InsertError::NoKind) };
+        let Some(name) = field(&["metadata", "name"]) else { return Err(InsertError::NoName { kind }) };
         let namespace = field(&["metadata", "namespace"]).unwrap_or_default();
         self.restore(&Kind::new(&api_version, &kind), &namespace, &name, object)
             .map(drop)
-            .map_err(|e| e.message)
+            .map_err(InsertError::Refused)
     }
 }
 

@@ -10,7 +10,7 @@
 //! write every pass.
 
 use std::collections::{BTreeMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use evac_core::effect::{
     EvacuationSource, EventReason, MigrationCause, MigrationPriority, ObjectRef, CAUSE_ANNOTATION,
@@ -252,7 +252,7 @@ impl Executor {
             .unwrap_or_default();
         let name = event_name(&object.name, &uid, reason, about);
         let key = format!("{}/{name}", object.namespace);
-        if self.recorded.lock().expect("the recorded events").contains(&key) {
+        if self.recorded.lock().unwrap_or_else(PoisonError::into_inner).contains(&key) {
             return Ok(Applied::Unneeded("recorded already"));
         }
         let event = event(kind, object, &uid, &name, reason, message, &self.store.timestamp());
@@ -262,7 +262,7 @@ impl Executor {
             Err(e) if e.code == 409 => Applied::Unneeded("recorded already"),
             Err(e) => return Err(e),
         };
-        let mut recorded = self.recorded.lock().expect("the recorded events");
+        let mut recorded = self.recorded.lock().unwrap_or_else(PoisonError::into_inner);
         if recorded.len() >= RECORDED_EVENTS_REMEMBERED {
             recorded.clear();
         }

@@ -30,7 +30,7 @@ mod store;
 
 pub use changes::{Change, ChangeFeed, Cursor};
 pub use clock::{Clock, SystemClock};
-pub use context_file::{list_items, ContextError};
+pub use context_file::{list_items, ContextError, InsertError};
 pub use error::ApiError;
 pub use evac_core::effect::Access;
 pub use evac_core::effect::Effect;

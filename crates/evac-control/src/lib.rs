@@ -29,11 +29,11 @@ use std::time::Duration;
 
 use web_time::Instant;
 
-use anyhow::Result;
 use evac_cluster::ChangeFeed;
 use evac_core::kubevirt::{MIGRATION_KIND, NODE_KIND, POD_KIND, VMI_KIND};
 use evac_core::model::{NODE_METRICS_API_VERSION, NODE_METRICS_KIND};
 use evac_core::node_pressure::NodePressure;
+use evac_core::ReadError;
 use evac_core::{disruption, evacuation, PolicyId};
 use evac_evaluator::metrics::{CauseLabels, EvacuationLabels};
 use evac_evaluator::{EffectOutcome, Pipeline, PolicySet, Registry, ServedPolicy};
@@ -89,8 +89,8 @@ struct State {
 
 impl Controller {
     /// A controller over the pipeline's `disruption-cause` and `evacuation` policies.
-    pub fn new(pipeline: Pipeline) -> Result<Self> {
-        check_policies(&pipeline.registry().current()).map_err(anyhow::Error::msg)?;
+    pub fn new(pipeline: Pipeline) -> Result<Self, PolicySetError> {
+        check_policies(&pipeline.registry().current())?;
         let state =
             State { cursors: [None; WATCHED.len()], routing: Routing::default(), tally: Tally::default() };
         Ok(Self { pipeline, state: Mutex::new(state), budget: None })
@@ -130,8 +130,9 @@ impl Controller {
     }
 
     /// Reads what changed, evaluates the modules on it and carries out their effects. With
-    /// `resync`, every node with evacuations pending is evaluated again too.
-    pub async fn reconcile(&self, feed: &dyn ChangeFeed, resync: bool) -> Result<Pass> {
+    /// `resync`, every node with evacuations pending is evaluated again too. Fails when a change
+    /// feed cannot be read (the pass evaluates nothing then).
+    pub async fn reconcile(&self, feed: &dyn ChangeFeed, resync: bool) -> Result<Pass, ReadError> {
         let started = Instant::now();
         let mut pass = Pass::default();
         // Pods gone: forgotten by the tally once this pass has evaluated what it queued for them.
@@ -144,7 +145,7 @@ impl Controller {
                     Ok(read) => read,
                     // metrics-server is an add-on: without it, node pressure has no figures.
                     Err(_) if *kind == NODE_METRICS_KIND => continue,
-                    Err(error) => return Err(error.into()),
+                    Err(error) => return Err(error),
                 };
                 pass.changes += changes.len();
                 for change in &changes {
@@ -218,7 +219,8 @@ impl Controller {
     async fn evaluate(&self, served: &Arc<ServedPolicy>, request: &RawValue, pass: &mut Pass) {
         pass.evaluations += 1;
         let request = Arc::new(request.to_owned());
-        let (evaluation, shadow) = self.pipeline.evaluate(served, Arc::clone(&request), "").await;
+        let uid = routing::request_uid(&request);
+        let (evaluation, shadow) = self.pipeline.evaluate(served, Arc::clone(&request), &uid).await;
         if served.id == DISRUPTION_CAUSE {
             let warnings = self.lock().tally.observe(&request, &evaluation, self.pipeline.metrics());
             for warning in warnings {
@@ -247,24 +249,20 @@ impl Controller {
 /// Whether a policy set is one the controller can run: both its policies present, with the
 /// settings they share alike. Checked at start and on every reload (a reload that fails it is
 /// refused whole, and the served set stays).
-pub fn check_policies(set: &PolicySet) -> Result<(), String> {
+pub fn check_policies(set: &PolicySet) -> Result<(), PolicySetError> {
     for id in [DISRUPTION_CAUSE, EVACUATION] {
         if !set.contains_key(id) {
-            return Err(format!(
-                "policies.yml has no policy `{id}`: evac control needs `{DISRUPTION_CAUSE}` and `{EVACUATION}`"
-            ));
+            return Err(PolicySetError::Missing(id));
         }
     }
     let settings = |id: &str| &*set[id].active.settings;
     let marking = node_pressure(settings(DISRUPTION_CAUSE), |s: &disruption::Settings| &s.node_pressure);
     let releasing = node_pressure(settings(EVACUATION), |s: &evacuation::Settings| &s.node_pressure);
     if marking != releasing {
-        return Err(format!(
-            "the nodePressure settings of `{DISRUPTION_CAUSE}` ({}) and `{EVACUATION}` ({}) differ: \
-             one marks VMs by them and the other releases and places them, so they must be the same",
-            describe(&marking),
-            describe(&releasing)
-        ));
+        return Err(PolicySetError::NodePressureDiffers {
+            disruption_cause: describe(&marking),
+            evacuation: describe(&releasing),
+        });
     }
     let beside_disruption =
         kubevirt_evacuation_controller(settings(DISRUPTION_CAUSE), |s: &disruption::Settings| {
@@ -275,13 +273,44 @@ pub fn check_policies(set: &PolicySet) -> Result<(), String> {
             s.kubevirt_evacuation_controller
         });
     if beside_disruption != beside_evacuation {
-        return Err(format!(
-            "the kubevirtEvacuationController settings of `{DISRUPTION_CAUSE}` ({}) and `{EVACUATION}` ({}) \
-             differ: one holds evacuations for the other to start, so they must be the same",
-            beside_disruption, beside_evacuation
-        ));
+        return Err(PolicySetError::EvacuationControllerDiffers {
+            disruption_cause: beside_disruption,
+            evacuation: beside_evacuation,
+        });
     }
     Ok(())
+}
+
+/// Why a policy set is not one the controller can run ([`check_policies`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PolicySetError {
+    /// One of the controller's policies is missing.
+    #[error("policies.yml has no policy `{0}`: evac control needs `{DISRUPTION_CAUSE}` and `{EVACUATION}`", DISRUPTION_CAUSE = DISRUPTION_CAUSE, EVACUATION = EVACUATION)]
+    Missing(&'static str),
+    /// The two policies read node pressure differently.
+    #[error(
+        "the nodePressure settings of `{DISRUPTION_CAUSE}` ({disruption_cause}) and `{EVACUATION}` ({evacuation}) differ: \
+         one marks VMs by them and the other releases and places them, so they must be the same",
+        DISRUPTION_CAUSE = DISRUPTION_CAUSE, EVACUATION = EVACUATION
+    )]
+    NodePressureDiffers {
+        /// `disruption-cause`'s, described.
+        disruption_cause: String,
+        /// `evacuation`'s, described.
+        evacuation: String,
+    },
+    /// The two policies disagree on whether KubeVirt's evacuation controller runs.
+    #[error(
+        "the kubevirtEvacuationController settings of `{DISRUPTION_CAUSE}` ({disruption_cause}) and `{EVACUATION}` ({evacuation}) \
+         differ: one holds evacuations for the other to start, so they must be the same",
+        DISRUPTION_CAUSE = DISRUPTION_CAUSE, EVACUATION = EVACUATION
+    )]
+    EvacuationControllerDiffers {
+        /// `disruption-cause`'s.
+        disruption_cause: bool,
+        /// `evacuation`'s.
+        evacuation: bool,
+    },
 }
 
 /// How often a running controller looks again at nodes with evacuations pending.

@@ -358,6 +358,15 @@ pub(super) fn uid(object: &[u8]) -> Option<String> {
     serde_json::from_slice::<Object>(object).ok().map(|o| o.metadata.uid)
 }
 
+/// The uid of an AdmissionRequest the routing made (`evac-control-<n>`), which names it in logs.
+pub(super) fn request_uid(request: &RawValue) -> String {
+    #[derive(serde::Deserialize)]
+    struct Head {
+        uid: String,
+    }
+    serde_json::from_str::<Head>(request.get()).map(|head| head.uid).unwrap_or_default()
+}
+
 /// An `UPDATE` AdmissionRequest for an object, as the API server would send for its change.
 fn request(
     (group, version, kind, resource): (&str, &str, &str, &str),

@@ -24,10 +24,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use anyhow::{bail, Context, Result};
 use serde::Deserialize;
 
 use evac_runtime::capabilities::{CapabilityPatterns, ResourceGrant};
+
+pub use crate::error::ConfigError;
 
 /// Kubewarden's policy modes: `protect` answers with the verdict, `monitor` only records it and
 /// allows the request.
@@ -109,9 +110,8 @@ pub struct ShadowEntry {
 impl PolicyEntry {
     /// The host capabilities the policy may call, its `hostCapabilities` checked as Kubewarden
     /// checks them.
-    pub fn capability_patterns(&self) -> Result<CapabilityPatterns> {
-        CapabilityPatterns::parse(&self.host_capabilities)
-            .map_err(|e| anyhow::anyhow!("invalid hostCapabilities pattern: {e}"))
+    pub fn capability_patterns(&self) -> Result<CapabilityPatterns, ConfigError> {
+        CapabilityPatterns::parse(&self.host_capabilities).map_err(ConfigError::CapabilityPattern)
     }
 
     /// Why every read of the policy will be refused, if it will: it lists resources to read but
@@ -149,28 +149,30 @@ pub struct PoliciesFile {
 
 impl PoliciesFile {
     /// Reads and checks a `policies.yml`.
-    pub fn load(path: &Path) -> Result<Self> {
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
         let text = std::fs::read_to_string(path)
-            .with_context(|| format!("cannot read the policies file {}", path.display()))?;
+            .map_err(|error| ConfigError::Read { path: path.to_owned(), error })?;
         let base_dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
-        Self::parse(&text, base_dir).with_context(|| format!("invalid policies file {}", path.display()))
+        Self::parse(&text, base_dir)
+            .map_err(|e| ConfigError::Invalid { path: path.to_owned(), error: Box::new(e) })
     }
 
     /// Parses and checks the text of a `policies.yml` whose modules are relative to `base_dir`.
-    pub fn parse(text: &str, base_dir: PathBuf) -> Result<Self> {
+    pub fn parse(text: &str, base_dir: PathBuf) -> Result<Self, ConfigError> {
         let raw: BTreeMap<String, serde_yaml::Value> = match serde_yaml::from_str(text) {
             Ok(Some(raw)) => raw,
-            Ok(None) => bail!("the file is empty: expected a map of policy ids to policies"),
-            Err(e) => bail!("expected a map of policy ids to policies: {e}"),
+            Ok(None) => return Err(ConfigError::Empty),
+            Err(e) => return Err(ConfigError::NotAMap(e)),
         };
         let mut policies = BTreeMap::new();
         for (id, value) in raw {
             check_id(&id)?;
             if value.get("policies").is_some() {
-                bail!("policy {id}: policy groups are not supported by evac");
+                return Err(ConfigError::PolicyGroup.in_policy(&id));
             }
-            let entry: PolicyEntry = serde_yaml::from_value(value).with_context(|| format!("policy {id}"))?;
-            check_entry(&entry).with_context(|| format!("policy {id}"))?;
+            let entry: PolicyEntry =
+                serde_yaml::from_value(value).map_err(|e| ConfigError::Entry(e).in_policy(&id))?;
+            check_entry(&entry).map_err(|e| e.in_policy(&id))?;
             if let Some(why) = entry.reads_refused() {
                 tracing::warn!(policy = %id, "{why}");
             }
@@ -180,45 +182,48 @@ impl PoliciesFile {
     }
 
     /// The file a module reference names.
-    pub fn module_path(&self, reference: &str) -> Result<PathBuf> {
+    pub fn module_path(&self, reference: &str) -> Result<PathBuf, ConfigError> {
         module_path(reference, &self.base_dir)
     }
 }
 
-fn check_id(id: &str) -> Result<()> {
+fn check_id(id: &str) -> Result<(), ConfigError> {
     let valid = !id.is_empty() && id.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
     if !valid {
-        bail!("invalid policy id {id:?}: use letters, digits, '-', '_' and '.' (it becomes a URL path)");
+        return Err(ConfigError::InvalidId(id.to_owned()));
     }
     Ok(())
 }
 
-fn check_entry(entry: &PolicyEntry) -> Result<()> {
+fn check_entry(entry: &PolicyEntry) -> Result<(), ConfigError> {
     let shadow_settings = entry.shadow.as_ref().and_then(|s| s.settings.as_ref());
     for settings in [entry.settings.as_ref(), shadow_settings].into_iter().flatten() {
         if !settings.is_object() && !settings.is_null() {
-            bail!("settings must be a map, got {settings}");
+            return Err(ConfigError::SettingsNotAMap(settings.clone()));
         }
     }
     entry.capability_patterns()?;
     if entry.timeout() == Some(Duration::ZERO) {
-        bail!("the evaluation timeout must be more than zero");
+        return Err(ConfigError::ZeroTimeout);
     }
     Ok(())
 }
 
 /// Resolves `file://` URLs and paths. Registry (`registry://`) and HTTP URLs are refused: modules
 /// reach the server as files (a volume, an image layer), so a rollout never waits on a download.
-pub fn module_path(reference: &str, base_dir: &Path) -> Result<PathBuf> {
+pub fn module_path(reference: &str, base_dir: &Path) -> Result<PathBuf, ConfigError> {
     let path = match reference.split_once("://") {
         None => reference,
         Some(("file", path)) => path,
         Some((scheme, _)) => {
-            bail!("module {reference}: {scheme}:// modules are not supported; use a file path or file://")
+            return Err(ConfigError::UnsupportedScheme {
+                reference: reference.to_owned(),
+                scheme: scheme.to_owned(),
+            })
         }
     };
     if path.is_empty() {
-        bail!("module {reference:?}: no path");
+        return Err(ConfigError::NoPath(reference.to_owned()));
     }
     let path = Path::new(path);
     Ok(if path.is_absolute() { path.to_path_buf() } else { base_dir.join(path) })
@@ -228,7 +233,7 @@ pub fn module_path(reference: &str, base_dir: &Path) -> Result<PathBuf> {
 mod tests {
     use super::*;
 
-    fn parse(text: &str) -> Result<PoliciesFile> {
+    fn parse(text: &str) -> Result<PoliciesFile, ConfigError> {
         PoliciesFile::parse(text, PathBuf::from("/etc/evac"))
     }
 

@@ -5,20 +5,25 @@
 //! - [`registry`]: the policies served, their versions and shadows, swapped atomically on reload;
 //! - [`pipeline`]: one request through a policy: evaluate, apply the mode, carry out (or record)
 //!   the effects, compare with the shadow;
+//! - [`builder`]: the one way a process assembles registry and pipeline from its options;
 //! - [`admission`]: AdmissionReviews in and out;
 //! - [`metrics`]: what every stage counts.
 
 #![warn(missing_docs)]
 
 pub mod admission;
+pub mod builder;
 pub mod config;
+pub mod error;
 pub mod exposition;
 pub mod log_limit;
 pub mod metrics;
 pub mod pipeline;
 pub mod registry;
 
+pub use builder::PipelineBuilder;
 pub use config::{PoliciesFile, PolicyEntry, PolicyMode};
+pub use error::{ConfigError, PolicyError, PolicyRefused};
 pub use metrics::Metrics;
 pub use pipeline::{EffectOutcome, Evaluation, Fault, Pipeline, ShadowRun};
 #[cfg(feature = "wasmtime")]

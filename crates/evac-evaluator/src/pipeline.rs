@@ -61,7 +61,7 @@ pub enum EffectOutcome {
     /// Nothing was left to do (the reason says why).
     Unneeded(&'static str),
     /// The cluster refused it, or could not be reached.
-    Failed(String),
+    Failed(EffectError),
     /// Monitor mode: recorded, not carried out.
     Monitored,
     /// Not attempted: an earlier effect of the same denial failed.
@@ -102,7 +102,7 @@ pub struct Evaluation {
     /// `sha256:<hex>` of the version's module.
     pub digest: String,
     /// The verdict as the policy gave it (before the mode), with its effects' failures folded in
-    /// (protect mode), or the fault.
+    /// (protect mode), or the fault that left the evaluation without one.
     pub outcome: Result<PolicyResponse, Fault>,
     /// Every effect the policy returned, with what became of it.
     pub effects: Vec<(Effect, EffectOutcome)>,
@@ -194,68 +194,24 @@ impl Pipeline {
         let started = Instant::now();
         let active = Arc::clone(&served.active);
         let result = run(&active, &request).await;
-        let mut evaluation = Evaluation {
+        let shadow_of =
+            result.as_ref().ok().map(|response| Comparable::of(response, response.effects.clone()));
+        let (outcome, effects) = match result {
+            Ok(response) => {
+                let (response, effects) = self.act_on(served, &active, response, uid).await;
+                (Ok(response), effects)
+            }
+            Err(error) => (Err(self.fault(served, &active, &error, uid)), Vec::new()),
+        };
+        served.latency.observe(started.elapsed().as_secs_f64());
+        let evaluation = Evaluation {
             policy: served.id.clone(),
             mode: served.mode,
             version: active.name.clone(),
             digest: active.digest.clone(),
-            outcome: Err(Fault { kind: "none", message: String::new() }),
-            effects: Vec::new(),
+            outcome,
+            effects,
         };
-        let shadow_of = match &result {
-            Ok(response) => Some(Comparable::of(response, response.effects.clone())),
-            Err(_) => None,
-        };
-        match result {
-            Ok(mut response) => {
-                match (response.accepted, response.code) {
-                    (true, _) => served.outcomes.accepted.inc(),
-                    (false, Some(429)) => served.outcomes.evacuating.inc(),
-                    (false, code) => {
-                        let code = code.unwrap_or(EvaluationLabels::DENIED);
-                        served
-                            .outcomes
-                            .other_codes
-                            .lock()
-                            .unwrap_or_else(PoisonError::into_inner)
-                            .insert(code);
-                        let labels = EvaluationLabels {
-                            policy: served.id.clone(),
-                            version: active.name.clone(),
-                            outcome: "rejected",
-                            code,
-                        };
-                        self.metrics.evaluations.get_or_create(&labels).inc()
-                    }
-                };
-                let effects = std::mem::take(&mut response.effects);
-                evaluation.effects = self.carry_out(served, &mut response, effects, uid).await;
-                if !response.accepted && served.mode == PolicyMode::Monitor {
-                    tracing::info!(
-                        policy = %served.id, uid, message = response.message.as_deref().unwrap_or_default(),
-                        "monitor mode: the request would have been rejected"
-                    );
-                }
-                evaluation.outcome = Ok(response);
-            }
-            Err(error) => {
-                served.outcomes.error.inc();
-                let labels = FaultLabels {
-                    policy: served.id.clone(),
-                    version: active.name.clone(),
-                    kind: error.label(),
-                };
-                self.metrics.faults.get_or_create(&labels).inc();
-                if let Some(held_back) = self.warnings.allow(&format!("{} evaluation", served.id)) {
-                    tracing::warn!(
-                        policy = %served.id, version = %active.name, uid, held_back,
-                        "evaluation failed: {error}"
-                    );
-                }
-                evaluation.outcome = Err(Fault { kind: error.label(), message: error.to_string() });
-            }
-        }
-        served.latency.observe(started.elapsed().as_secs_f64());
         let shadow = served.shadow.as_ref().map(|shadow| ShadowRun {
             pipeline: self.clone(),
             served: Arc::clone(served),
@@ -265,6 +221,60 @@ impl Pipeline {
             active: shadow_of,
         });
         (evaluation, shadow)
+    }
+
+    /// A verdict: counted, its effects carried out (or recorded), their failures folded in.
+    async fn act_on(
+        &self,
+        served: &ServedPolicy,
+        active: &Version,
+        mut response: PolicyResponse,
+        uid: &str,
+    ) -> (PolicyResponse, Vec<(Effect, EffectOutcome)>) {
+        self.count_verdict(served, active, &response);
+        let effects = std::mem::take(&mut response.effects);
+        let effects = self.carry_out(served, &mut response, effects, uid).await;
+        if !response.accepted && served.mode == PolicyMode::Monitor {
+            tracing::info!(
+                policy = %served.id, uid, message = response.message.as_deref().unwrap_or_default(),
+                "monitor mode: the request would have been rejected"
+            );
+        }
+        (response, effects)
+    }
+
+    /// Counts a verdict under its outcome and code.
+    fn count_verdict(&self, served: &ServedPolicy, active: &Version, response: &PolicyResponse) {
+        match (response.accepted, response.code) {
+            (true, _) => served.outcomes.accepted.inc(),
+            (false, Some(429)) => served.outcomes.evacuating.inc(),
+            (false, code) => {
+                let code = code.unwrap_or(EvaluationLabels::DENIED);
+                served.outcomes.other_codes.lock().unwrap_or_else(PoisonError::into_inner).insert(code);
+                let labels = EvaluationLabels {
+                    policy: served.id.clone(),
+                    version: active.name.clone(),
+                    outcome: "rejected",
+                    code,
+                };
+                self.metrics.evaluations.get_or_create(&labels).inc()
+            }
+        };
+    }
+
+    /// An evaluation without a verdict: counted, logged (at most once a second per policy).
+    fn fault(&self, served: &ServedPolicy, active: &Version, error: &EvalError, uid: &str) -> Fault {
+        served.outcomes.error.inc();
+        let labels =
+            FaultLabels { policy: served.id.clone(), version: active.name.clone(), kind: error.label() };
+        self.metrics.faults.get_or_create(&labels).inc();
+        if let Some(held_back) = self.warnings.allow(&format!("{} evaluation", served.id)) {
+            tracing::warn!(
+                policy = %served.id, version = %active.name, uid, held_back,
+                "evaluation failed: {error}"
+            );
+        }
+        Fault { kind: error.label(), message: error.to_string() }
     }
 
     /// Carries out (protect) or records (monitor) the effects of a verdict, folding failures into
@@ -285,63 +295,78 @@ impl Pipeline {
             } else if failed {
                 EffectOutcome::Skipped
             } else {
-                let applied = match self.effect_timeout {
-                    None => self.executor.apply(&effect).await,
-                    Some(timeout) => tokio::time::timeout(timeout, self.executor.apply(&effect))
-                        .await
-                        .unwrap_or_else(|_| {
-                            Err(EffectError {
-                                effect: effect.type_name(),
-                                error: ApiError {
-                                    code: 504,
-                                    reason: "Timeout",
-                                    message: format!(
-                                        "the API server did not answer within {} ms",
-                                        timeout.as_millis()
-                                    ),
-                                },
-                            })
-                        }),
-                };
-                match applied {
+                match self.apply(&effect).await {
                     Ok(Applied::Written) => {
                         tracing::debug!(policy = %served.id, uid, ?effect, "applied");
                         EffectOutcome::Applied
                     }
                     Ok(Applied::Unneeded(why)) => EffectOutcome::Unneeded(why),
                     Err(e) => {
-                        if let Some(held_back) = self.warnings.allow(&format!("{} effect", served.id)) {
-                            tracing::warn!(policy = %served.id, uid, ?effect, held_back, "effect failed: {e}");
-                        }
-                        if response.accepted {
-                            // An allowed request (a pod deletion seen by disruption-cause, a
-                            // controller's evaluation) is never blocked by its side effect.
-                            let warning = format!("{} failed: {e}", effect.type_name());
-                            response.warnings.get_or_insert_with(Vec::new).push(warning);
-                        } else {
-                            failed = true;
-                            response.code = Some(evac_core::response::TOO_MANY_REQUESTS);
-                            response.message = Some(format!("{FAILED_MARKING}: {e}"));
-                        }
-                        EffectOutcome::Failed(e.to_string())
+                        failed = self.fold_failure(served, response, &effect, &e, uid);
+                        EffectOutcome::Failed(e)
                     }
                 }
             };
-            let labels = EffectLabels {
-                policy: served.id.clone(),
-                effect: effect.type_name(),
-                result: outcome.as_str(),
-            };
-            self.metrics.effects.get_or_create(&labels).inc();
-            if let (Effect::RecordEvent { reason, .. }, EffectOutcome::Applied) = (&effect, &outcome) {
-                let labels = EventLabels { policy: served.id.clone(), reason: reason.as_str() };
-                self.metrics.events.get_or_create(&labels).inc();
-            }
-            let key = format!("{} {} {}", served.id, effect.type_name(), outcome.as_str());
-            *self.tally.lock().unwrap_or_else(PoisonError::into_inner).entry(key).or_default() += 1;
+            self.record(served, &effect, &outcome);
             done.push((effect, outcome));
         }
         done
+    }
+
+    /// Carries out one effect, within the effect deadline when there is one.
+    async fn apply(&self, effect: &Effect) -> Result<Applied, EffectError> {
+        let Some(timeout) = self.effect_timeout else {
+            return self.executor.apply(effect).await;
+        };
+        tokio::time::timeout(timeout, self.executor.apply(effect)).await.unwrap_or_else(|_| {
+            Err(EffectError {
+                effect: effect.type_name(),
+                error: ApiError {
+                    code: 504,
+                    reason: "Timeout",
+                    message: format!("the API server did not answer within {} ms", timeout.as_millis()),
+                },
+            })
+        })
+    }
+
+    /// Folds a failed effect into the verdict: a warning for an allowed request, KubeVirt's 429
+    /// for a denial. Returns whether the denial's remaining effects are to be skipped.
+    fn fold_failure(
+        &self,
+        served: &ServedPolicy,
+        response: &mut PolicyResponse,
+        effect: &Effect,
+        error: &EffectError,
+        uid: &str,
+    ) -> bool {
+        if let Some(held_back) = self.warnings.allow(&format!("{} effect", served.id)) {
+            tracing::warn!(policy = %served.id, uid, ?effect, held_back, "effect failed: {error}");
+        }
+        if response.accepted {
+            // An allowed request (a pod deletion seen by disruption-cause, a controller's
+            // evaluation) is never blocked by its side effect.
+            let warning = format!("{} failed: {error}", effect.type_name());
+            response.warnings.get_or_insert_with(Vec::new).push(warning);
+            false
+        } else {
+            response.code = Some(evac_core::response::TOO_MANY_REQUESTS);
+            response.message = Some(format!("{FAILED_MARKING}: {error}"));
+            true
+        }
+    }
+
+    /// Counts what became of an effect (metrics, and the tally reports read).
+    fn record(&self, served: &ServedPolicy, effect: &Effect, outcome: &EffectOutcome) {
+        let labels =
+            EffectLabels { policy: served.id.clone(), effect: effect.type_name(), result: outcome.as_str() };
+        self.metrics.effects.get_or_create(&labels).inc();
+        if let (Effect::RecordEvent { reason, .. }, EffectOutcome::Applied) = (effect, outcome) {
+            let labels = EventLabels { policy: served.id.clone(), reason: reason.as_str() };
+            self.metrics.events.get_or_create(&labels).inc();
+        }
+        let key = format!("{} {} {}", served.id, effect.type_name(), outcome.as_str());
+        *self.tally.lock().unwrap_or_else(PoisonError::into_inner).entry(key).or_default() += 1;
     }
 }
 

@@ -11,12 +11,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{anyhow, bail, Context, Result};
 use arc_swap::ArcSwap;
 use serde_json::value::RawValue;
 use sha2::{Digest, Sha256};
 
 use crate::config::{PoliciesFile, PolicyEntry, PolicyMode};
+use crate::error::{PolicyError, PolicyRefused};
 use crate::metrics::{EvaluationLabels, Metrics, PolicyLabels, SwapLabels, VersionLabels};
 use evac_cluster::ObjectSource;
 use evac_runtime::capabilities::{HostCapabilities, KubernetesCapabilities};
@@ -37,7 +37,8 @@ pub struct Version {
     pub label: String,
     /// `label@sha256:<first 12 hex digits>`: what metrics and answers show.
     pub name: String,
-    /// Evaluate on the blocking pool instead of the connection's thread (see `admission`).
+    /// Evaluate on the blocking pool instead of the caller's thread: set once an evaluation ran
+    /// past the pipeline's inline budget (see `pipeline::run`).
     pub offloaded: std::sync::atomic::AtomicBool,
 }
 
@@ -92,8 +93,8 @@ pub type PolicySet = BTreeMap<String, Arc<ServedPolicy>>;
 /// browser playground binds the policy crates linked into the page.
 pub trait ModuleLoader: Send + Sync {
     /// The bytes of the module at `path`: the file's, unless the loader has its own.
-    fn read(&self, path: &Path) -> Result<Vec<u8>> {
-        std::fs::read(path).with_context(|| format!("cannot read module {}", path.display()))
+    fn read(&self, path: &Path) -> Result<Vec<u8>, PolicyError> {
+        std::fs::read(path).map_err(|error| PolicyError::ReadModule { path: path.to_owned(), error })
     }
 
     /// What the policies' host capabilities read.
@@ -107,11 +108,11 @@ pub trait ModuleLoader: Send + Sync {
         path: &Path,
         capabilities: Arc<dyn HostCapabilities>,
         timeout: Option<Duration>,
-    ) -> Result<Arc<dyn WapcPolicy>>;
+    ) -> Result<Arc<dyn WapcPolicy>, PolicyError>;
 }
 
 impl<L: ModuleLoader + ?Sized> ModuleLoader for Box<L> {
-    fn read(&self, path: &Path) -> Result<Vec<u8>> {
+    fn read(&self, path: &Path) -> Result<Vec<u8>, PolicyError> {
         (**self).read(path)
     }
 
@@ -125,7 +126,7 @@ impl<L: ModuleLoader + ?Sized> ModuleLoader for Box<L> {
         path: &Path,
         capabilities: Arc<dyn HostCapabilities>,
         timeout: Option<Duration>,
-    ) -> Result<Arc<dyn WapcPolicy>> {
+    ) -> Result<Arc<dyn WapcPolicy>, PolicyError> {
         (**self).bind(bytes, path, capabilities, timeout)
     }
 }
@@ -151,9 +152,11 @@ impl ModuleLoader for Loader {
         path: &Path,
         capabilities: Arc<dyn HostCapabilities>,
         timeout: Option<Duration>,
-    ) -> Result<Arc<dyn WapcPolicy>> {
-        let module =
-            self.engine.compile(bytes).with_context(|| format!("cannot load module {}", path.display()))?;
+    ) -> Result<Arc<dyn WapcPolicy>, PolicyError> {
+        let module = self
+            .engine
+            .compile(bytes)
+            .map_err(|error| PolicyError::Compile { path: path.to_owned(), error })?;
         let mut policy = evac_runtime::wapc::Policy::new(module, capabilities);
         if let Some(timeout) = timeout {
             policy = policy.with_timeout(timeout);
@@ -176,7 +179,11 @@ struct ModuleFile {
     digest: String,
 }
 
-fn read_module(loader: &dyn ModuleLoader, file: &PoliciesFile, reference: &str) -> Result<ModuleFile> {
+fn read_module(
+    loader: &dyn ModuleLoader,
+    file: &PoliciesFile,
+    reference: &str,
+) -> Result<ModuleFile, PolicyError> {
     let path = file.module_path(reference)?;
     let bytes = loader.read(&path)?;
     let digest = format!("sha256:{}", hex::encode(Sha256::digest(&bytes)));
@@ -190,10 +197,16 @@ struct EntryModules {
 }
 
 impl EntryModules {
-    fn read(loader: &dyn ModuleLoader, file: &PoliciesFile, entry: &PolicyEntry) -> Result<Self> {
+    fn read(
+        loader: &dyn ModuleLoader,
+        file: &PoliciesFile,
+        entry: &PolicyEntry,
+    ) -> Result<Self, PolicyError> {
         let active = read_module(loader, file, &entry.module)?;
         let shadow = match &entry.shadow {
-            Some(shadow) => Some(read_module(loader, file, &shadow.module).context("shadow version")?),
+            Some(shadow) => Some(
+                read_module(loader, file, &shadow.module).map_err(|e| PolicyError::Shadow(Box::new(e)))?,
+            ),
             None => None,
         };
         Ok(Self { active, shadow })
@@ -214,14 +227,14 @@ impl Registry {
         file: &PoliciesFile,
         loader: impl ModuleLoader + 'static,
         metrics: Arc<Metrics>,
-    ) -> Result<Self> {
+    ) -> Result<Self, PolicyRefused> {
         let loader = Box::new(loader);
         let registry = Self { current: ArcSwap::from_pointee(PolicySet::new()), loader, metrics };
         let mut set = PolicySet::new();
         for (id, entry) in &file.policies {
-            let modules =
-                EntryModules::read(&*registry.loader, file, entry).with_context(|| format!("policy {id}"))?;
-            let served = registry.build(id, entry, modules).with_context(|| format!("policy {id}"))?;
+            let refused = |error| PolicyRefused { id: id.clone(), error };
+            let modules = EntryModules::read(&*registry.loader, file, entry).map_err(refused)?;
+            let served = registry.build(id, entry, modules).map_err(refused)?;
             set.insert(id.clone(), Arc::new(served));
         }
         registry.publish(set);
@@ -237,16 +250,16 @@ impl Registry {
     /// whose new version cannot be loaded keeps its old one (and the refusal is logged and
     /// counted); a policy that is new and cannot be loaded is not served. Returns the refusals.
     pub fn reload(&self, file: &PoliciesFile) -> Vec<String> {
-        self.reload_checked(file, &|_| Ok(()))
+        self.reload_checked(file, |_| Ok::<(), std::convert::Infallible>(()))
     }
 
     /// [`Registry::reload`], refusing the whole new set (the served one stays, the refusal is
     /// logged, counted under policy `*` and returned) when `check` finds its policies do not go
     /// together: what holds between policies no single one can check.
-    pub fn reload_checked(
+    pub fn reload_checked<E: std::fmt::Display>(
         &self,
         file: &PoliciesFile,
-        check: &dyn Fn(&PolicySet) -> Result<(), String>,
+        check: impl Fn(&PolicySet) -> Result<(), E>,
     ) -> Vec<String> {
         let old = self.current();
         let mut set = PolicySet::new();
@@ -269,7 +282,6 @@ impl Registry {
                     set.insert(id.clone(), Arc::clone(previous.expect("unchanged implies present")));
                 }
                 Err(e) => {
-                    let e = format!("{e:#}");
                     match previous {
                         Some(previous) => {
                             tracing::error!(policy = %id, keeps = %previous.active.name, "new policy version refused: {e}");
@@ -287,7 +299,7 @@ impl Registry {
             swaps.push((id, "applied"));
         }
         if let Err(why) = check(&set) {
-            return vec![self.refuse_file(&why)];
+            return vec![self.refuse_file(&why.to_string())];
         }
         for (id, result) in swaps {
             self.count_swap(id, result);
@@ -303,7 +315,7 @@ impl Registry {
         id: &str,
         entry: &PolicyEntry,
         previous: Option<&Arc<ServedPolicy>>,
-    ) -> Result<Option<ServedPolicy>> {
+    ) -> Result<Option<ServedPolicy>, PolicyError> {
         let modules = EntryModules::read(&*self.loader, file, entry)?;
         if previous.is_some_and(|previous| modules.source(entry) == previous.source) {
             return Ok(None);
@@ -311,7 +323,12 @@ impl Registry {
         self.build(id, entry, modules).map(Some)
     }
 
-    fn build(&self, id: &str, entry: &PolicyEntry, modules: EntryModules) -> Result<ServedPolicy> {
+    fn build(
+        &self,
+        id: &str,
+        entry: &PolicyEntry,
+        modules: EntryModules,
+    ) -> Result<ServedPolicy, PolicyError> {
         let source = modules.source(entry);
         let settings = entry.settings.clone().unwrap_or_else(|| serde_json::json!({}));
         let active = self.version(entry, modules.active, entry.label.as_deref(), &settings)?;
@@ -320,7 +337,7 @@ impl Registry {
                 let settings = shadow.settings.clone().unwrap_or_else(|| settings.clone());
                 let version = self
                     .version(entry, module_file, shadow.label.as_deref(), &settings)
-                    .context("shadow version")?;
+                    .map_err(|e| PolicyError::Shadow(Box::new(e)))?;
                 Some(Arc::new(version))
             }
             _ => None,
@@ -357,7 +374,7 @@ impl Registry {
         module_file: ModuleFile,
         label: Option<&str>,
         settings: &serde_json::Value,
-    ) -> Result<Version> {
+    ) -> Result<Version, PolicyError> {
         let allowed = entry.capability_patterns()?;
         let capabilities = KubernetesCapabilities::new(self.loader.source())
             .granting(entry.context_aware_resources.iter().cloned())
@@ -369,13 +386,14 @@ impl Registry {
             entry.timeout(),
         )?;
         let settings = RawValue::from_string(serde_json::to_string(settings)?)?;
-        let verdict = kubewarden::validate_settings(&*policy, &settings)
-            .map_err(|e| anyhow!("cannot validate its settings: {e}"))?;
+        let verdict =
+            kubewarden::validate_settings(&*policy, &settings).map_err(PolicyError::SettingsUnchecked)?;
         if !verdict.valid {
-            bail!("invalid settings: {}", verdict.message.unwrap_or_else(|| "(no reason given)".into()));
+            let why = verdict.message.unwrap_or_else(|| "(no reason given)".into());
+            return Err(PolicyError::InvalidSettings(why));
         }
         // The first request should not pay for instantiation.
-        policy.prewarm().map_err(|e| anyhow!("cannot start an instance: {e}"))?;
+        policy.prewarm().map_err(PolicyError::Prewarm)?;
         let label = match label {
             Some(label) => label.to_owned(),
             None => module_file

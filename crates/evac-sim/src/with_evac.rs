@@ -13,11 +13,11 @@ use std::time::Duration;
 
 use evac_cluster::Executor;
 use evac_control::hold::{Holder, Verdict};
-use evac_control::{Controller, Pass, RESYNC, WATCHED};
+use evac_control::{Controller, Pass, PolicySetError, RESYNC, WATCHED};
 use evac_core::node_pressure::NodePressure;
 use evac_core::{disruption, evacuation, PolicyId};
 use evac_evaluator::admission;
-use evac_evaluator::{Metrics, ModuleLoader, Pipeline, PoliciesFile, Registry};
+use evac_evaluator::{ConfigError, ModuleLoader, Pipeline, PipelineBuilder, PoliciesFile, PolicyRefused};
 use futures::future::BoxFuture;
 use serde_json::Value;
 
@@ -34,10 +34,47 @@ const LAUNCHER_HOLD: &str = PolicyId::LauncherHold.as_str();
 pub const HOLD_WEBHOOK_CONFIGURATION: &str = "evac-launcher-hold";
 
 /// Reads a policies file.
-pub type LoadPolicies = dyn Fn() -> Result<PoliciesFile, String> + Send + Sync;
+pub type LoadPolicies = dyn Fn() -> Result<PoliciesFile, ConfigError> + Send + Sync;
+
+/// Why a run's module loader could not be made (the policy engine did not start, say).
+pub type LoaderError = Box<dyn std::error::Error + Send + Sync>;
 
 /// Makes the module loader of one run from its store (the objects and the clock policies read).
-pub type LoaderFor = dyn Fn(&Arc<Store>) -> Result<Box<dyn ModuleLoader>, String> + Send + Sync;
+pub type LoaderFor = dyn Fn(&Arc<Store>) -> Result<Box<dyn ModuleLoader>, LoaderError> + Send + Sync;
+
+/// Why evac could not start in a simulated cluster.
+#[derive(Debug, thiserror::Error)]
+pub enum WithEvacError {
+    /// The policies file is refused.
+    #[error("{0}")]
+    Policies(ConfigError),
+    /// The module loader could not be made.
+    #[error("{0}")]
+    Loader(LoaderError),
+    /// A policy of the file is refused.
+    #[error("cannot load {name}: {error}")]
+    Load {
+        /// Where the policies come from.
+        name: String,
+        /// The policy refused, and why.
+        error: PolicyRefused,
+    },
+    /// The file has no policy to answer the eviction webhook.
+    #[error("{name} has no policy `{POD_EVICTION}` to answer evictions")]
+    NoPodEviction {
+        /// Where the policies come from.
+        name: String,
+    },
+    /// `launcher-hold`'s settings do not read.
+    #[error("{LAUNCHER_HOLD}: invalid settings: {0}")]
+    HoldSettings(serde_json::Error),
+    /// The mutating webhook for `launcher-hold` could not be registered.
+    #[error("cannot register evac's mutating webhook: {}", .0.message)]
+    HoldWebhook(ApiError),
+    /// The controller cannot run these policies.
+    #[error("{0}")]
+    Controller(PolicySetError),
+}
 
 /// Where one run's policies come from and how they run.
 pub struct EvacPolicies {
@@ -65,10 +102,10 @@ impl Evac for EvacPolicies {
             kubevirt_evacuation_controller: !self.replace_kubevirt,
             virt_handler: scenario.cluster.kubevirt.virt_handler,
         };
-        let file = (self.load)().map_err(ScenarioError::Evac)?;
-        let loader = (self.loader)(store).map_err(ScenarioError::Evac)?;
-        let running =
-            start(store, file, &self.name, &cluster, restarts, loader).map_err(ScenarioError::Evac)?;
+        let evac = |e: WithEvacError| ScenarioError::Evac(e.to_string());
+        let file = (self.load)().map_err(|e| evac(WithEvacError::Policies(e)))?;
+        let loader = (self.loader)(store).map_err(|e| evac(WithEvacError::Loader(e)))?;
+        let running = start(store, file, &self.name, &cluster, restarts, loader).map_err(evac)?;
         if let Some(endpoint) = &running.hold {
             endpoint.restarting_at(hold_restarts);
         }
@@ -141,9 +178,31 @@ pub fn start(
     cluster: &SimulatedCluster<'_>,
     restarts: Vec<Duration>,
     loader: impl ModuleLoader + 'static,
-) -> Result<Running, String> {
-    // The settings describe the cluster's kubelets and KubeVirt, and these are the scenario's.
-    // Both policies read the same settings.
+) -> Result<Running, WithEvacError> {
+    describe_cluster(&mut file, cluster);
+    let pipeline = PipelineBuilder::new(loader, Executor::new(Arc::clone(store.memory()) as _))
+        .build(&file)
+        .map_err(|error| WithEvacError::Load { name: name.to_owned(), error })?;
+    let served = pipeline.registry().current();
+    if !served.contains_key(POD_EVICTION) {
+        return Err(WithEvacError::NoPodEviction { name: name.to_owned() });
+    }
+    let hold_settings = served.get(LAUNCHER_HOLD).map(|_| launcher_hold_settings(&file));
+    let webhook = PolicyWebhook { pipeline: pipeline.clone() };
+    store.register_service(EVAC_SERVICE.0, EVAC_SERVICE.1, Arc::new(webhook));
+    let hold = match hold_settings {
+        Some(settings) => Some(start_hold_endpoint(store, &pipeline, settings?)?),
+        None => None,
+    };
+    let controller = Controller::new(pipeline.clone()).map_err(WithEvacError::Controller)?;
+    let controller = Arc::new(ControllerActor::new(Arc::new(controller)).restarting_at(restarts));
+    Ok(Running { controller, hold, pipeline })
+}
+
+/// Writes what the disruption-cause and evacuation policies' settings say about the cluster as
+/// the simulated cluster is: the settings describe its kubelets and KubeVirt, and these are the
+/// scenario's. Both policies read the same settings.
+fn describe_cluster(file: &mut PoliciesFile, cluster: &SimulatedCluster<'_>) {
     let simulated = |pressure: &mut NodePressure, beside: &mut bool| {
         pressure.threshold = cluster.eviction_soft.to_owned();
         *beside = cluster.kubevirt_evacuation_controller;
@@ -159,32 +218,18 @@ pub fn start(
             s.virt_handler = cluster.virt_handler;
         });
     }
-    let metrics = Arc::new(Metrics::default());
-    let registry = Arc::new(
-        Registry::start(&file, loader, Arc::clone(&metrics))
-            .map_err(|e| format!("cannot load {name}: {e:#}"))?,
-    );
-    if !registry.current().contains_key(POD_EVICTION) {
-        return Err(format!("{name} has no policy `{POD_EVICTION}` to answer evictions"));
-    }
-    let hold_settings = registry.current().get(LAUNCHER_HOLD).map(|_| launcher_hold_settings(&file));
-    let pipeline = Pipeline::new(registry, Executor::new(Arc::clone(store.memory()) as _), metrics);
-    let webhook = PolicyWebhook { pipeline: pipeline.clone() };
-    store.register_service(EVAC_SERVICE.0, EVAC_SERVICE.1, Arc::new(webhook));
-    let hold = match hold_settings {
-        Some(settings) => {
-            let settings = settings?;
-            register_hold_webhook(store)
-                .map_err(|e| format!("cannot register evac's mutating webhook: {}", e.message))?;
-            let endpoint = Arc::new(HoldEndpoint::new(Holder::new(pipeline.clone())));
-            store.register_node_endpoint(settings.port, Arc::clone(&endpoint) as _);
-            Some(endpoint)
-        }
-        None => None,
-    };
-    let controller = Controller::new(pipeline.clone()).map_err(|e| format!("{e:#}"))?;
-    let controller = Arc::new(ControllerActor::new(Arc::new(controller)).restarting_at(restarts));
-    Ok(Running { controller, hold, pipeline })
+}
+
+/// evac's hold endpoint on every node's loopback at `settings.port`, behind its mutating webhook.
+fn start_hold_endpoint(
+    store: &Arc<Store>,
+    pipeline: &Pipeline,
+    settings: evac_core::hold::LauncherHoldSettings,
+) -> Result<Arc<HoldEndpoint>, WithEvacError> {
+    register_hold_webhook(store).map_err(WithEvacError::HoldWebhook)?;
+    let endpoint = Arc::new(HoldEndpoint::new(Holder::new(pipeline.clone())));
+    store.register_node_endpoint(settings.port, Arc::clone(&endpoint) as _);
+    Ok(endpoint)
 }
 
 /// Edits a policy's settings as its decision's settings (`S`; missing or `null`: the defaults).
@@ -204,11 +249,13 @@ where
 }
 
 /// `launcher-hold`'s settings, as its module validated them at load.
-fn launcher_hold_settings(file: &PoliciesFile) -> Result<evac_core::hold::LauncherHoldSettings, String> {
+fn launcher_hold_settings(
+    file: &PoliciesFile,
+) -> Result<evac_core::hold::LauncherHoldSettings, WithEvacError> {
     let settings = file.policies.get(LAUNCHER_HOLD).and_then(|e| e.settings.clone()).unwrap_or(Value::Null);
     serde_json::from_value::<Option<evac_core::hold::LauncherHoldSettings>>(settings)
         .map(Option::unwrap_or_default)
-        .map_err(|e| format!("{LAUNCHER_HOLD}: invalid settings: {e}"))
+        .map_err(WithEvacError::HoldSettings)
 }
 
 /// evac's `MutatingWebhookConfiguration` for `launcher-hold`, as `deploy/` installs it: pods
@@ -390,7 +437,7 @@ impl Actor for ControllerActor {
         // The store answers every effect at once: the future is ready when polled.
         let pass =
             futures::executor::block_on(self.controller.reconcile(&**store.memory(), resync)).map_err(
-                |e| ApiError { code: 500, reason: "InternalError", message: format!("evac control: {e:#}") },
+                |e| ApiError { code: 500, reason: "InternalError", message: format!("evac control: {e}") },
             )?;
         let next = (pass.pending_nodes > 0).then(|| {
             let last = self.last_resync.lock().unwrap_or_else(PoisonError::into_inner).unwrap_or(now);

@@ -15,9 +15,8 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{anyhow, Result};
 use evac_cluster::ObjectSource;
-use evac_evaluator::ModuleLoader;
+use evac_evaluator::{ModuleLoader, PolicyError};
 use evac_policy_guest::KubernetesCalls;
 use evac_runtime::capabilities::HostCapabilities;
 use evac_runtime::{EvalError, WapcPolicy};
@@ -44,10 +43,13 @@ fn identity(policy: PolicyId) -> String {
 }
 
 impl ModuleLoader for LinkedPolicies {
-    fn read(&self, path: &Path) -> Result<Vec<u8>> {
+    fn read(&self, path: &Path) -> Result<Vec<u8>, PolicyError> {
         let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or_default();
-        let policy = crate::decide::policy(stem)
-            .map_err(|e| anyhow!("module {}: the page links no such policy ({e})", path.display()))?;
+        let policy = crate::decide::policy(stem).map_err(|e| {
+            PolicyError::Bind(
+                format!("module {}: the page links no such policy ({e})", path.display()).into(),
+            )
+        })?;
         Ok(identity(policy).into_bytes())
     }
 
@@ -61,11 +63,11 @@ impl ModuleLoader for LinkedPolicies {
         path: &Path,
         capabilities: Arc<dyn HostCapabilities>,
         _timeout: Option<Duration>,
-    ) -> Result<Arc<dyn WapcPolicy>> {
-        let policy = PolicyId::ALL
-            .into_iter()
-            .find(|p| identity(*p).as_bytes() == bytes)
-            .ok_or_else(|| anyhow!("module {} is not a policy the page links", path.display()))?;
+    ) -> Result<Arc<dyn WapcPolicy>, PolicyError> {
+        let policy =
+            PolicyId::ALL.into_iter().find(|p| identity(*p).as_bytes() == bytes).ok_or_else(|| {
+                PolicyError::Bind(format!("module {} is not a policy the page links", path.display()).into())
+            })?;
         Ok(Arc::new(LinkedPolicy { policy, capabilities, clock: Arc::clone(&self.clock) }))
     }
 }
@@ -93,7 +95,10 @@ impl LinkedPolicy {
             "validate" => {
                 // What the crate's guest code calls through waPC in a module, called directly.
                 let reader = KubernetesCalls(|operation: &str, payload: &[u8]| {
-                    self.capabilities.call("kubewarden", "kubernetes", operation, payload)
+                    // What crosses the waPC boundary in a module: the error's text.
+                    self.capabilities
+                        .call("kubewarden", "kubernetes", operation, payload)
+                        .map_err(|e| e.to_string())
                 });
                 let now = self.clock.since_epoch().as_secs_f64();
                 match self.policy {

@@ -122,9 +122,7 @@ fn one(scenario: &Scenario, label: &str, mode: &Mode) -> Result<Run, WebError> {
 pub fn linked_evac() -> EvacPolicies {
     EvacPolicies {
         name: "examples/control/policies.yml".into(),
-        load: Box::new(|| {
-            PoliciesFile::parse(POLICIES, PathBuf::from("examples/control")).map_err(|e| format!("{e:#}"))
-        }),
+        load: Box::new(|| PoliciesFile::parse(POLICIES, PathBuf::from("examples/control"))),
         loader: Box::new(|store| {
             let loader = LinkedPolicies::new(Arc::clone(store.memory()) as _, Arc::clone(store.clock()));
             Ok(Box::new(loader) as Box<dyn ModuleLoader>)

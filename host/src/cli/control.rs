@@ -8,16 +8,11 @@ use clap::Args;
 
 use crate::control::leadership::Leadership;
 use crate::control::{Controller, RESYNC, WATCHED};
-use crate::server::config_files::PolicyReload;
+use crate::reload::{PolicyReload, ReloadTarget};
 use evac_cluster::kube::{KubeCluster, LeaderElector, LeaseSettings};
-use evac_cluster::Executor;
 use evac_evaluator::metrics::Process;
-use evac_evaluator::Metrics;
-use evac_evaluator::Pipeline;
-use evac_evaluator::PoliciesFile;
-use evac_evaluator::{Loader, Registry};
+use evac_evaluator::{Metrics, PoliciesFile, Registry};
 use evac_runtime::capabilities::ResourceGrant;
-use evac_runtime::wapc::{EngineOptions, PolicyEngine};
 
 #[derive(Debug, Args)]
 pub struct ControlArgs {
@@ -119,28 +114,18 @@ pub fn run(args: ControlArgs) -> Result<()> {
 
 async fn control(args: ControlArgs) -> Result<()> {
     // Stamped before reading: a change from here on is reloaded.
-    let mut files = PolicyReload::new(&args.policies, &[]);
+    let files = PolicyReload::new(&args.policies, &[]);
     let file = PoliciesFile::load(&args.policies)?;
-    // Watch what the policies read, and what the controller routes on.
-    let mut resources: Vec<ResourceGrant> =
-        file.policies.values().flat_map(|p| p.context_aware_resources.iter().cloned()).collect();
-    resources.extend(WATCHED.iter().map(|(v, k)| ResourceGrant::new(v, k)));
-    let cluster = Arc::new(KubeCluster::connect(args.kubeconfig.as_deref(), &resources).await?);
-    cluster.wait_synced(Duration::from_secs(args.sync_timeout)).await?;
-
-    let engine = PolicyEngine::new(EngineOptions {
-        cache_dir: args.cache_dir.clone().or_else(evac_runtime::wapc::usable_default_cache_dir),
-        ..EngineOptions::default()
-    })?;
+    let cluster = connect(&args, &file).await?;
     let metrics = Arc::new(crate::server::process_metrics::metrics(Process::Control));
-    let loader = Loader { engine, source: Arc::clone(&cluster) as _ };
-    let registry = Arc::new(
-        tokio::task::block_in_place(|| Registry::start(&file, loader, Arc::clone(&metrics)))
-            .with_context(|| format!("cannot load {}", args.policies.display()))?,
-    );
-    let pipeline =
-        Pipeline::new(Arc::clone(&registry), Executor::new(Arc::clone(&cluster) as _), Arc::clone(&metrics))
-            .with_effect_timeout(evac_evaluator::pipeline::DEFAULT_EFFECT_TIMEOUT);
+    let pipeline = super::cluster_pipeline(
+        &args.policies,
+        &file,
+        args.cache_dir.clone(),
+        Arc::clone(&cluster) as _,
+        Arc::clone(&metrics),
+    )?;
+    let registry = Arc::clone(pipeline.registry());
     let controller = Controller::new(pipeline)?.with_pass_budget(PASS_BUDGET);
     report_gates(&registry, &cluster);
     let listener = tokio::net::TcpListener::bind(args.metrics_addr)
@@ -148,13 +133,21 @@ async fn control(args: ControlArgs) -> Result<()> {
         .with_context(|| format!("cannot serve metrics on {}", args.metrics_addr))?;
     super::report_listening(&[("metrics", format!("http://{}", listener.local_addr()?))]);
     tokio::spawn(serve_probes(listener, Arc::clone(&cluster), Arc::clone(&registry), Arc::clone(&metrics)));
+    // Hot swap, as evac serve and evac hold do: a set the controller cannot run is refused whole.
+    let target = ReloadTarget {
+        policies: args.policies.clone(),
+        registry,
+        check: Box::new(|set| crate::control::check_policies(set).map_err(Into::into)),
+        own: None,
+    };
+    tokio::spawn(crate::reload::start(target, files).run());
     tracing::info!(policies = %args.policies.display(), "evac control started");
 
     // One listener for the whole run: a signal between two waits is not lost.
     let shutdown = crate::server::shutdown_signal();
     tokio::pin!(shutdown);
     // A follower keeps its caches and modules warm, and starts acting where the cluster is.
-    let mut leadership = match args.leader_election.elector(&cluster)? {
+    let leadership = match args.leader_election.elector(&cluster)? {
         Some(elector) => tokio::select! {
             leadership = Leadership::acquire(elector, &metrics) => Some(leadership),
             () = &mut shutdown => {
@@ -164,9 +157,31 @@ async fn control(args: ControlArgs) -> Result<()> {
         },
         None => None,
     };
-
-    let mut last_resync = Instant::now();
     let interval = Duration::from_millis(args.interval_ms);
+    reconcile_until_stopped(&controller, &cluster, leadership, interval, shutdown).await
+}
+
+/// Connects to the cluster and waits for its watch caches: what the policies read, and what the
+/// controller routes on.
+async fn connect(args: &ControlArgs, file: &PoliciesFile) -> Result<Arc<KubeCluster>> {
+    let mut resources: Vec<ResourceGrant> =
+        file.policies.values().flat_map(|p| p.context_aware_resources.iter().cloned()).collect();
+    resources.extend(WATCHED.iter().map(|(v, k)| ResourceGrant::new(v, k)));
+    let cluster = Arc::new(KubeCluster::connect(args.kubeconfig.as_deref(), &resources).await?);
+    cluster.wait_synced(Duration::from_secs(args.sync_timeout)).await?;
+    Ok(cluster)
+}
+
+/// Runs passes, `interval` apart (at once when a pass left work), until `shutdown` resolves or
+/// the Lease is lost (an error: another replica leads).
+async fn reconcile_until_stopped(
+    controller: &Controller,
+    cluster: &KubeCluster,
+    mut leadership: Option<Leadership>,
+    interval: Duration,
+    mut shutdown: std::pin::Pin<&mut impl std::future::Future<Output = ()>>,
+) -> Result<()> {
+    let mut last_resync = Instant::now();
     loop {
         let resync = last_resync.elapsed() >= RESYNC;
         if resync {
@@ -175,7 +190,7 @@ async fn control(args: ControlArgs) -> Result<()> {
         // A pass races the Lease: one lost mid-pass stops the pass before its next write (its
         // effects are each idempotent, so a cut pass leaves nothing half-done to a successor).
         let pass = tokio::select! {
-            pass = controller.reconcile(&*cluster, resync) => pass,
+            pass = controller.reconcile(cluster, resync) => pass,
             why = lost(&mut leadership) => bail!("{why}; stopping, so that another replica leads"),
         };
         // Work left for the next pass (the budget ran out) is taken up without waiting.
@@ -183,10 +198,8 @@ async fn control(args: ControlArgs) -> Result<()> {
         match pass {
             Ok(pass) if pass.evaluations > 0 => tracing::debug!(?pass, "pass"),
             Ok(_) => {}
-            Err(e) => tracing::warn!("pass failed: {e:#}"),
+            Err(e) => tracing::warn!("pass failed: {e}"),
         }
-        // Hot swap: the same reload as `evac serve`, when the file or a module changed.
-        tokio::task::block_in_place(|| files.reload(&registry, &crate::control::check_policies, &[], false));
         tokio::select! {
             _ = tokio::time::sleep(if deferred { Duration::ZERO } else { interval }) => {}
             () = &mut shutdown => {

@@ -3,19 +3,17 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use clap::Args;
 
 use crate::hold::{router, watches, HoldServer, Holds};
-use crate::server::config_files::PolicyReload;
+use crate::reload::{PolicyReload, ReloadTarget};
 use crate::server::connections::{self, ConnectionLimits};
 use evac_cluster::kube::KubeCluster;
-use evac_cluster::Executor;
 use evac_control::hold::Holder;
 use evac_control::DISRUPTION_CAUSE;
 use evac_evaluator::metrics::Process;
-use evac_evaluator::{Loader, Metrics, Pipeline, PoliciesFile, Registry};
-use evac_runtime::wapc::{EngineOptions, PolicyEngine};
+use evac_evaluator::{Metrics, PoliciesFile};
 
 #[derive(Debug, Args)]
 pub struct HoldArgs {
@@ -57,7 +55,7 @@ async fn hold(args: HoldArgs) -> Result<()> {
         bail!("--node (or $NODE_NAME) must name the node this endpoint runs on");
     }
     // Stamped before reading: a change from here on is reloaded.
-    let mut files = PolicyReload::new(&args.policies, &[]);
+    let files = PolicyReload::new(&args.policies, &[]);
     let file = PoliciesFile::load(&args.policies)?;
     if !file.policies.contains_key(DISRUPTION_CAUSE) {
         bail!(
@@ -68,19 +66,23 @@ async fn hold(args: HoldArgs) -> Result<()> {
     let cluster =
         Arc::new(KubeCluster::connect_watches(args.kubeconfig.as_deref(), &watches(&args.node)).await?);
     cluster.wait_synced(Duration::from_secs(args.sync_timeout)).await?;
-    let engine = PolicyEngine::new(EngineOptions {
-        cache_dir: args.cache_dir.clone().or_else(evac_runtime::wapc::usable_default_cache_dir),
-        ..EngineOptions::default()
-    })?;
     let metrics = Arc::new(crate::server::process_metrics::metrics(Process::Hold));
-    let loader = Loader { engine, source: Arc::clone(&cluster) as _ };
-    let registry = Arc::new(
-        tokio::task::block_in_place(|| Registry::start(&file, loader, Arc::clone(&metrics)))
-            .with_context(|| format!("cannot load {}", args.policies.display()))?,
-    );
-    let pipeline =
-        Pipeline::new(Arc::clone(&registry), Executor::new(Arc::clone(&cluster) as _), Arc::clone(&metrics))
-            .with_effect_timeout(evac_evaluator::pipeline::DEFAULT_EFFECT_TIMEOUT);
+    let pipeline = super::cluster_pipeline(
+        &args.policies,
+        &file,
+        args.cache_dir.clone(),
+        Arc::clone(&cluster) as _,
+        Arc::clone(&metrics),
+    )?;
+    // Hot swap, as evac serve and evac control do: a policies.yml changed in place (a ConfigMap
+    // update, monitor mode to protect) is taken up without a restart, which would end every hold.
+    let target = ReloadTarget {
+        policies: args.policies.clone(),
+        registry: Arc::clone(pipeline.registry()),
+        check: Box::new(|set| holds_disruptions(set).map_err(Into::into)),
+        own: None,
+    };
+    let reloader = crate::reload::start(target, files);
     let server = Arc::new(HoldServer {
         holder: Holder::new(pipeline),
         cluster: Arc::clone(&cluster),
@@ -98,17 +100,8 @@ async fn hold(args: HoldArgs) -> Result<()> {
     // Holds are long polls (a request in flight, never closed as idle): many may be open at once,
     // one per held container.
     let limits = ConnectionLimits::new(4096, Duration::from_secs(10));
-    // Hot swap, as evac serve and evac control do: a policies.yml changed in place (a ConfigMap
-    // update, monitor mode to protect) is taken up without a restart, which would end every hold.
-    let reloading = async move {
-        let mut every = tokio::time::interval(Duration::from_secs(1));
-        loop {
-            every.tick().await;
-            tokio::task::block_in_place(|| files.reload(&registry, &holds_disruptions, &[], false));
-        }
-    };
     tokio::select! {
-        () = reloading => {}
+        () = reloader.run() => {}
         () = connections::serve(listener, router(Arc::clone(&server)), None, limits) => {}
         () = connections::serve(probes, probe_router(&server, metrics), None, crate::server::probe_limits()) => {}
         () = crate::server::shutdown_signal() => tracing::info!("evac hold stopping: its open holds end"),

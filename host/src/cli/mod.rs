@@ -12,7 +12,13 @@ mod serve;
 mod sim;
 mod simulate;
 
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
 use clap::{Parser, Subcommand};
+use evac_cluster::ClusterStore;
+use evac_evaluator::{Metrics, Pipeline, PipelineBuilder, PoliciesFile};
+use evac_runtime::wapc::EngineOptions;
 
 #[derive(Debug, Parser)]
 #[command(name = "evac", version, about = "Live-migrate KubeVirt VMs on every kind of pod disruption")]
@@ -87,4 +93,25 @@ pub(crate) fn read_input(path: &str, what: &str) -> anyhow::Result<Vec<u8>> {
     } else {
         std::fs::read(path).with_context(|| format!("cannot read the {what} file {path}"))
     }
+}
+
+/// The pipeline of `evac control` or `evac hold`: the policies of `file` (read from `path`) run by
+/// wasmtime, compiled modules cached in `cache_dir` (else the default one, when it can serve),
+/// reading from `cluster` and writing effects to it, recording to `metrics`.
+pub(crate) fn cluster_pipeline(
+    path: &Path,
+    file: &PoliciesFile,
+    cache_dir: Option<PathBuf>,
+    cluster: Arc<dyn ClusterStore>,
+    metrics: Arc<Metrics>,
+) -> anyhow::Result<Pipeline> {
+    use anyhow::Context;
+    let engine = EngineOptions {
+        cache_dir: cache_dir.or_else(evac_runtime::wapc::usable_default_cache_dir),
+        ..EngineOptions::default()
+    };
+    let builder = PipelineBuilder::wasmtime(engine, cluster)?.metrics(metrics);
+    // Compiling is heavy CPU work: off the runtime's threads.
+    tokio::task::block_in_place(|| builder.build(file))
+        .with_context(|| format!("cannot load {}", path.display()))
 }

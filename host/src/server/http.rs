@@ -79,8 +79,15 @@ async fn validate(
         })),
         None => drop(reserved),
     }
-    let bytes = serde_json::to_vec(&answer).unwrap_or_default();
-    ([(header::CONTENT_TYPE, "application/json")], bytes).into_response()
+    match serde_json::to_vec(&answer) {
+        Ok(bytes) => ([(header::CONTENT_TYPE, "application/json")], bytes).into_response(),
+        // Never an empty 200, which the API server would take for an answer: a 500 is a webhook
+        // failure, handled by its failurePolicy.
+        Err(e) => {
+            tracing::error!(policy = %served.id, "cannot encode the AdmissionReview answer: {e}");
+            text(StatusCode::INTERNAL_SERVER_ERROR, format!("cannot encode the AdmissionReview answer: {e}"))
+        }
+    }
 }
 
 /// Reads an admission request's body within the client timeout, and its share of the body budget.
@@ -168,8 +175,8 @@ pub async fn bind(addr: SocketAddr) -> anyhow::Result<TcpListener> {
 }
 
 /// Binds `count` listeners to one address with `SO_REUSEPORT`, so the kernel spreads connections
-/// over them. Must be called from the thread whose runtime will serve each listener: the first is
-/// bound here, the others are returned as std listeners to register in their own runtimes.
+/// over them. They are returned as std listeners: each is registered (`TcpListener::from_std`) by
+/// the thread whose runtime serves it.
 pub fn bind_shards(addr: SocketAddr, count: usize) -> anyhow::Result<Vec<std::net::TcpListener>> {
     use anyhow::Context;
     let mut listeners = Vec::with_capacity(count);

@@ -3,13 +3,11 @@
 //! versions in while serving, and evaluates shadow versions beside the active ones.
 
 mod bodies;
-pub(crate) mod config_files;
 pub(crate) mod connections;
 mod give_back;
 pub(crate) mod http;
 pub(crate) mod probes;
 pub mod process_metrics;
-mod reload;
 mod tls;
 
 use std::net::SocketAddr;
@@ -19,10 +17,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
-use evac_cluster::{ClusterStore, Executor};
-use evac_evaluator::metrics::InstanceLabels;
-use evac_evaluator::{Loader, Metrics, Pipeline, PoliciesFile, Registry};
-use evac_runtime::wapc::{EngineOptions, PolicyEngine};
+use crate::reload::{OwnFiles, PolicyReload, ReloadTarget, Stamps};
+use evac_cluster::ClusterStore;
+use evac_evaluator::metrics::{InstanceLabels, ResultLabels};
+use evac_evaluator::{Metrics, Pipeline, PipelineBuilder, PoliciesFile, Registry};
+use evac_runtime::wapc::EngineOptions;
 pub use tls::Tls;
 
 /// Connections the probe port keeps open at once: the kubelet and a scraper or two. Beyond it,
@@ -37,8 +36,10 @@ pub(crate) const PROBE_IDLE_TIMEOUT: Duration = Duration::from_secs(5);
 pub struct ServeOptions {
     /// `policies.yml`.
     pub config: PathBuf,
+    /// The admission address.
     pub addr: SocketAddr,
-    /// `/readiness` and `/metrics`.
+    /// `/readiness`, `/liveness` and `/metrics`, with their own connection allowance
+    /// ([`PROBE_CONNECTIONS`]).
     pub probe_addr: SocketAddr,
     /// `(certificate, key)` PEM files; `None` serves plain HTTP (local use only).
     pub tls: Option<(PathBuf, PathBuf)>,
@@ -50,6 +51,7 @@ pub struct ServeOptions {
     /// Threads serving admission connections, each with its own listener and single-threaded
     /// runtime: a request is read, evaluated and answered on one thread, without waking another.
     pub workers: usize,
+    /// The policy engine's limits.
     pub engine: EngineOptions,
     /// Admission connections open at once (all threads together); beyond it the one idle longest
     /// is closed to make room (a new one is closed when every connection has a request in
@@ -79,7 +81,7 @@ pub struct Server {
     /// The memory request bodies may take at once.
     bodies: bodies::BodyBudget,
     /// The configuration's files as they were before they were loaded: the reloader's start.
-    loaded_from: config_files::Stamps,
+    loaded_from: Stamps,
 }
 
 impl Server {
@@ -88,18 +90,16 @@ impl Server {
         // Stamped before anything is read: a change from here on is reloaded.
         let tls_files: Vec<&std::path::Path> =
             options.tls.iter().flat_map(|(cert, key)| [cert.as_path(), key.as_path()]).collect();
-        let loaded_from = config_files::Stamps::read(&options.config, &tls_files);
+        let loaded_from = Stamps::read(&options.config, &tls_files);
         let tls = match &options.tls {
             Some((cert, key)) => Some(Arc::new(Tls::load(cert, key)?)),
             None => None,
         };
         let file = PoliciesFile::load(&options.config)?;
         let metrics = Arc::new(process_metrics::metrics(evac_evaluator::metrics::Process::Serve));
-        let engine = PolicyEngine::new(options.engine.clone())?;
-        let loader = Loader { engine, source: Arc::clone(&cluster.store) as _ };
-        let registry = Arc::new(Registry::start(&file, loader, Arc::clone(&metrics))?);
-        let pipeline = Pipeline::new(registry, Executor::new(cluster.store), metrics)
-            .with_effect_timeout(evac_evaluator::pipeline::DEFAULT_EFFECT_TIMEOUT);
+        let pipeline = PipelineBuilder::wasmtime(options.engine.clone(), cluster.store)?
+            .metrics(metrics)
+            .build(&file)?;
         let bodies = bodies::BodyBudget::new(options.max_buffered_body_bytes);
         Ok(Arc::new(Self {
             options,
@@ -148,6 +148,41 @@ impl Server {
         }
     }
 
+    /// What the reloader reloads: the policies, and the TLS files first.
+    fn reload_target(self: &Arc<Self>) -> ReloadTarget {
+        let own = self.tls.as_ref().map(|tls| {
+            let server = Arc::clone(self);
+            OwnFiles {
+                paths: tls.files().iter().map(|p| p.to_path_buf()).collect(),
+                reload: Box::new(move || server.reload_tls()),
+            }
+        });
+        ReloadTarget {
+            policies: self.options.config.clone(),
+            registry: Arc::clone(self.pipeline.registry()),
+            check: Box::new(|_| Ok(())),
+            own,
+        }
+    }
+
+    /// Swaps in the TLS certificate if its files changed; keeps the previous one if they do not
+    /// load.
+    fn reload_tls(&self) {
+        let Some(tls) = &self.tls else { return };
+        let result = match tls.reload() {
+            Ok(true) => {
+                tracing::info!("TLS certificate reloaded");
+                "applied"
+            }
+            Ok(false) => return,
+            Err(e) => {
+                tracing::error!("TLS certificate reload refused, keeping the previous one: {e:#}");
+                "refused"
+            }
+        };
+        self.metrics().tls_reloads.get_or_create(&ResultLabels { result }).inc();
+    }
+
     /// Serves until the process is stopped (SIGTERM or Ctrl-C).
     pub async fn run(self: Arc<Self>, started: Instant) -> Result<()> {
         let shards = http::bind_shards(self.options.addr, self.options.workers)?;
@@ -177,7 +212,10 @@ impl Server {
             })?;
         }
         let probe_addr = probes.local_addr().context("probe address")?;
-        let reloader = reload::start(Arc::clone(&self));
+        let reloader = crate::reload::start(
+            self.reload_target(),
+            PolicyReload::from_stamps(&self.options.config, self.loaded_from.clone()),
+        );
         // The addresses bound (a port 0 becomes the one the system chose), for whoever started us.
         crate::cli::report_listening(&[
             ("admission", format!("{scheme}://{addr}")),

@@ -3,13 +3,13 @@
 use std::path::Path;
 use std::time::Duration;
 
-use anyhow::{anyhow, Context, Result};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::core::discovery::{verbs, Scope};
 use kube::core::{ApiResource, GroupVersion};
 use kube::error::DiscoveryError;
 use kube::{Client, Config};
 
+use super::error::ConnectError;
 use super::errors::{error_text, kube_error_text};
 use crate::Kind;
 
@@ -19,21 +19,17 @@ const DISCOVERY_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// The client configuration: from `kubeconfig` if given, else inferred (the in-cluster service
 /// account, or `$KUBECONFIG` / `~/.kube/config`).
-pub(super) async fn load_config(kubeconfig: Option<&Path>) -> Result<Config> {
+pub(super) async fn load_config(kubeconfig: Option<&Path>) -> Result<Config, ConnectError> {
     // kube-rs' texts repeat their causes; `error_text` keeps each once.
     match kubeconfig {
         Some(path) => {
             let file = Kubeconfig::read_from(path)
-                .map_err(|e| anyhow!(error_text(&e)))
-                .with_context(|| format!("cannot read kubeconfig {}", path.display()))?;
+                .map_err(|e| ConnectError::ReadKubeconfig { path: path.to_owned(), why: error_text(&e) })?;
             Config::from_custom_kubeconfig(file, &KubeConfigOptions::default())
                 .await
-                .map_err(|e| anyhow!(error_text(&e)))
-                .with_context(|| format!("invalid kubeconfig {}", path.display()))
+                .map_err(|e| ConnectError::InvalidKubeconfig { path: path.to_owned(), why: error_text(&e) })
         }
-        None => Config::infer().await.map_err(|e| anyhow!(error_text(&e))).context(
-            "no Kubernetes client configuration: not running in a cluster, and no $KUBECONFIG or ~/.kube/config",
-        ),
+        None => Config::infer().await.map_err(|e| ConnectError::NoConfiguration(error_text(&e))),
     }
 }
 
@@ -47,37 +43,39 @@ pub(super) struct Resolved {
 
 /// Resolves a policy's resource through the API server's discovery, so that a typo in the policy's
 /// `contextAwareResources` or a missing CRD fails at startup, not on the first read.
-pub(super) async fn resolve(client: &Client, server: &str, grant: &Kind) -> Result<Resolved> {
+pub(super) async fn resolve(client: &Client, server: &str, grant: &Kind) -> Result<Resolved, ConnectError> {
     let Kind { api_version, kind } = grant;
-    let context = || format!("cannot watch {api_version} {kind} on the Kubernetes API server {server}");
+    let refused = |why: String| ConnectError::Resource {
+        api_version: api_version.clone(),
+        kind: kind.clone(),
+        server: server.to_owned(),
+        why,
+    };
     // `GroupVersion`'s parser takes `a/b/c` as group `a`, version `b/c`: check the shape first.
     let parts: Vec<&str> = api_version.split('/').collect();
     if parts.len() > 2 || parts.iter().any(|part| part.is_empty()) || kind.is_empty() {
-        return Err(anyhow!("invalid apiVersion {api_version:?} or kind {kind:?}")).with_context(context);
+        return Err(refused(format!("invalid apiVersion {api_version:?} or kind {kind:?}")));
     }
-    let group_version: GroupVersion = api_version
-        .parse()
-        .map_err(|_| anyhow!("invalid apiVersion {api_version:?}"))
-        .with_context(context)?;
+    let group_version: GroupVersion =
+        api_version.parse().map_err(|_| refused(format!("invalid apiVersion {api_version:?}")))?;
     let gvk = group_version.with_kind(kind);
     let discovered = tokio::time::timeout(DISCOVERY_TIMEOUT, kube::discovery::pinned_kind(client, &gvk))
         .await
-        .map_err(|_| anyhow!("no answer to API discovery within {DISCOVERY_TIMEOUT:?}"))
-        .with_context(context)?;
+        .map_err(|_| refused(format!("no answer to API discovery within {DISCOVERY_TIMEOUT:?}")))?;
     let (resource, capabilities) = match discovered {
         Ok(found) => found,
         Err(kube::Error::Discovery(DiscoveryError::MissingKind(_))) => {
-            return Err(anyhow!("the API server does not serve kind {kind} in {api_version}"))
-                .with_context(context)
+            return Err(refused(format!("the API server does not serve kind {kind} in {api_version}")))
         }
         Err(kube::Error::Api(response)) if response.code == 404 => {
-            return Err(anyhow!("the API server does not serve {api_version} (is its CRD installed?)"))
-                .with_context(context)
+            return Err(refused(format!(
+                "the API server does not serve {api_version} (is its CRD installed?)"
+            )))
         }
-        Err(error) => return Err(anyhow!(kube_error_text(&error))).with_context(context),
+        Err(error) => return Err(refused(kube_error_text(&error))),
     };
     if !capabilities.supports_operation(verbs::LIST) {
-        return Err(anyhow!("the resource does not support {}", verbs::LIST)).with_context(context);
+        return Err(refused(format!("the resource does not support {}", verbs::LIST)));
     }
     Ok(Resolved {
         resource,

@@ -24,7 +24,7 @@
 
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context, Result};
+use super::error::LeaseError;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::chrono::Utc;
@@ -75,32 +75,31 @@ impl LeaseSettings {
 
     /// client-go's checks (`NewLeaderElector`): the holder must give up before followers may
     /// take over, and must have tried to renew more than once by then.
-    pub fn validate(&self) -> Result<()> {
+    pub fn validate(&self) -> Result<(), LeaseError> {
+        let refuse = |why: String| Err(LeaseError::Settings(why));
         if self.identity.is_empty() {
-            bail!("the leader election identity is empty");
+            return refuse("the leader election identity is empty".into());
         }
         if self.retry_period.is_zero() {
-            bail!("the leader election retry period must be positive");
+            return refuse("the leader election retry period must be positive".into());
         }
         if self.lease_duration <= self.renew_deadline {
-            bail!(
+            return refuse(format!(
                 "the lease duration ({:?}) must be longer than the renew deadline ({:?})",
-                self.lease_duration,
-                self.renew_deadline
-            );
+                self.lease_duration, self.renew_deadline
+            ));
         }
         if self.renew_deadline.as_secs_f64() <= JITTER * self.retry_period.as_secs_f64() {
-            bail!(
+            return refuse(format!(
                 "the renew deadline ({:?}) must be longer than {JITTER} x the retry period ({:?})",
-                self.renew_deadline,
-                self.retry_period
-            );
+                self.renew_deadline, self.retry_period
+            ));
         }
         if self.lease_duration.as_secs() < 1 || self.lease_duration.subsec_nanos() != 0 {
-            bail!(
+            return refuse(format!(
                 "the lease duration is whole seconds, at least 1 (leaseDurationSeconds), got {:?}",
                 self.lease_duration
-            );
+            ));
         }
         Ok(())
     }
@@ -128,7 +127,7 @@ pub struct LeaderElector {
 
 impl LeaderElector {
     /// A candidate with these settings, checked.
-    pub fn new(client: Client, settings: LeaseSettings) -> Result<Self> {
+    pub fn new(client: Client, settings: LeaseSettings) -> Result<Self, LeaseError> {
         settings.validate()?;
         let api = Api::namespaced(client, &settings.namespace);
         Ok(Self { api, settings, observed: None, renewed: None })
@@ -242,12 +241,12 @@ impl LeaderElector {
 
     /// One try to take or renew the Lease: whether this candidate holds it now. client-go's
     /// `tryAcquireOrRenew`.
-    pub async fn try_acquire_or_renew(&mut self) -> Result<bool> {
+    pub async fn try_acquire_or_renew(&mut self) -> Result<bool, LeaseError> {
         let now = MicroTime(Utc::now());
         let duration = i32::try_from(self.settings.lease_duration.as_secs()).unwrap_or(i32::MAX);
         let me = self.settings.identity.clone();
         let sent = Instant::now();
-        let lease = self.api.get_opt(&self.settings.name).await.context("cannot read the lease")?;
+        let lease = self.api.get_opt(&self.settings.name).await.map_err(LeaseError::Read)?;
         let Some(mut lease) = lease else {
             let lease = Lease {
                 metadata: ObjectMeta {
@@ -267,7 +266,7 @@ impl LeaderElector {
             return match self.api.create(&PostParams::default(), &lease).await {
                 Ok(created) => Ok(self.took(created, sent)),
                 Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
-                Err(e) => Err(e).context("cannot create the lease"),
+                Err(e) => Err(LeaseError::Create(e)),
             };
         };
 
@@ -296,7 +295,7 @@ impl LeaderElector {
         match self.api.replace(&self.settings.name, &PostParams::default(), &lease).await {
             Ok(updated) => Ok(self.took(updated, sent)),
             Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
-            Err(e) => Err(e).context("cannot update the lease"),
+            Err(e) => Err(LeaseError::Update(e)),
         }
     }
 

@@ -9,6 +9,7 @@ mod cache;
 mod change_log;
 mod contact;
 mod discovery;
+mod error;
 mod errors;
 mod lease;
 mod writer;
@@ -20,13 +21,13 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{bail, Context, Result};
 use kube::Client;
 use tokio::task::AbortHandle;
 
 use self::cache::WatchCache;
 use self::contact::Contact;
 pub use self::contact::PROBE_INTERVAL;
+pub use self::error::{ConnectError, LeaseError};
 pub use self::lease::{LeaderElector, LeaseSettings, LEASE_ACCESS};
 use crate::Kind;
 use crate::{Change, ChangeFeed, Cursor, ListQuery, ObjectSource, ReadError};
@@ -94,7 +95,7 @@ impl KubeCluster {
     /// (in-cluster, or `$KUBECONFIG` / `~/.kube/config`), resolves each resource through API
     /// discovery and starts watching it. The caches fill in the background: see
     /// [`wait_synced`](Self::wait_synced). Runs within a Tokio runtime, which runs the watches.
-    pub async fn connect(kubeconfig: Option<&Path>, resources: &[Kind]) -> Result<Self> {
+    pub async fn connect(kubeconfig: Option<&Path>, resources: &[Kind]) -> Result<Self, ConnectError> {
         let watches: Vec<Watch> = resources.iter().cloned().map(Watch::all).collect();
         Self::connect_watches(kubeconfig, &watches).await
     }
@@ -102,11 +103,11 @@ impl KubeCluster {
     /// [`connect`](Self::connect), watching parts of resources: a resource watched in several
     /// parts answers a list from the part that covers its selectors, and a get from the first part
     /// that holds the object.
-    pub async fn connect_watches(kubeconfig: Option<&Path>, watches: &[Watch]) -> Result<Self> {
+    pub async fn connect_watches(kubeconfig: Option<&Path>, watches: &[Watch]) -> Result<Self, ConnectError> {
         let config = discovery::load_config(kubeconfig).await?;
         let server = config.cluster_url.to_string().trim_end_matches('/').to_owned();
         let client = Client::try_from(config)
-            .with_context(|| format!("cannot create a client for the Kubernetes API server {server}"))?;
+            .map_err(|e| ConnectError::Client { server: server.clone(), why: errors::error_text(&e) })?;
         let mut watches = watches.to_vec();
         watches.sort();
         watches.dedup();
@@ -122,7 +123,7 @@ impl KubeCluster {
                 // An add-on's API (metrics-server's) may be missing or down: it is not cached,
                 // and reads of it fail, which decisions take as "no figure".
                 Err(error) if grant.group() == OPTIONAL_GROUP => {
-                    tracing::warn!(resource = %format!("{} {}", grant.api_version, grant.kind), error = %format!("{error:#}"),
+                    tracing::warn!(resource = %format!("{} {}", grant.api_version, grant.kind), %error,
                         "not served: reads of it fail (install metrics-server for node pressure figures)");
                 }
                 Err(error) => return Err(error),
@@ -161,7 +162,7 @@ impl KubeCluster {
 
     /// A candidate for the Lease `settings` name, through this cluster's client (a Lease is
     /// read and written directly, never through the caches).
-    pub fn leader_elector(&self, settings: LeaseSettings) -> Result<LeaderElector> {
+    pub fn leader_elector(&self, settings: LeaseSettings) -> Result<LeaderElector, LeaseError> {
         LeaderElector::new(self.client.clone(), settings)
     }
 
@@ -198,7 +199,7 @@ impl KubeCluster {
 
     /// Waits until every cache has completed its initial list. On timeout, the error names the
     /// caches still waiting and their last watch error (e.g. RBAC refusing the list).
-    pub async fn wait_synced(&self, timeout: Duration) -> Result<()> {
+    pub async fn wait_synced(&self, timeout: Duration) -> Result<(), ConnectError> {
         let all = futures::future::join_all(self.caches.iter().map(|cache| cache.wait_synced()));
         if tokio::time::timeout(timeout, all).await.is_ok() {
             return Ok(());
@@ -215,11 +216,7 @@ impl KubeCluster {
         if waiting.is_empty() {
             return Ok(());
         }
-        bail!(
-            "the watch caches of {} have not synced with the Kubernetes API server {} within {timeout:?}",
-            waiting.join(", "),
-            self.server
-        )
+        Err(ConnectError::NotSynced { waiting: waiting.join(", "), server: self.server.clone(), timeout })
     }
 
     /// The cache of a kind that covers `query` (a list's selectors; `None` for a get).

@@ -221,7 +221,7 @@ fn pods_and_vmis() -> Vec<Kind> {
 
 async fn connect(dir: &tempfile::TempDir, resources: &[Kind]) -> anyhow::Result<KubeCluster> {
     let path = dir.path().join("kubeconfig");
-    tokio::time::timeout(Duration::from_secs(10), KubeCluster::connect(Some(&path), resources)).await?
+    Ok(tokio::time::timeout(Duration::from_secs(10), KubeCluster::connect(Some(&path), resources)).await??)
 }
 
 fn parse(json: &[u8]) -> Value {

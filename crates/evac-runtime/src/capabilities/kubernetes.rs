@@ -4,7 +4,7 @@ use std::sync::Arc;
 use evac_core::cluster::{GetResource, ListResourcesAll, ListResourcesByNamespace};
 use serde::Deserialize;
 
-use super::{CapabilityPatterns, HostCapabilities};
+use super::{CapabilityError, CapabilityPatterns, HostCapabilities};
 use evac_cluster::{ListQuery, ObjectSource};
 
 /// A resource a policy may read: Kubewarden's `contextAwareResources` entry (`{apiVersion, kind}`).
@@ -38,7 +38,7 @@ impl KubernetesCapabilities {
         self
     }
 
-    fn check_grant(&self, api_version: &str, kind: &str) -> Result<(), String> {
+    fn check_grant(&self, api_version: &str, kind: &str) -> Result<(), CapabilityError> {
         let Some(grants) = &self.grants else {
             return Ok(());
         };
@@ -46,18 +46,20 @@ impl KubernetesCapabilities {
         if grants.contains(&wanted) {
             Ok(())
         } else {
-            // Kubewarden's words (policy-evaluator `runtimes/callback.rs` `host_callback`), which
-            // the policies recognise as a refusal whichever host runs them.
             tracing::debug!(%api_version, %kind, "a policy read a resource its contextAwareResources do not grant");
-            Err(format!(
-                "Policy has not been granted access to Kubernetes {api_version}/{kind} resources. The violation has been reported."
-            ))
+            Err(CapabilityError::ResourceNotGranted {
+                api_version: api_version.to_owned(),
+                kind: kind.to_owned(),
+            })
         }
     }
 }
 
-fn decode<'a, T: Deserialize<'a>>(operation: &str, payload: &'a [u8]) -> Result<T, String> {
-    let invalid = |e: &dyn std::fmt::Display| format!("invalid kubernetes/{operation} request: {e}");
+fn decode<'a, T: Deserialize<'a>>(operation: &str, payload: &'a [u8]) -> Result<T, CapabilityError> {
+    let invalid = |e: &dyn std::fmt::Display| CapabilityError::InvalidRequest {
+        operation: operation.to_owned(),
+        reason: e.to_string(),
+    };
     serde_json::from_str(evac_core::json_text(payload).map_err(|e| invalid(&e))?).map_err(|e| invalid(&e))
 }
 
@@ -68,20 +70,18 @@ impl HostCapabilities for KubernetesCapabilities {
         namespace: &str,
         operation: &str,
         payload: &[u8],
-    ) -> Result<Vec<u8>, String> {
+    ) -> Result<Vec<u8>, CapabilityError> {
         if binding != "kubewarden" {
-            return Err(format!("unknown binding: {binding}"));
+            return Err(CapabilityError::UnknownBinding(binding.to_owned()));
         }
         let capability = format!("{namespace}/{operation}");
         // Kubewarden never gates `tracing` (and no pattern but `*` could allow it).
         if namespace != "tracing" && !self.allowed.allows(&capability) {
             tracing::debug!(%capability, "a policy called a host capability its hostCapabilities do not allow");
-            return Err(format!(
-                "Policy has not been granted access to the '{capability}' host capability. The violation has been reported."
-            ));
+            return Err(CapabilityError::CapabilityNotGranted { capability });
         }
         if namespace != "kubernetes" {
-            return Err(format!("unknown host capability {binding}/{namespace}/{operation}"));
+            return Err(CapabilityError::UnknownCapability(format!("{binding}/{namespace}/{operation}")));
         }
         match operation {
             "get_resource" => {
@@ -91,7 +91,7 @@ impl HostCapabilities for KubernetesCapabilities {
                 self.source
                     .get(&r.api_version, &r.kind, namespace, &r.name)
                     .map(|object| object.to_vec())
-                    .map_err(|e| e.message)
+                    .map_err(CapabilityError::Read)
             }
             "list_resources_all" => {
                 let r: ListResourcesAll<'_> = decode(operation, payload)?;
@@ -101,7 +101,7 @@ impl HostCapabilities for KubernetesCapabilities {
                     label_selector: r.label_selector.as_ref().map(|s| s.as_str()),
                     field_selector: r.field_selector.as_ref().map(|s| s.as_str()),
                 };
-                self.source.list(&r.api_version, &r.kind, &query).map_err(|e| e.message)
+                self.source.list(&r.api_version, &r.kind, &query).map_err(CapabilityError::Read)
             }
             "list_resources_by_namespace" => {
                 let r: ListResourcesByNamespace<'_> = decode(operation, payload)?;
@@ -111,9 +111,9 @@ impl HostCapabilities for KubernetesCapabilities {
                     label_selector: r.label_selector.as_ref().map(|s| s.as_str()),
                     field_selector: r.field_selector.as_ref().map(|s| s.as_str()),
                 };
-                self.source.list(&r.api_version, &r.kind, &query).map_err(|e| e.message)
+                self.source.list(&r.api_version, &r.kind, &query).map_err(CapabilityError::Read)
             }
-            other => Err(format!("unknown host capability kubewarden/kubernetes/{other}")),
+            other => Err(CapabilityError::UnknownCapability(format!("kubewarden/kubernetes/{other}"))),
         }
     }
 }

@@ -3,7 +3,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use wasm_encoder::{CustomSection, RawSection};
 use wasmparser::{Parser, Payload};
@@ -72,26 +71,50 @@ pub struct Rule {
     pub operations: Vec<String>,
 }
 
+/// Why metadata cannot be read, embedded or accepted.
+#[derive(Debug, thiserror::Error)]
+pub enum MetadataError {
+    /// `metadata.yml` does not parse.
+    #[error("invalid policy metadata: {0}")]
+    Yaml(serde_yaml::Error),
+    /// It parses but `kwctl annotate` would refuse it (why).
+    #[error("{0}")]
+    Invalid(String),
+    /// The module does not parse.
+    #[error("not a valid WebAssembly module: {0}")]
+    Module(wasmparser::BinaryReaderError),
+    /// The module's metadata section is not metadata.
+    #[error("the module's io.kubewarden.metadata section is not valid metadata: {0}")]
+    Section(serde_json::Error),
+    /// The metadata could not be written as JSON.
+    #[error("cannot write the metadata as JSON: {0}")]
+    Json(serde_json::Error),
+}
+
+fn invalid(why: String) -> Result<(), MetadataError> {
+    Err(MetadataError::Invalid(why))
+}
+
 impl Metadata {
     /// Parses and checks a `metadata.yml`.
-    pub fn from_yaml(text: &str) -> Result<Self> {
-        let metadata: Self = serde_yaml::from_str(text).context("invalid policy metadata")?;
+    pub fn from_yaml(text: &str) -> Result<Self, MetadataError> {
+        let metadata: Self = serde_yaml::from_str(text).map_err(MetadataError::Yaml)?;
         metadata.validate()?;
         Ok(metadata)
     }
 
     /// The checks `kwctl annotate` makes.
-    pub fn validate(&self) -> Result<()> {
+    pub fn validate(&self) -> Result<(), MetadataError> {
         const MODES: [&str; 4] = ["kubewarden-wapc", "opa", "gatekeeper", "wasi"];
         if !MODES.contains(&self.execution_mode.as_str()) {
-            bail!("executionMode {:?} is not one of {MODES:?}", self.execution_mode);
+            return invalid(format!("executionMode {:?} is not one of {MODES:?}", self.execution_mode));
         }
         match self.policy_type.as_str() {
             "kubernetes" if self.rules.is_empty() => {
-                bail!("a kubernetes policy needs at least one rule")
+                return invalid("a kubernetes policy needs at least one rule".into());
             }
             "kubernetes" | "raw" => {}
-            other => bail!("policyType {other:?} is not kubernetes or raw"),
+            other => return invalid(format!("policyType {other:?} is not kubernetes or raw")),
         }
         for (i, rule) in self.rules.iter().enumerate() {
             let empty = [
@@ -101,11 +124,13 @@ impl Metadata {
                 ("operations", rule.operations.is_empty()),
             ];
             if let Some((field, _)) = empty.iter().find(|(_, is_empty)| *is_empty) {
-                bail!("rules[{i}].{field} is empty");
+                return invalid(format!("rules[{i}].{field} is empty"));
             }
             for op in &rule.operations {
                 if !["CREATE", "UPDATE", "DELETE", "CONNECT", "*"].contains(&op.as_str()) {
-                    bail!("rules[{i}].operations: {op:?} is not CREATE, UPDATE, DELETE, CONNECT or *");
+                    return invalid(format!(
+                        "rules[{i}].operations: {op:?} is not CREATE, UPDATE, DELETE, CONNECT or *"
+                    ));
                 }
             }
         }
@@ -114,11 +139,11 @@ impl Metadata {
 }
 
 /// The module with its metadata section replaced by `metadata`.
-pub fn embed(module: &[u8], metadata: &Metadata) -> Result<Vec<u8>> {
-    let json = serde_json::to_vec(metadata)?;
+pub fn embed(module: &[u8], metadata: &Metadata) -> Result<Vec<u8>, MetadataError> {
+    let json = serde_json::to_vec(metadata).map_err(MetadataError::Json)?;
     let mut out = wasm_encoder::Module::new();
     for payload in Parser::new(0).parse_all(module) {
-        let payload = payload.context("not a valid WebAssembly module")?;
+        let payload = payload.map_err(MetadataError::Module)?;
         if let Payload::CustomSection(section) = &payload {
             if section.name() == METADATA_SECTION {
                 continue;
@@ -133,12 +158,11 @@ pub fn embed(module: &[u8], metadata: &Metadata) -> Result<Vec<u8>> {
 }
 
 /// The metadata embedded in a module, if any.
-pub fn read(module: &[u8]) -> Result<Option<Metadata>> {
+pub fn read(module: &[u8]) -> Result<Option<Metadata>, MetadataError> {
     for payload in Parser::new(0).parse_all(module) {
-        if let Payload::CustomSection(section) = payload.context("not a valid WebAssembly module")? {
+        if let Payload::CustomSection(section) = payload.map_err(MetadataError::Module)? {
             if section.name() == METADATA_SECTION {
-                let metadata = serde_json::from_slice(section.data())
-                    .context("the module's io.kubewarden.metadata section is not valid metadata")?;
+                let metadata = serde_json::from_slice(section.data()).map_err(MetadataError::Section)?;
                 return Ok(Some(metadata));
             }
         }

@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use wasmtime::{bail, format_err as anyhow, Result};
+use wasmtime::{bail, format_err, Result};
 use wasmtime::{Caller, Linker, Memory, ResourceLimiter};
 
 use super::error::MemoryLimitExceeded;
@@ -53,7 +53,7 @@ impl ResourceLimiter for MemoryLimiter {
 }
 
 fn memory(caller: &Caller<'_, GuestState>) -> Result<Memory> {
-    caller.data().memory.ok_or_else(|| anyhow!("the module exports no memory"))
+    caller.data().memory.ok_or_else(|| format_err!("the module exports no memory"))
 }
 
 /// A guest buffer, bounds-checked.
@@ -73,7 +73,7 @@ fn write(caller: &mut Caller<'_, GuestState>, ptr: i32, bytes: &[u8]) -> Result<
     let memory = memory(caller)?;
     memory
         .write(caller, ptr as u32 as usize, bytes)
-        .map_err(|_| anyhow!("the guest passed an out-of-bounds buffer ({} bytes at {ptr})", bytes.len()))
+        .map_err(|_| format_err!("the guest passed an out-of-bounds buffer ({} bytes at {ptr})", bytes.len()))
 }
 
 fn utf8(bytes: Vec<u8>) -> String {
@@ -128,7 +128,7 @@ pub(crate) fn add_to_linker(linker: &mut Linker<GuestState>) -> Result<()> {
             // The arguments are read in place: no copy leaves guest memory.
             let capabilities = Arc::clone(&caller.data().capabilities);
             let data = memory(&caller)?.data(&caller);
-            let text = |ptr, len| std::str::from_utf8(slice(data, ptr, len)?).map_err(|e| anyhow!("{e}"));
+            let text = |ptr, len| std::str::from_utf8(slice(data, ptr, len)?).map_err(|e| format_err!("{e}"));
             let (binding, namespace, operation) =
                 (text(bd_ptr, bd_len)?, text(ns_ptr, ns_len)?, text(op_ptr, op_len)?);
             let answer = capabilities.call(binding, namespace, operation, slice(data, ptr, len)?);
@@ -140,8 +140,9 @@ pub(crate) fn add_to_linker(linker: &mut Linker<GuestState>) -> Result<()> {
                     Ok(1)
                 }
                 Err(error) => {
+                    // The waPC boundary: only the error's text reaches the guest.
                     call.host_response = None;
-                    call.host_error = Some(error.into_bytes());
+                    call.host_error = Some(error.to_string().into_bytes());
                     Ok(0)
                 }
             }

@@ -26,10 +26,10 @@ use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use anyhow::{bail, Context};
 use sha2::{Digest, Sha256};
 use wasmtime::{Module, Result};
 
+use super::error::CacheDirError;
 use super::PolicyEngine;
 
 /// The first bytes of an entry: the format, then the payload's SHA-256, then the payload
@@ -56,7 +56,7 @@ pub fn usable_default_dir() -> Option<PathBuf> {
     match prepare_dir(&dir) {
         Ok(()) => Some(dir),
         Err(e) => {
-            tracing::warn!("running without a compile cache: {e:#}");
+            tracing::warn!("running without a compile cache: {e}");
             None
         }
     }
@@ -64,23 +64,17 @@ pub fn usable_default_dir() -> Option<PathBuf> {
 
 /// Makes sure `dir` is a directory only this user can write: creates it (0700) when missing,
 /// refuses it when it is a symbolic link, belongs to another user, or is writable by others.
-pub(crate) fn prepare_dir(dir: &Path) -> anyhow::Result<()> {
+pub(crate) fn prepare_dir(dir: &Path) -> Result<(), CacheDirError> {
     if fs::symlink_metadata(dir).is_err() {
         fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)
             .create(dir)
-            .with_context(|| format!("cannot create the compile cache directory {}", dir.display()))?;
+            .map_err(|error| CacheDirError::Create { dir: dir.to_owned(), error })?;
     }
-    let metadata = fs::symlink_metadata(dir)
-        .with_context(|| format!("cannot read the compile cache directory {}", dir.display()))?;
-    let refuse = |why: String| {
-        anyhow::anyhow!(
-            "refusing the compile cache directory {}: {why}; it holds machine code the server runs, so \
-             it must be a directory only this user can write",
-            dir.display()
-        )
-    };
+    let metadata =
+        fs::symlink_metadata(dir).map_err(|error| CacheDirError::Read { dir: dir.to_owned(), error })?;
+    let refuse = |why: String| CacheDirError::Unsafe { dir: dir.to_owned(), why };
     if metadata.file_type().is_symlink() {
         return Err(refuse("it is a symbolic link".into()));
     }
@@ -123,12 +117,12 @@ pub(crate) fn compile(engine: &PolicyEngine, bytes: &[u8]) -> Result<Module> {
             }
         }
         Ok(None) => {}
-        Err(why) => discard(&path, &format!("{why:#}")),
+        Err(why) => discard(&path, &why),
     }
     let module = Module::new(engine.engine(), bytes)?;
     if let Err(e) = store(&module, &path) {
         // The cache only saves time: a failure to write it is not a failure to load.
-        tracing::warn!(path = %path.display(), "cannot write the compile cache: {e:#}");
+        tracing::warn!(path = %path.display(), "cannot write the compile cache: {e}");
     }
     Ok(module)
 }
@@ -145,22 +139,22 @@ fn entry_path(engine: &PolicyEngine, dir: &Path, bytes: &[u8]) -> PathBuf {
     dir.join(format!("{digest}-{:016x}.cwasm", hasher.finish()))
 }
 
-/// The payload of the entry at `path`: `None` when there is none, an error when there is one that
-/// must not be loaded.
-fn read_entry(path: &Path) -> anyhow::Result<Option<Vec<u8>>> {
+/// The payload of the entry at `path`: `None` when there is none; why not, when there is one that
+/// must not be loaded (the entry is then discarded, and the reason logged).
+fn read_entry(path: &Path) -> Result<Option<Vec<u8>>, String> {
     let metadata = match fs::symlink_metadata(path) {
         Ok(metadata) => metadata,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(e).context("cannot read it"),
+        Err(e) => return Err(format!("cannot read it: {e}")),
     };
     if !metadata.file_type().is_file() {
-        bail!("it is not a regular file");
+        return Err("it is not a regular file".into());
     }
     if metadata.uid() != effective_uid() {
-        bail!("it belongs to uid {}, not to this user", metadata.uid());
+        return Err(format!("it belongs to uid {}, not to this user", metadata.uid()));
     }
     if metadata.mode() & 0o022 != 0 {
-        bail!("others may write to it (mode {:o})", metadata.mode() & 0o777);
+        return Err(format!("others may write to it (mode {:o})", metadata.mode() & 0o777));
     }
     let mut contents = Vec::with_capacity(metadata.len() as usize);
     File::options()
@@ -168,26 +162,27 @@ fn read_entry(path: &Path) -> anyhow::Result<Option<Vec<u8>>> {
         .custom_flags(libc::O_NOFOLLOW)
         .open(path)
         .and_then(|mut file| file.read_to_end(&mut contents))
-        .context("cannot read it")?;
+        .map_err(|e| format!("cannot read it: {e}"))?;
     let Some(rest) = contents.strip_prefix(MAGIC) else {
-        bail!("it is not an entry of this cache's format");
+        return Err("it is not an entry of this cache's format".into());
     };
     if rest.len() < DIGEST_LEN {
-        bail!("it is truncated");
+        return Err("it is truncated".into());
     }
     let (digest, payload) = rest.split_at(DIGEST_LEN);
     if Sha256::digest(payload).as_slice() != digest {
-        bail!("its contents do not match the digest written with it (damaged)");
+        return Err("its contents do not match the digest written with it (damaged)".into());
     }
     Ok(Some(payload.to_vec()))
 }
 
 /// Writes an entry: to a new temporary file (exclusively created, never through a link), then
-/// renamed into place, so a reader never sees half of one; then prunes the oldest entries.
-fn store(module: &Module, path: &Path) -> anyhow::Result<()> {
+/// renamed into place, so a reader never sees half of one; then prunes the oldest entries. An
+/// error is why not, for the log: the cache only saves time.
+fn store(module: &Module, path: &Path) -> Result<(), String> {
     static SEQUENCE: AtomicU64 = AtomicU64::new(0);
-    let dir = path.parent().context("cache entry without a directory")?;
-    let payload = module.serialize().map_err(anyhow::Error::from)?;
+    let dir = path.parent().ok_or("cache entry without a directory")?;
+    let payload = module.serialize().map_err(|e| format!("{e:#}"))?;
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("entry");
     let temporary =
         dir.join(format!(".{name}.{}.{}.tmp", std::process::id(), SEQUENCE.fetch_add(1, Ordering::Relaxed)));
@@ -203,10 +198,10 @@ fn store(module: &Module, path: &Path) -> anyhow::Result<()> {
             file.write_all(&payload)?;
             file.sync_all()
         })
-        .with_context(|| format!("cannot write {}", temporary.display()));
+        .map_err(|e| format!("cannot write {}: {e}", temporary.display()));
     // A rename replaces a link at the destination; it never writes through it.
     let renamed = written.and_then(|()| {
-        fs::rename(&temporary, path).with_context(|| format!("cannot rename to {}", path.display()))
+        fs::rename(&temporary, path).map_err(|e| format!("cannot rename to {}: {e}", path.display()))
     });
     if renamed.is_err() {
         let _ = fs::remove_file(&temporary);

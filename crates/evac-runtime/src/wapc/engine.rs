@@ -3,9 +3,9 @@ use std::sync::{Arc, Weak};
 use std::thread;
 use std::time::Duration;
 
-use anyhow::{Context, Result};
 use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, OptLevel, PoolingAllocationConfig};
 
+use super::error::{EngineError, ModuleError};
 use super::permits::Permits;
 use super::PolicyModule;
 
@@ -70,7 +70,7 @@ pub(crate) struct EngineInner {
 
 impl PolicyEngine {
     /// A wasmtime engine for policies: pooling allocator, epoch deadlines, `options`' limits.
-    pub fn new(options: EngineOptions) -> Result<Self> {
+    pub fn new(options: EngineOptions) -> Result<Self, EngineError> {
         if let Some(dir) = &options.cache_dir {
             super::compile_cache::prepare_dir(dir)?;
         }
@@ -97,13 +97,12 @@ impl PolicyEngine {
         if std::env::var_os("EVAC_PERF_MAP").is_some() {
             config.profiler(wasmtime::ProfilingStrategy::PerfMap);
         }
-        let engine =
-            Engine::new(&config).map_err(anyhow::Error::from).context("cannot set up the wasm engine")?;
+        let engine = Engine::new(&config).map_err(|e| EngineError::Setup(format!("{e:#}")))?;
 
         let in_flight = options.max_concurrent.max(1) as usize;
         let permits = Permits::new(in_flight, slots as usize - in_flight);
         let inner = Arc::new(EngineInner { engine, options, permits });
-        spawn_epoch_ticker(Arc::downgrade(&inner));
+        spawn_epoch_ticker(Arc::downgrade(&inner)).map_err(EngineError::EpochThread)?;
         Ok(Self { inner })
     }
 
@@ -118,15 +117,15 @@ impl PolicyEngine {
     }
 
     /// Compiles a module from its bytes (a `.wasm` binary, or `.wat` text).
-    pub fn compile(&self, bytes: &[u8]) -> Result<PolicyModule> {
+    pub fn compile(&self, bytes: &[u8]) -> Result<PolicyModule, ModuleError> {
         PolicyModule::compile(self, bytes)
     }
 
     /// Reads and compiles a module file.
-    pub fn load(&self, path: &Path) -> Result<PolicyModule> {
+    pub fn load(&self, path: &Path) -> Result<PolicyModule, ModuleError> {
         let bytes =
-            std::fs::read(path).with_context(|| format!("cannot read policy module {}", path.display()))?;
-        self.compile(&bytes).with_context(|| format!("cannot load policy module {}", path.display()))
+            std::fs::read(path).map_err(|error| ModuleError::Read { path: path.to_owned(), error })?;
+        self.compile(&bytes).map_err(|e| ModuleError::Load { path: path.to_owned(), error: Box::new(e) })
     }
 
     pub(crate) fn permits(&self) -> &Permits {
@@ -142,7 +141,7 @@ impl PolicyEngine {
 }
 
 /// Advances the engine's epoch every tick for as long as the engine lives.
-fn spawn_epoch_ticker(engine: Weak<EngineInner>) {
+fn spawn_epoch_ticker(engine: Weak<EngineInner>) -> std::io::Result<()> {
     thread::Builder::new()
         .name("evac-epoch".into())
         .spawn(move || loop {
@@ -152,5 +151,5 @@ fn spawn_epoch_ticker(engine: Weak<EngineInner>) {
                 None => return,
             }
         })
-        .expect("cannot start the epoch thread");
+        .map(drop)
 }

@@ -18,6 +18,6 @@ mod wasi;
 
 pub use compile_cache::{default_dir as default_cache_dir, usable_default_dir as usable_default_cache_dir};
 pub use engine::{EngineOptions, PolicyEngine, WallClock};
-pub use error::EvalError;
+pub use error::{CacheDirError, EngineError, EvalError, ModuleError};
 pub use module::{InstanceStats, PolicyModule};
 pub use policy::Policy;

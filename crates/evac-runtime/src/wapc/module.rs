@@ -1,11 +1,11 @@
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 
-use anyhow::{anyhow, bail, Context, Result};
 use sha2::{Digest, Sha256};
 use wasmtime::{ExternType, FuncType, InstancePre, Linker, Module, ModuleExport, ValType};
 
 use super::abi::{self, GuestState};
+use super::error::{first_line, ModuleError};
 use super::instance::Instance;
 use super::{compile_cache, prepare, wasi, PolicyEngine};
 pub use crate::policy::InstanceStats;
@@ -52,40 +52,26 @@ fn looks_like_a_module(bytes: &[u8]) -> bool {
 }
 
 impl PolicyModule {
-    pub(crate) fn compile(engine: &PolicyEngine, bytes: &[u8]) -> Result<Self> {
+    pub(crate) fn compile(engine: &PolicyEngine, bytes: &[u8]) -> Result<Self, ModuleError> {
         let digest = hex::encode(Sha256::digest(bytes));
-        let invalid = |e: &dyn std::fmt::Display| {
-            anyhow!("not a valid WebAssembly module: {}", first_line(&format!("{e:#}")))
-        };
+        let invalid = |e: &dyn std::fmt::Display| ModuleError::Invalid(first_line(e));
         // WebAssembly text is accepted too, as wasmtime does; anything that is neither is said
         // to be so, not reported as the text parser's complaint about its first byte.
         if !looks_like_a_module(bytes) {
-            bail!(
-                "not a WebAssembly module: it starts with neither the binary format's magic bytes (\\0asm) \
-                 nor WebAssembly text"
-            );
+            return Err(ModuleError::NotWebAssembly);
         }
         let binary = wat::parse_bytes(bytes).map_err(|e| invalid(&e))?;
         let prepared = prepare::prepare(&binary).map_err(|e| invalid(&e))?;
         let limit = engine.options().memory_limit;
         if prepared.initial_memory > limit as u64 {
-            bail!(
-                "the module starts with {} KiB of memory, more than the memory limit of {} KiB",
-                prepared.initial_memory / 1024,
-                limit / 1024
-            );
+            return Err(ModuleError::MemoryOverLimit {
+                initial_kib: prepared.initial_memory / 1024,
+                limit_kib: limit / 1024,
+            });
         }
         let module = compile_cache::compile(engine, &prepared.bytes).map_err(|e| invalid(&e))?;
         let exports = resolve_exports(&module)?;
-        let mut linker = Linker::new(engine.engine());
-        abi::add_to_linker(&mut linker)?;
-        wasi::stub_the_rest(&mut linker, &module)?;
-        let pre = linker.instantiate_pre(&module).map_err(|e| {
-            anyhow!(
-                "the module needs imports the evac host does not provide: {}",
-                first_line(&format!("{e:#}"))
-            )
-        })?;
+        let pre = link(engine, &module)?;
         let (reusable_globals, reuse_blocker) = match prepared.reuse {
             Ok(globals) => (Some(globals), None),
             Err(why) => (None, Some(why)),
@@ -158,7 +144,7 @@ impl PolicyModule {
 
 impl ModuleInner {
     pub(crate) fn take_idle(&self) -> Option<Instance> {
-        let instance = self.idle.lock().expect("idle instances").pop();
+        let instance = self.idle.lock().unwrap_or_else(PoisonError::into_inner).pop();
         if instance.is_some() {
             self.engine.permits().release_idle(1);
             self.reused.fetch_add(1, Ordering::Relaxed);
@@ -169,7 +155,9 @@ impl ModuleInner {
     /// Keeps an instance for a later evaluation, if an idle slot is left (otherwise drops it).
     pub(crate) fn make_idle(&self, instance: Instance) {
         if self.engine.permits().reserve_idle() {
-            self.idle.lock().expect("idle instances").push(instance);
+            // An instance is in its post-init state or is not here: a panic elsewhere while the
+            // lock was held leaves nothing half-done in the list.
+            self.idle.lock().unwrap_or_else(PoisonError::into_inner).push(instance);
         }
     }
 }
@@ -181,18 +169,26 @@ impl Drop for ModuleInner {
     }
 }
 
-fn first_line(text: &str) -> String {
-    text.lines().next().unwrap_or_default().to_owned()
+/// The module linked to the host's functions (waPC, WASI), ready to instantiate.
+fn link(engine: &PolicyEngine, module: &Module) -> Result<InstancePre<GuestState>, ModuleError> {
+    let mut linker = Linker::new(engine.engine());
+    abi::add_to_linker(&mut linker).map_err(|e| ModuleError::Link(first_line(&e)))?;
+    wasi::stub_the_rest(&mut linker, module).map_err(|e| ModuleError::Link(first_line(&e)))?;
+    linker.instantiate_pre(module).map_err(|e| ModuleError::Imports(first_line(&e)))
 }
 
-fn resolve_exports(module: &Module) -> Result<Exports> {
+fn not_wapc(why: impl Into<String>) -> ModuleError {
+    ModuleError::NotWapc(why.into())
+}
+
+fn resolve_exports(module: &Module) -> Result<Exports, ModuleError> {
     let memory = match module.get_export("memory") {
         Some(ExternType::Memory(_)) => module.get_export_index("memory").expect("export exists"),
-        Some(_) => bail!("the module's `memory` export is not a memory"),
-        None => bail!("the module exports no `memory`: not a waPC policy"),
+        Some(_) => return Err(not_wapc("the module's `memory` export is not a memory")),
+        None => return Err(not_wapc("the module exports no `memory`: not a waPC policy")),
     };
     let guest_call = typed_export(module, "__guest_call", &[ValType::I32, ValType::I32], &[ValType::I32])?
-        .ok_or_else(|| anyhow!("the module does not export `__guest_call`: not a waPC policy"))?;
+        .ok_or_else(|| not_wapc("the module does not export `__guest_call`: not a waPC policy"))?;
     let mut init = Vec::new();
     for name in ["_initialize", "_start", "wapc_init"] {
         if let Some(export) = typed_export(module, name, &[], &[])? {
@@ -208,16 +204,18 @@ fn typed_export(
     name: &str,
     params: &[ValType],
     results: &[ValType],
-) -> Result<Option<ModuleExport>> {
+) -> Result<Option<ModuleExport>, ModuleError> {
     let Some(ty) = module.get_export(name) else {
         return Ok(None);
     };
     let ExternType::Func(func) = ty else {
-        bail!("the module's `{name}` export is not a function");
+        return Err(not_wapc(format!("the module's `{name}` export is not a function")));
     };
     let expected = FuncType::new(module.engine(), params.iter().cloned(), results.iter().cloned());
     if !FuncType::eq(&func, &expected) {
-        bail!("the module's `{name}` has the wrong signature: {func}, expected {expected}");
+        return Err(not_wapc(format!(
+            "the module's `{name}` has the wrong signature: {func}, expected {expected}"
+        )));
     }
-    module.get_export_index(name).map(Some).context("export index")
+    Ok(module.get_export_index(name))
 }

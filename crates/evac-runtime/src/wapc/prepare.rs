@@ -6,8 +6,8 @@
 //! change other state (tables, dropped segments, several memories, imported mutable globals) get
 //! a fresh instance for every evaluation instead.
 
-use anyhow::{Context, Result};
 use wasm_encoder::{ExportKind, ExportSection, RawSection};
+use wasmparser::BinaryReaderError;
 use wasmparser::{ExternalKind, Operator, Parser, Payload, TypeRef};
 
 /// Export-name prefix of the mutable globals the host snapshots.
@@ -22,7 +22,18 @@ pub(crate) struct Prepared {
     pub(crate) initial_memory: u64,
 }
 
-pub(crate) fn prepare(bytes: &[u8]) -> Result<Prepared> {
+/// Why a module cannot be prepared: it does not parse.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum PrepareError {
+    /// A section does not parse.
+    #[error("not a valid WebAssembly module: {0}")]
+    Section(BinaryReaderError),
+    /// Something inside a section does not parse.
+    #[error(transparent)]
+    Content(#[from] BinaryReaderError),
+}
+
+pub(crate) fn prepare(bytes: &[u8]) -> Result<Prepared, PrepareError> {
     let mut imported_globals = 0u32;
     let mut memories = 0u32;
     let mut mutable_globals = Vec::new();
@@ -33,7 +44,7 @@ pub(crate) fn prepare(bytes: &[u8]) -> Result<Prepared> {
     };
 
     for payload in Parser::new(0).parse_all(bytes) {
-        match payload.context("not a valid WebAssembly module")? {
+        match payload.map_err(PrepareError::Section)? {
             Payload::ImportSection(imports) => {
                 for import in imports {
                     let import = import?;
@@ -108,7 +119,7 @@ fn memory_bytes(memory: &wasmparser::MemoryType) -> u64 {
 }
 
 /// Re-encodes the export section with the given globals exported.
-fn export_globals(bytes: &[u8], globals: &[u32]) -> Result<Vec<u8>> {
+fn export_globals(bytes: &[u8], globals: &[u32]) -> Result<Vec<u8>, BinaryReaderError> {
     let mut out = wasm_encoder::Module::new();
     for payload in Parser::new(0).parse_all(bytes) {
         let payload = payload?;

@@ -11,7 +11,7 @@ fn module_answering(value: i32) -> Vec<u8> {
     wat::parse_str(format!(r#"(module (func (export "f") (result i32) (i32.const {value})))"#)).unwrap()
 }
 
-fn engine_with(dir: &Path) -> anyhow::Result<PolicyEngine> {
+fn engine_with(dir: &Path) -> Result<PolicyEngine, crate::wapc::EngineError> {
     PolicyEngine::new(EngineOptions { cache_dir: Some(dir.to_owned()), ..EngineOptions::default() })
 }
 

@@ -1,5 +1,5 @@
-//! The files a host's configuration is made of (`policies.yml`, the modules it names, the TLS
-//! files) and when they change: `evac serve` and `evac control` reload only then.
+//! The files a process's configuration is made of (`policies.yml`, the modules it names, the TLS
+//! files) and when they change: `evac serve`, `evac control` and `evac hold` reload only then.
 //!
 //! A directory watch sees every file of the directory: a log written beside `policies.yml` would
 //! otherwise reload, and with a refused `policies.yml` log its refusal, which is the next change.
@@ -91,10 +91,10 @@ impl PolicyReload {
 
     /// Reloads if the files changed since the last call (or `force`: SIGHUP), checking the new
     /// set with `check`. `extra` are files outside the policies (TLS) whose change also counts.
-    pub fn reload(
+    pub fn reload<E: std::fmt::Display>(
         &mut self,
         registry: &Registry,
-        check: &dyn Fn(&PolicySet) -> Result<(), String>,
+        check: impl Fn(&PolicySet) -> Result<(), E>,
         extra: &[&Path],
         force: bool,
     ) -> Reloaded {
@@ -109,7 +109,7 @@ impl PolicyReload {
                 Reloaded::Loaded(file)
             }
             Err(e) => {
-                registry.refuse_file(&format!("{e:#}"));
+                registry.refuse_file(&e.to_string());
                 Reloaded::Refused
             }
         }
