@@ -4,6 +4,7 @@
 //! host in `evac-runtime`, the evaluation pipeline in `evac-evaluator`, clusters in `evac-cluster`,
 //! and the simulated cluster in `evac-sim`.
 
+#![cfg_attr(not(test), warn(clippy::too_many_lines))]
 pub mod cli;
 pub mod control;
 pub mod hold;

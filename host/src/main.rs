@@ -1,3 +1,7 @@
+//! The `evac` binary: logging set up, then its command line ([`evac::cli`]).
+
+#![cfg_attr(not(test), warn(clippy::too_many_lines))]
+
 use std::process::ExitCode;
 
 use clap::Parser;

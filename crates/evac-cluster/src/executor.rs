@@ -135,61 +135,83 @@ impl Executor {
                 }
             }
             Effect::CancelMigration { vmi, migration, node, resource_version, requeue } => {
-                let migrations = Kind::new(MIGRATION_KIND.0, MIGRATION_KIND.1);
-                let deleted = self
-                    .store
-                    .delete(&migrations, &migration.namespace, &migration.name, Some(resource_version))
-                    .await;
-                match deleted {
-                    Ok(()) => {}
-                    Err(e) if e.code == 404 => return Ok(Applied::Unneeded("the migration is gone")),
-                    // The precondition failed: it moved on (started, or ended) since the decision,
-                    // which the next one sees.
-                    Err(e) if e.code == 409 => return Ok(Applied::Unneeded("the migration changed")),
-                    Err(e) => return Err(fail(e)),
-                }
-                let (reason, why) = if *requeue {
-                    (
-                        EventReason::EvacuationMigrationRequeued,
-                        ", so that migrations of VMs whose pods are being deleted go first: KubeVirt's \
-                         evacuation controller creates it again, behind them",
-                    )
-                } else {
-                    (EventReason::EvacuationMigrationCancelled, ": the evacuation was called off")
-                };
-                let message = format!(
-                    "evac deleted the VMI's evacuation migration {} from node {node} before it started{why}",
-                    migration.name
-                );
-                self.tell(vmi, node, reason, &message).await;
+                return self
+                    .cancel_migration(vmi, migration, node, resource_version, *requeue)
+                    .await
+                    .map_err(fail);
             }
             Effect::ClearEvacuation { vmi, node } => {
-                // The mark, then the request, each only while it names this node.
-                let mut cleared = false;
-                for clear in [clear_evacuation_patch(node), clear_request_patch(node)] {
-                    match self.store.patch(&vmis, &vmi.namespace, &vmi.name, &Patch::Json(clear), false).await
-                    {
-                        Ok(()) => cleared = true,
-                        // 422: the test failed (none, or one for another node): not ours to clear.
-                        Err(e) if e.code == 422 => {}
-                        Err(e) if e.code == 404 => return Ok(Applied::Unneeded("the VMI is gone")),
-                        Err(e) => return Err(fail(e)),
-                    }
-                }
-                if !cleared {
-                    return Ok(Applied::Unneeded("neither a mark nor a request names this node"));
-                }
-                let source =
-                    Patch::Merge(json!({"metadata": {"annotations": {EVICTION_SOURCE_ANNOTATION: null}}}));
-                self.store.patch(&vmis, &vmi.namespace, &vmi.name, &source, false).await.map_err(fail)?;
-                let message =
-                    format!("evac called off the evacuation of the VMI from node {node}: its cause is gone");
-                self.tell(vmi, node, EventReason::EvacuationCalledOff, &message).await;
+                return self.clear_evacuation(vmi, node).await.map_err(fail);
             }
             Effect::RecordEvent { vmi, node, reason, message } => {
                 return self.record_event(vmi, node, *reason, message).await.map_err(fail);
             }
         }
+        Ok(Applied::Written)
+    }
+
+    /// Deletes an evacuation migration that has not started, only while it is as decided (its
+    /// `resourceVersion`), and says why on the VMI.
+    async fn cancel_migration(
+        &self,
+        vmi: &ObjectRef,
+        migration: &ObjectRef,
+        node: &str,
+        resource_version: &str,
+        requeue: bool,
+    ) -> Result<Applied, ApiError> {
+        let migrations = Kind::new(MIGRATION_KIND.0, MIGRATION_KIND.1);
+        let deleted = self
+            .store
+            .delete(&migrations, &migration.namespace, &migration.name, Some(resource_version))
+            .await;
+        match deleted {
+            Ok(()) => {}
+            Err(e) if e.code == 404 => return Ok(Applied::Unneeded("the migration is gone")),
+            // The precondition failed: it moved on (started, or ended) since the decision, which
+            // the next one sees.
+            Err(e) if e.code == 409 => return Ok(Applied::Unneeded("the migration changed")),
+            Err(e) => return Err(e),
+        }
+        let (reason, why) = if requeue {
+            (
+                EventReason::EvacuationMigrationRequeued,
+                ", so that migrations of VMs whose pods are being deleted go first: KubeVirt's \
+                 evacuation controller creates it again, behind them",
+            )
+        } else {
+            (EventReason::EvacuationMigrationCancelled, ": the evacuation was called off")
+        };
+        let message = format!(
+            "evac deleted the VMI's evacuation migration {} from node {node} before it started{why}",
+            migration.name
+        );
+        self.tell(vmi, node, reason, &message).await;
+        Ok(Applied::Written)
+    }
+
+    /// Clears the mark, then the request, each only while it names this node, and the eviction
+    /// source with them.
+    async fn clear_evacuation(&self, vmi: &ObjectRef, node: &str) -> Result<Applied, ApiError> {
+        let vmis = Kind::new(VMI_KIND.0, VMI_KIND.1);
+        let mut cleared = false;
+        for clear in [clear_evacuation_patch(node), clear_request_patch(node)] {
+            match self.store.patch(&vmis, &vmi.namespace, &vmi.name, &Patch::Json(clear), false).await {
+                Ok(()) => cleared = true,
+                // 422: the test failed (none, or one for another node): not ours to clear.
+                Err(e) if e.code == 422 => {}
+                Err(e) if e.code == 404 => return Ok(Applied::Unneeded("the VMI is gone")),
+                Err(e) => return Err(e),
+            }
+        }
+        if !cleared {
+            return Ok(Applied::Unneeded("neither a mark nor a request names this node"));
+        }
+        let source = Patch::Merge(json!({"metadata": {"annotations": {EVICTION_SOURCE_ANNOTATION: null}}}));
+        self.store.patch(&vmis, &vmi.namespace, &vmi.name, &source, false).await?;
+        let message =
+            format!("evac called off the evacuation of the VMI from node {node}: its cause is gone");
+        self.tell(vmi, node, EventReason::EvacuationCalledOff, &message).await;
         Ok(Applied::Written)
     }
 

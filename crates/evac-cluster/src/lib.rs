@@ -12,6 +12,7 @@
 //! The seams are here because everything above them (the policy runtime, the evaluation
 //! pipeline, the controller) must behave the same whichever cluster is underneath.
 
+#![cfg_attr(not(test), warn(clippy::too_many_lines))]
 #![warn(missing_docs)]
 
 mod changes;

@@ -19,6 +19,7 @@
 //! The crate runs wherever the pipeline does: `evac control` against a real cluster (the binary
 //! adds leadership), the embedded simulator, and the browser playground.
 
+#![cfg_attr(not(test), warn(clippy::too_many_lines))]
 pub mod disruptions;
 pub mod hold;
 mod routing;

@@ -6,6 +6,7 @@
 //! policy implements with host capabilities and tests implement with a map. The crate compiles for
 //! the host, `wasm32-wasip1` and `wasm32-unknown-unknown`.
 
+#![cfg_attr(not(test), warn(clippy::too_many_lines))]
 #![warn(missing_docs)]
 
 pub mod cluster;

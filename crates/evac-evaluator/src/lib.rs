@@ -9,6 +9,7 @@
 //! - [`admission`]: AdmissionReviews in and out;
 //! - [`metrics`]: what every stage counts.
 
+#![cfg_attr(not(test), warn(clippy::too_many_lines))]
 #![warn(missing_docs)]
 
 pub mod admission;

@@ -276,172 +276,171 @@ impl Default for Metrics {
 }
 
 impl Metrics {
-    /// The registry of `process`, with the build info set.
+    /// The registry of `process`, with the build info set: every family is kept, and those of
+    /// the process's parts are exposed.
     pub fn new(process: Process) -> Self {
-        // Unprefixed: the process collector's `process_*` families are Prometheus' own names.
-        let mut registry = Registry::default();
+        let mut metrics = Self {
+            // Unprefixed: the process collector's `process_*` families are Prometheus' own names.
+            registry: Registry::default(),
+            evaluations: Family::default(),
+            latency: Family::new_with_constructor(latency_histogram),
+            faults: Family::default(),
+            swaps: Family::default(),
+            versions: Family::default(),
+            shadow: Family::default(),
+            effects: Family::default(),
+            events: Family::default(),
+            evacuations: Family::default(),
+            // 1 s to about 68 min, doubling: migrations take seconds to the completion timeout.
+            evacuation_duration: Family::new_with_constructor(|| {
+                Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(1.0, 2.0, 13))
+            }),
+            refused: Family::default(),
+            tls_reloads: Family::default(),
+            instances: Family::default(),
+            controller_reconcile: latency_histogram(),
+            leader: Family::default(),
+            disruptions: Family::default(),
+            evacuations_pending: Gauge::default(),
+            evacuations_running: Gauge::default(),
+            holds: Gauge::default(),
+            holds_near_bound: Gauge::default(),
+            holds_ended: Family::default(),
+        };
+        metrics.register_policies();
+        if process.serves() {
+            metrics.register_serving();
+        }
+        if process.controls() {
+            metrics.register_control();
+        }
+        if process.holds() {
+            metrics.register_holds();
+        }
+        metrics
+    }
+
+    /// What every process exposes: the build, and what its policies did.
+    fn register_policies(&mut self) {
+        let r = &mut self.registry;
         let build = Family::<BuildLabels, Gauge>::default();
         build.get_or_create(&BuildLabels { version: env!("CARGO_PKG_VERSION") }).set(1);
-        registry.register("evac_build_info", "evac's version: 1 for the version this process runs", build);
-
-        let evaluations = Family::default();
-        registry.register(
+        r.register("evac_build_info", "evac's version: 1 for the version this process runs", build);
+        r.register(
             "evac_policy_evaluations",
             "Admission requests evaluated, by policy, version, outcome and the answer's HTTP status",
-            evaluations.clone(),
+            self.evaluations.clone(),
         );
-        let latency = Family::new_with_constructor(latency_histogram as fn() -> Histogram);
-        registry.register(
+        r.register(
             "evac_policy_evaluation_duration_seconds",
             "Time to answer an admission request, from its body to the verdict (effects included)",
-            latency.clone(),
+            self.latency.clone(),
         );
-        let faults = Family::default();
-        registry.register(
+        r.register(
             "evac_policy_faults",
             "Evaluations that produced no verdict: timeouts, traps, memory overruns, bad answers",
-            faults.clone(),
+            self.faults.clone(),
         );
-        let swaps = Family::default();
-        registry.register("evac_policy_swaps", "Policy version changes, applied or refused", swaps.clone());
-        let versions = Family::default();
-        registry.register(
+        r.register("evac_policy_swaps", "Policy version changes, applied or refused", self.swaps.clone());
+        r.register(
             "evac_policy_version_info",
             "The policy versions being served: 1 for each, by policy, role, version and digest",
-            versions.clone(),
+            self.versions.clone(),
         );
-        let shadow = Family::default();
-        registry.register(
+        r.register(
             "evac_policy_shadow_comparisons",
             "Shadow evaluations compared with the active version's verdict",
-            shadow.clone(),
+            self.shadow.clone(),
         );
-        let effects = Family::default();
-        registry.register("evac_policy_effects", "Effects of policies, by result", effects.clone());
-        let events = Family::default();
-        registry.register(
+        r.register("evac_policy_effects", "Effects of policies, by result", self.effects.clone());
+        r.register(
             "evac_policy_events",
             "Warning events policies recorded on VMIs, by reason (each recorded once)",
-            events.clone(),
+            self.events.clone(),
         );
-        let instances = Family::default();
-        registry.register(
+        r.register(
             "evac_policy_instances",
             "Evaluations by how their module instance came: created, or reused after a reset",
-            instances.clone(),
+            self.instances.clone(),
         );
+    }
 
-        let refused = Family::default();
-        let tls_reloads = Family::default();
-        if process.serves() {
-            registry.register(
-                "evac_admission_requests_refused",
-                "Admission requests refused before any evaluation, by reason",
-                refused.clone(),
-            );
-            registry.register(
-                "evac_tls_reloads",
-                "Serving certificate reloads, by result",
-                tls_reloads.clone(),
-            );
-        }
+    /// `evac serve`'s: requests refused before evaluation, certificate reloads.
+    fn register_serving(&mut self) {
+        self.registry.register(
+            "evac_admission_requests_refused",
+            "Admission requests refused before any evaluation, by reason",
+            self.refused.clone(),
+        );
+        self.registry.register(
+            "evac_tls_reloads",
+            "Serving certificate reloads, by result",
+            self.tls_reloads.clone(),
+        );
+    }
 
-        let controller_reconcile = latency_histogram();
-        let leader = Family::default();
-        let evacuations = Family::default();
-        let evacuation_duration = Family::<CauseLabels, Histogram>::new_with_constructor(|| {
-            // 1 s to about 68 min, doubling: migrations take seconds to the completion timeout.
-            Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(1.0, 2.0, 13))
-        });
-        let disruptions = Family::default();
-        let evacuations_pending = Gauge::default();
-        let evacuations_running = Gauge::default();
-        if process.controls() {
-            registry.register(
-                "evac_controller_reconcile_duration_seconds",
-                "Time of one evac control pass: changes read, modules evaluated, effects carried out",
-                controller_reconcile.clone(),
-            );
-            registry.register(
-                "evac_leader_election_master_status",
-                "Whether this evac control replica holds the leader election Lease (1) or follows (0)",
-                leader.clone(),
-            );
-            registry.register(
-                "evac_evacuations",
-                "Evacuation migrations that ended, by cause and outcome (succeeded, failed, cancelled)",
-                evacuations.clone(),
-            );
-            registry.register(
-                "evac_evacuation_duration_seconds",
-                "Time from an evacuation migration's creation to its end, by cause",
-                evacuation_duration.clone(),
-            );
-            registry.register(
-                "evac_disruptions",
-                "Launcher pod disruptions, each counted once, by cause and how evac handled it",
-                disruptions.clone(),
-            );
-            registry.register(
-                "evac_evacuations_pending",
-                "VMIs whose evacuation is asked for or marked and not finished",
-                evacuations_pending.clone(),
-            );
-            registry.register(
-                "evac_evacuations_running",
-                "Evacuation migrations running",
-                evacuations_running.clone(),
-            );
-        }
+    /// `evac control`'s: its passes, its leadership, disruptions and evacuations.
+    fn register_control(&mut self) {
+        let r = &mut self.registry;
+        r.register(
+            "evac_controller_reconcile_duration_seconds",
+            "Time of one evac control pass: changes read, modules evaluated, effects carried out",
+            self.controller_reconcile.clone(),
+        );
+        r.register(
+            "evac_leader_election_master_status",
+            "Whether this evac control replica holds the leader election Lease (1) or follows (0)",
+            self.leader.clone(),
+        );
+        r.register(
+            "evac_evacuations",
+            "Evacuation migrations that ended, by cause and outcome (succeeded, failed, cancelled)",
+            self.evacuations.clone(),
+        );
+        r.register(
+            "evac_evacuation_duration_seconds",
+            "Time from an evacuation migration's creation to its end, by cause",
+            self.evacuation_duration.clone(),
+        );
+        r.register(
+            "evac_disruptions",
+            "Launcher pod disruptions, each counted once, by cause and how evac handled it",
+            self.disruptions.clone(),
+        );
+        r.register(
+            "evac_evacuations_pending",
+            "VMIs whose evacuation is asked for or marked and not finished",
+            self.evacuations_pending.clone(),
+        );
+        r.register(
+            "evac_evacuations_running",
+            "Evacuation migrations running",
+            self.evacuations_running.clone(),
+        );
+    }
 
-        let holds = Gauge::default();
-        let holds_near_bound = Gauge::default();
-        let holds_ended = Family::<HoldEndLabels, Counter>::default();
-        if process.holds() {
-            // Every ending from the start: an alert on the first one sees it rise from 0.
-            for ending in ["released", "window", "dropped"] {
-                holds_ended.get_or_create(&HoldEndLabels { ending }).inc_by(0);
-            }
-            registry.register(
-                "evac_holds",
-                "Launcher pod deletions held now (preStop calls kept open)",
-                holds.clone(),
-            );
-            registry.register(
-                "evac_holds_near_bound",
-                "Holds that have used 80% or more of their time-bound: their VMs shut down if it runs out",
-                holds_near_bound.clone(),
-            );
-            registry.register(
-                "evac_holds_ended",
-                "Holds that ended, by how: released, window (the time-bound passed), dropped (by the kubelet)",
-                holds_ended.clone(),
-            );
+    /// `evac hold`'s: holds now, near their bound, and how they ended.
+    fn register_holds(&mut self) {
+        // Every ending from the start: an alert on the first one sees it rise from 0.
+        for ending in ["released", "window", "dropped"] {
+            self.holds_ended.get_or_create(&HoldEndLabels { ending }).inc_by(0);
         }
-        Self {
-            registry,
-            evaluations,
-            latency,
-            faults,
-            swaps,
-            versions,
-            shadow,
-            effects,
-            events,
-            evacuations,
-            evacuation_duration,
-            refused,
-            tls_reloads,
-            instances,
-            controller_reconcile,
-            leader,
-            disruptions,
-            evacuations_pending,
-            evacuations_running,
-            holds,
-            holds_near_bound,
-            holds_ended,
-        }
+        let r = &mut self.registry;
+        r.register(
+            "evac_holds",
+            "Launcher pod deletions held now (preStop calls kept open)",
+            self.holds.clone(),
+        );
+        r.register(
+            "evac_holds_near_bound",
+            "Holds that have used 80% or more of their time-bound: their VMs shut down if it runs out",
+            self.holds_near_bound.clone(),
+        );
+        r.register(
+            "evac_holds_ended",
+            "Holds that ended, by how: released, window (the time-bound passed), dropped (by the kubelet)",
+            self.holds_ended.clone(),
+        );
     }
 
     /// Registers a collector of the host's (the process's CPU and memory).

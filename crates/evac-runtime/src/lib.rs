@@ -15,6 +15,7 @@
 //! `evac eval`, a test). Without `wasmtime` it builds for `wasm32-unknown-unknown`: the browser
 //! playground's policies answer through the same protocol and capabilities.
 
+#![cfg_attr(not(test), warn(clippy::too_many_lines))]
 #![warn(missing_docs)]
 
 pub mod capabilities;

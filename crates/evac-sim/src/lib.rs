@@ -15,6 +15,7 @@
 //! depends on evac's evaluation crates, never the other way round: `evac simulate` and the
 //! browser playground enable it, each with its own way of running the policies.
 
+#![cfg_attr(not(test), warn(clippy::too_many_lines))]
 #![warn(missing_docs)]
 
 pub mod actors;

@@ -12,6 +12,7 @@
 //! take and return text (JSON), which keeps the boundary to one shape the page and the tests both
 //! read.
 
+#![cfg_attr(not(test), warn(clippy::too_many_lines))]
 #![warn(missing_docs)]
 
 pub mod decide;

@@ -11,6 +11,7 @@
 //! pod's termination, 429 keeps it while the VM migrates away; what it cannot decide ends the
 //! hold, never keeps it.
 
+#![cfg_attr(not(test), warn(clippy::too_many_lines))]
 use evac_core::disruption;
 use evac_core::model::ValidationRequest;
 use evac_core::trace::Trace;

@@ -7,6 +7,7 @@
 //! the effects that the host carries out: `CreateMigration`, `AnnotatePod`, `ClearEvacuation`.
 //! The module itself never writes.
 
+#![cfg_attr(not(test), warn(clippy::too_many_lines))]
 use evac_core::evacuation::{self, RequestError};
 use evac_core::model::ValidationRequest;
 use evac_core::trace::Trace;

@@ -3,6 +3,7 @@
 //! arena allocator, and the answers of `validate_settings`. A policy crate keeps only its
 //! decision's evaluation (`lib.rs`).
 
+#![cfg_attr(not(test), warn(clippy::too_many_lines))]
 pub mod allocator;
 mod capabilities;
 mod glue;

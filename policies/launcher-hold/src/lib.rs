@@ -9,6 +9,7 @@
 //! accepted unchanged. The module reads nothing and never writes: it returns the mutated pod, and
 //! its host answers the API server with the JSON patch.
 
+#![cfg_attr(not(test), warn(clippy::too_many_lines))]
 use evac_core::hold::mutation::{self, Mutation};
 use evac_core::model::ValidationRequest;
 use evac_core::PolicyResponse;

@@ -4,6 +4,7 @@
 //! `kubernetes` host capabilities and returns Kubewarden's ValidationResponse plus the effects
 //! (`MarkForEvacuation`) that the host carries out. The module itself never writes.
 
+#![cfg_attr(not(test), warn(clippy::too_many_lines))]
 use evac_core::eviction;
 use evac_core::model::ValidationRequest;
 use evac_core::trace::Trace;

@@ -80,24 +80,58 @@ fn utf8(bytes: Vec<u8>) -> String {
     String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
 
+/// waPC's `__guest_request`: writes the call's operation and payload into the guest's buffers.
+fn guest_request(mut caller: Caller<'_, GuestState>, op_ptr: i32, ptr: i32) -> Result<()> {
+    let operation = std::mem::take(&mut caller.data_mut().call.operation);
+    let payload = std::mem::take(&mut caller.data_mut().call.payload);
+    let written = write(&mut caller, op_ptr, &operation).and_then(|()| write(&mut caller, ptr, &payload));
+    let call = &mut caller.data_mut().call;
+    call.operation = operation;
+    call.payload = payload;
+    written
+}
+
+/// waPC's `__host_call`: a host capability called with the guest's binding, namespace, operation
+/// and payload, read in place (no copy leaves guest memory); 1 with a response, 0 with an error.
+#[allow(clippy::too_many_arguments)] // waPC's signature.
+fn host_call(
+    mut caller: Caller<'_, GuestState>,
+    bd_ptr: i32,
+    bd_len: i32,
+    ns_ptr: i32,
+    ns_len: i32,
+    op_ptr: i32,
+    op_len: i32,
+    ptr: i32,
+    len: i32,
+) -> Result<i32> {
+    let capabilities = Arc::clone(&caller.data().capabilities);
+    let data = memory(&caller)?.data(&caller);
+    let text = |ptr, len| std::str::from_utf8(slice(data, ptr, len)?).map_err(|e| format_err!("{e}"));
+    let (binding, namespace, operation) =
+        (text(bd_ptr, bd_len)?, text(ns_ptr, ns_len)?, text(op_ptr, op_len)?);
+    let answer = capabilities.call(binding, namespace, operation, slice(data, ptr, len)?);
+    let call = &mut caller.data_mut().call;
+    match answer {
+        Ok(response) => {
+            call.host_response = Some(response);
+            call.host_error = None;
+            Ok(1)
+        }
+        Err(error) => {
+            // The waPC boundary: only the error's text reaches the guest.
+            call.host_response = None;
+            call.host_error = Some(error.to_string().into_bytes());
+            Ok(0)
+        }
+    }
+}
+
 /// Adds WASI preview 1 (evac's, [`super::wasi`]) and the waPC host functions to a linker.
 pub(crate) fn add_to_linker(linker: &mut Linker<GuestState>) -> Result<()> {
     super::wasi::add_to_linker(linker)?;
 
-    linker.func_wrap(
-        "wapc",
-        "__guest_request",
-        |mut caller: Caller<'_, GuestState>, op_ptr: i32, ptr: i32| {
-            let operation = std::mem::take(&mut caller.data_mut().call.operation);
-            let payload = std::mem::take(&mut caller.data_mut().call.payload);
-            let written =
-                write(&mut caller, op_ptr, &operation).and_then(|()| write(&mut caller, ptr, &payload));
-            let call = &mut caller.data_mut().call;
-            call.operation = operation;
-            call.payload = payload;
-            written
-        },
-    )?;
+    linker.func_wrap("wapc", "__guest_request", guest_request)?;
     linker.func_wrap(
         "wapc",
         "__guest_response",
@@ -112,42 +146,7 @@ pub(crate) fn add_to_linker(linker: &mut Linker<GuestState>) -> Result<()> {
         caller.data_mut().call.error = Some(bytes);
         Ok(())
     })?;
-    linker.func_wrap(
-        "wapc",
-        "__host_call",
-        |mut caller: Caller<'_, GuestState>,
-         bd_ptr: i32,
-         bd_len: i32,
-         ns_ptr: i32,
-         ns_len: i32,
-         op_ptr: i32,
-         op_len: i32,
-         ptr: i32,
-         len: i32|
-         -> Result<i32> {
-            // The arguments are read in place: no copy leaves guest memory.
-            let capabilities = Arc::clone(&caller.data().capabilities);
-            let data = memory(&caller)?.data(&caller);
-            let text = |ptr, len| std::str::from_utf8(slice(data, ptr, len)?).map_err(|e| format_err!("{e}"));
-            let (binding, namespace, operation) =
-                (text(bd_ptr, bd_len)?, text(ns_ptr, ns_len)?, text(op_ptr, op_len)?);
-            let answer = capabilities.call(binding, namespace, operation, slice(data, ptr, len)?);
-            let call = &mut caller.data_mut().call;
-            match answer {
-                Ok(response) => {
-                    call.host_response = Some(response);
-                    call.host_error = None;
-                    Ok(1)
-                }
-                Err(error) => {
-                    // The waPC boundary: only the error's text reaches the guest.
-                    call.host_response = None;
-                    call.host_error = Some(error.to_string().into_bytes());
-                    Ok(0)
-                }
-            }
-        },
-    )?;
+    linker.func_wrap("wapc", "__host_call", host_call)?;
     linker.func_wrap("wapc", "__host_response_len", |caller: Caller<'_, GuestState>| -> i32 {
         caller.data().call.host_response.as_ref().map_or(0, |r| r.len() as i32)
     })?;
