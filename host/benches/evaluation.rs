@@ -8,6 +8,9 @@
 //!
 //! Needs the built module: `make bench` (or `make build` first). Numbers go in docs/benchmarks.md.
 
+// `criterion_group!` writes its `pub fn benches` without a doc comment.
+#![allow(missing_docs)]
+
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -39,8 +39,11 @@ pub fn sigstore_trust_config() -> PathBuf {
 /// A verdict as every host reports it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Verdict {
+    /// Whether the request is allowed.
     pub allowed: bool,
+    /// The status code of a refusal.
     pub code: Option<u64>,
+    /// The refusal's message.
     pub message: String,
 }
 

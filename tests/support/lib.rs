@@ -27,8 +27,11 @@ use evac_testkit::{Case, ReadFailure};
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
+/// The namespace of the tests' objects.
 pub const NS: &str = "default";
+/// The node the tests' VMs run on.
 pub const NODE: &str = "node01";
+/// Another node, where a migration goes.
 pub const OTHER_NODE: &str = "node02";
 
 // --- Paths -----------------------------------------------------------------------------------
@@ -109,6 +112,7 @@ pub fn metadata_grants() -> Vec<ResourceGrant> {
     ]
 }
 
+/// A `contextAwareResources` grant of a kind.
 pub fn grant(api_version: &str, kind: &str) -> ResourceGrant {
     ResourceGrant { api_version: api_version.into(), kind: kind.into() }
 }
@@ -123,6 +127,7 @@ pub fn example_cluster() -> MemoryStore {
     MemoryStore::from_file(&example("context.yaml")).expect("examples/evictions/context.yaml")
 }
 
+/// A JSON value as raw JSON.
 pub fn raw(value: &Value) -> Box<RawValue> {
     RawValue::from_string(value.to_string()).expect("JSON")
 }
@@ -132,6 +137,7 @@ pub fn validate(policy: &Policy, request: &Value) -> Result<PolicyResponse, Eval
     validate_with_settings(policy, request, &json!({}))
 }
 
+/// A `validate` payload with these settings.
 pub fn validate_with_settings(
     policy: &Policy,
     request: &Value,
@@ -144,7 +150,9 @@ pub fn validate_with_settings(
 /// [`TestCluster`](evac_testkit::TestCluster) fails them), which fail with the failure's
 /// message, as an unreachable or failing API server would.
 pub struct FailingReads {
+    /// The capabilities answering the calls that do not fail.
     pub inner: KubernetesCapabilities,
+    /// The reads that fail, and how.
     pub failures: Vec<ReadFailure>,
 }
 
@@ -258,6 +266,7 @@ pub fn kubevirt_cr(strategy: Option<&str>) -> Value {
     kubevirt_cr_named("kubevirt", "kubevirt", strategy)
 }
 
+/// A KubeVirt CR of this name, with this cluster-wide eviction strategy.
 pub fn kubevirt_cr_named(namespace: &str, name: &str, strategy: Option<&str>) -> Value {
     let mut cr = json!({
         "apiVersion": "kubevirt.io/v1",
@@ -333,6 +342,7 @@ pub fn without(mut value: Value, pointer: &str) -> Value {
 /// What a `validate` should answer.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Expect {
+    /// Allowed, with no effect.
     Allow,
     /// A 429 with exactly this message and no effects.
     Deny(String),
@@ -350,6 +360,7 @@ pub fn mark(namespace: &str, vmi: &str, node: &str) -> Effect {
     }
 }
 
+/// The mark of a dry-run eviction.
 pub fn mark_dry_run(namespace: &str, vmi: &str, node: &str) -> Effect {
     Effect::MarkForEvacuation {
         vmi: ObjectRef::new(namespace, vmi),
@@ -359,6 +370,7 @@ pub fn mark_dry_run(namespace: &str, vmi: &str, node: &str) -> Effect {
     }
 }
 
+/// The mark of an eviction the descheduler asked for.
 pub fn mark_by_descheduler(namespace: &str, vmi: &str, node: &str, dry_run: bool) -> Effect {
     Effect::MarkForEvacuation {
         vmi: ObjectRef::new(namespace, vmi),
@@ -416,6 +428,7 @@ pub fn not_migratable_message(vmi: &str) -> String {
     format!("VMI {vmi} is configured with an eviction strategy but is not live-migratable")
 }
 
+/// KubeVirt's words for the eviction of a migration's target pod.
 pub const TARGET_POD_MESSAGE: &str = "Eviction request for target Pod";
 
 // --- waPC test guests ------------------------------------------------------------------------

@@ -74,19 +74,27 @@ pub fn spawn_listening(args: &[String], log: &Path) -> (Child, Listening) {
     }
 }
 
+/// An `evac serve` process of a test, with its files and a client.
 pub struct TestServer {
     child: Child,
+    /// Its directory: policies.yml, the context, the certificates.
     pub dir: tempfile::TempDir,
+    /// Its admission port.
     pub port: u16,
+    /// Its probes' and metrics' port.
     pub probe_port: u16,
+    /// A client that trusts its certificate.
     pub client: reqwest::Client,
     log: PathBuf,
 }
 
 /// What a server test starts with.
 pub struct Setup<'a> {
+    /// policies.yml's text.
     pub policies: &'a str,
+    /// The cluster's objects, as a context file.
     pub context: Value,
+    /// More arguments to `evac serve`.
     pub extra_args: &'a [&'a str],
 }
 
@@ -128,10 +136,12 @@ impl TestServer {
         server
     }
 
+    /// A file of its directory.
     pub fn path(&self, name: &str) -> PathBuf {
         self.dir.path().join(name)
     }
 
+    /// The admission URL of a path.
     pub fn url(&self, path: &str) -> String {
         format!("https://127.0.0.1:{}{path}", self.port)
     }
@@ -227,6 +237,7 @@ pub fn cache_dir() -> PathBuf {
     std::env::temp_dir().join(format!("evac-test-cache-{}", std::process::id()))
 }
 
+/// Writes a file of a test's directory.
 pub fn write(dir: &Path, name: &str, text: &str) {
     std::fs::write(dir.join(name), text).unwrap_or_else(|e| panic!("cannot write {name}: {e}"));
 }

@@ -11,6 +11,9 @@
 //!
 //! The seams are here because everything above them (the policy runtime, the evaluation
 //! pipeline, the controller) must behave the same whichever cluster is underneath.
+//!
+//! It depends on `evac-core` only among evac's crates, and must not depend on the policy runtime,
+//! the pipeline or the simulator: they are built on it.
 
 #![cfg_attr(not(test), warn(clippy::too_many_lines))]
 #![warn(missing_docs)]

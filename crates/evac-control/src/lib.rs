@@ -18,8 +18,12 @@
 //!
 //! The crate runs wherever the pipeline does: `evac control` against a real cluster (the binary
 //! adds leadership), the embedded simulator, and the browser playground.
+//!
+//! It depends on `evac-evaluator` and `evac-cluster`, and must not depend on an HTTP server, a
+//! Kubernetes client (the back end is the host's choice) or the simulator.
 
 #![cfg_attr(not(test), warn(clippy::too_many_lines))]
+
 pub mod disruptions;
 pub mod hold;
 mod routing;
@@ -61,9 +65,13 @@ pub const WATCHED: [(&str, &str); 5] = [
 /// What one reconcile did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Pass {
+    /// Cluster changes read.
     pub changes: usize,
+    /// Requests evaluated through a policy.
     pub evaluations: usize,
+    /// Effects carried out.
     pub effects_applied: usize,
+    /// Effects that failed (retried by a later decision).
     pub effects_failed: usize,
     /// Effects recorded and not carried out (monitor mode).
     pub effects_monitored: usize,
@@ -76,6 +84,8 @@ pub struct Pass {
     pub elapsed: Duration,
 }
 
+/// The controller: routes cluster changes to the disruption-cause and evacuation policies through
+/// the pipeline, one pass at a time ([`Controller::reconcile`]).
 pub struct Controller {
     pipeline: Pipeline,
     state: Mutex<State>,

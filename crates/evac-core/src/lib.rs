@@ -5,6 +5,10 @@
 //! to carry out). Cluster objects are read through the [`ClusterReader`] trait, which a Kubewarden
 //! policy implements with host capabilities and tests implement with a map. The crate compiles for
 //! the host, `wasm32-wasip1` and `wasm32-unknown-unknown`.
+//!
+//! It depends on no other evac crate and must not: no I/O, no async runtime, no wasm runtime
+//! (wasmtime) and no Kubernetes client, so that the same decisions run in a module, a host and a
+//! browser page.
 
 #![cfg_attr(not(test), warn(clippy::too_many_lines))]
 #![warn(missing_docs)]

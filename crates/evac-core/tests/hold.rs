@@ -1,3 +1,6 @@
+//! The hold decision natively: every row of its table, and what the launcher-hold mutation adds
+//! to a launcher pod.
+
 use serde_json::{json, Value};
 
 use evac_core::hold::mutation::{Mutation, HOLD_SKIPPED_ANNOTATION};

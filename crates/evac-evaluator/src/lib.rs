@@ -8,6 +8,10 @@
 //! - [`builder`]: the one way a process assembles registry and pipeline from its options;
 //! - [`admission`]: AdmissionReviews in and out;
 //! - [`metrics`]: what every stage counts.
+//!
+//! It depends on `evac-runtime` and `evac-cluster`, and must not depend on an HTTP server, the
+//! controller or the simulator: every host builds its pipeline here ([`PipelineBuilder`]) and
+//! serves it its own way.
 
 #![cfg_attr(not(test), warn(clippy::too_many_lines))]
 #![warn(missing_docs)]

@@ -14,6 +14,8 @@
 //! synchronously on the caller's thread, whoever the caller is (the policy server, the controller,
 //! `evac eval`, a test). Without `wasmtime` it builds for `wasm32-unknown-unknown`: the browser
 //! playground's policies answer through the same protocol and capabilities.
+//!
+//! It depends on `evac-core` and `evac-cluster` only among evac's crates.
 
 #![cfg_attr(not(test), warn(clippy::too_many_lines))]
 #![warn(missing_docs)]

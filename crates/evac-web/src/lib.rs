@@ -11,6 +11,9 @@
 //! The JavaScript functions (`decide`, `runScenario`, `examples`, `example`, `scenarioExample`)
 //! take and return text (JSON), which keeps the boundary to one shape the page and the tests both
 //! read.
+//!
+//! An application crate, like the host: it depends on the simulator and the policy crates, and
+//! must not depend on the host or wasmtime (the page runs no wasm runtime of its own).
 
 #![cfg_attr(not(test), warn(clippy::too_many_lines))]
 #![warn(missing_docs)]

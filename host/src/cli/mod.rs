@@ -20,6 +20,9 @@ use evac_cluster::ClusterStore;
 use evac_evaluator::{Metrics, Pipeline, PipelineBuilder, PoliciesFile};
 use evac_runtime::wapc::EngineOptions;
 
+// The command line. Undocumented in rustdoc on purpose: clap reads doc comments as help text,
+// and the help says what the binary is.
+#[allow(missing_docs)]
 #[derive(Debug, Parser)]
 #[command(name = "evac", version, about = "Live-migrate KubeVirt VMs on every kind of pod disruption")]
 pub struct Cli {
@@ -27,6 +30,7 @@ pub struct Cli {
     pub command: Command,
 }
 
+#[allow(missing_docs)] // clap: doc comments are the commands' help.
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Evaluate one admission request with a policy module and print its response as JSON.
@@ -53,6 +57,7 @@ pub enum Command {
 }
 
 impl Cli {
+    /// Runs the command given.
     pub fn run(self) -> anyhow::Result<()> {
         match self.command {
             Command::Eval(args) => eval::run(args),

@@ -73,6 +73,7 @@ pub struct ClusterAccess {
 
 /// Everything the request handlers share.
 pub struct Server {
+    /// How it was started.
     pub options: ServeOptions,
     /// The policies and what evaluating them goes through.
     pub pipeline: Pipeline,

@@ -21,6 +21,7 @@ pub struct Tls {
 }
 
 impl Tls {
+    /// Loads the certificate and key files.
     pub fn load(cert_file: &Path, key_file: &Path) -> Result<Self> {
         let (config, contents) = server_config(cert_file, key_file)?;
         Ok(Self {
@@ -31,10 +32,12 @@ impl Tls {
         })
     }
 
+    /// The acceptor of the certificate loaded last.
     pub fn acceptor(&self) -> Arc<TlsAcceptor> {
         self.acceptor.load_full()
     }
 
+    /// The certificate and key files, whose change reloads them.
     pub fn files(&self) -> [&Path; 2] {
         [&self.cert_file, &self.key_file]
     }

@@ -10,8 +10,11 @@
 //! answers the hold endpoint (a `CONNECT` of `pods/hold`): allowed ends a hold of a launcher
 //! pod's termination, 429 keeps it while the VM migrates away; what it cannot decide ends the
 //! hold, never keeps it.
+//!
+//! It depends on `evac-core` and `evac-policy-guest` only, never on a host crate.
 
 #![cfg_attr(not(test), warn(clippy::too_many_lines))]
+
 use evac_core::disruption;
 use evac_core::model::ValidationRequest;
 use evac_core::trace::Trace;

@@ -6,8 +6,11 @@
 //! ValidationResponse (accepted whenever it can be decided: the policy never blocks a drain) plus
 //! the effects that the host carries out: `CreateMigration`, `AnnotatePod`, `ClearEvacuation`.
 //! The module itself never writes.
+//!
+//! It depends on `evac-core` and `evac-policy-guest` only, never on a host crate.
 
 #![cfg_attr(not(test), warn(clippy::too_many_lines))]
+
 use evac_core::evacuation::{self, RequestError};
 use evac_core::model::ValidationRequest;
 use evac_core::trace::Trace;

@@ -2,8 +2,12 @@
 //! `kubernetes` host capabilities as the core's [`ClusterReader`](evac_core::ClusterReader), the
 //! arena allocator, and the answers of `validate_settings`. A policy crate keeps only its
 //! decision's evaluation (`lib.rs`).
+//!
+//! It depends on `evac-core` only among evac's crates, and must not depend on any host crate: a
+//! module reads only through host capabilities and never writes.
 
 #![cfg_attr(not(test), warn(clippy::too_many_lines))]
+
 pub mod allocator;
 mod capabilities;
 mod glue;

@@ -8,8 +8,11 @@
 //! endpoint answers when the VM has left, or when holding can no longer help. Any other pod is
 //! accepted unchanged. The module reads nothing and never writes: it returns the mutated pod, and
 //! its host answers the API server with the JSON patch.
+//!
+//! It depends on `evac-core` and `evac-policy-guest` only, never on a host crate.
 
 #![cfg_attr(not(test), warn(clippy::too_many_lines))]
+
 use evac_core::hold::mutation::{self, Mutation};
 use evac_core::model::ValidationRequest;
 use evac_core::PolicyResponse;

@@ -3,8 +3,11 @@
 //! The decision lives in `evac-core`; this crate reads the objects it asks for through Kubewarden's
 //! `kubernetes` host capabilities and returns Kubewarden's ValidationResponse plus the effects
 //! (`MarkForEvacuation`) that the host carries out. The module itself never writes.
+//!
+//! It depends on `evac-core` and `evac-policy-guest` only, never on a host crate.
 
 #![cfg_attr(not(test), warn(clippy::too_many_lines))]
+
 use evac_core::eviction;
 use evac_core::model::ValidationRequest;
 use evac_core::trace::Trace;
