@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use evac_core::effect::{EventReason, ObjectRef};
 use evac_core::hold::{HELD_SINCE_ANNOTATION, HOLD_RELEASED_AUDIT_ANNOTATION, HOLD_SUBRESOURCE};
+use evac_core::kubevirt::POD_KIND;
 use evac_evaluator::{Pipeline, PolicyMode};
 use serde_json::value::RawValue;
 
@@ -121,8 +122,8 @@ pub fn hold_request(
     let started = chrono_free_timestamp(started_at);
     let head = serde_json::json!({
         "uid": uid,
-        "kind": {"group": "", "version": "v1", "kind": "Pod"},
-        "resource": {"group": "", "version": "v1", "resource": "pods"},
+        "kind": {"group": "", "version": POD_KIND.0, "kind": POD_KIND.1},
+        "resource": {"group": "", "version": POD_KIND.0, "resource": "pods"},
         "subResource": HOLD_SUBRESOURCE,
         "name": pod.name,
         "namespace": pod.namespace,

@@ -6,7 +6,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use evac_core::model::{Migration, Node, NodeMetrics, Pod, VirtualMachineInstance};
+use evac_core::kubevirt::{MIGRATION_KIND, NODE_KIND, POD_KIND, VMI_KIND};
+use evac_core::model::{Migration, Node, NodeMetrics, Pod, VirtualMachineInstance, NODE_METRICS_KIND};
 use serde_json::value::RawValue;
 
 use evac_cluster::Change;
@@ -77,17 +78,26 @@ pub(super) struct Routing {
 const USAGE_STEP: f64 = 64.0 * 1024.0 * 1024.0;
 
 /// Admission request uids, unique within the process.
+// The kinds the controller routes, by the core's names.
+const POD: &str = POD_KIND.1;
+const NODE: &str = NODE_KIND.1;
+const VMI: &str = VMI_KIND.1;
+const MIGRATION: &str = MIGRATION_KIND.1;
+/// Pods and nodes as an AdmissionRequest names them: (group, version, kind, resource).
+const PODS: (&str, &str, &str, &str) = ("", POD_KIND.0, POD_KIND.1, "pods");
+const NODES: (&str, &str, &str, &str) = ("", NODE_KIND.0, NODE_KIND.1, "nodes");
+
 static NEXT_UID: AtomicU64 = AtomicU64::new(1);
 
 impl Routing {
     pub(super) fn observe(&mut self, kind: &str, change: &Change) {
         let Ok(text) = std::str::from_utf8(&change.object) else { return };
         match kind {
-            "Pod" => self.observe_pod(text, change),
-            "Node" => self.observe_node(text, change),
-            "VirtualMachineInstance" => self.observe_vmi(text, change),
-            "VirtualMachineInstanceMigration" => self.observe_migration(text, change),
-            "NodeMetrics" => self.observe_node_metrics(text),
+            POD => self.observe_pod(text, change),
+            NODE => self.observe_node(text, change),
+            VMI => self.observe_vmi(text, change),
+            MIGRATION => self.observe_migration(text, change),
+            NODE_METRICS_KIND => self.observe_node_metrics(text),
             _ => {}
         }
     }
@@ -116,7 +126,7 @@ impl Routing {
         if self.evaluated.get(&uid) != Some(&seen) {
             self.evaluated.insert(uid, seen);
             let (namespace, name) = (pod.metadata.namespace.as_str(), pod.metadata.name.as_str());
-            self.pods.push(request(("", "v1", "Pod", "pods"), namespace, name, text));
+            self.pods.push(request(PODS, namespace, name, text));
         }
     }
 
@@ -134,7 +144,7 @@ impl Routing {
             self.drain_tainted.remove(&name);
         }
         // Node pressure is decided on every node change: the module knows the thresholds.
-        self.node_changes.push(request(("", "v1", "Node", "nodes"), "", &name, text));
+        self.node_changes.push(request(NODES, "", &name, text));
         self.nodes.insert(name.clone(), Arc::clone(&change.object));
         self.dirty.insert(name);
     }
@@ -153,7 +163,7 @@ impl Routing {
         self.usage.insert(name.clone(), usage);
         let Some(node) = self.nodes.get(&name) else { return };
         let Ok(node_text) = std::str::from_utf8(node) else { return };
-        self.node_changes.push(request(("", "v1", "Node", "nodes"), "", &name, node_text));
+        self.node_changes.push(request(NODES, "", &name, node_text));
         self.dirty.insert(name);
     }
 
@@ -304,7 +314,7 @@ impl Routing {
             .filter_map(|name| {
                 let json = self.nodes.get(name)?;
                 let text = std::str::from_utf8(json).ok()?;
-                Some((name.clone(), request(("", "v1", "Node", "nodes"), "", name, text)))
+                Some((name.clone(), request(NODES, "", name, text)))
             })
             .collect();
         Work {

@@ -212,3 +212,21 @@ fn a_drain_of_a_migratable_vm_is_traced_in_kubevirts_order() {
         assert!(step.contains(expected), "{step:?} should say {expected:?} ({steps:?})");
     }
 }
+
+/// A launcher pod that has completed is left to the API server, and the trace says why: it is a
+/// launcher pod, finished, not a pod of another kind.
+#[test]
+fn a_completed_launcher_pod_is_traced_as_finished() {
+    for phase in ["Succeeded", "Failed"] {
+        let case = case(&format!("not a running launcher pod: a launcher pod that {phase}"));
+        let cluster = TestCluster::for_case(&case);
+        let text = case.request.to_string();
+        let request: AdmissionRequest<'_> = serde_json::from_str(&text).unwrap();
+        let mut trace = Trace::on();
+        let decision = decide_traced(&request, &Settings::default(), &cluster, &mut trace).unwrap();
+        assert_eq!(decision, Decision::allow(), "{phase}");
+        let steps = trace.into_steps();
+        let expected = format!("launcher pod has completed ({phase}) -> allow");
+        assert!(steps.iter().any(|s| s == &expected), "{steps:?} should say {expected:?}");
+    }
+}
