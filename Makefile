@@ -52,11 +52,14 @@ playground: setup
 test: build playground
 	$(CARGO) test --release --workspace
 
+# In the release profile, as `make build` and `make test` build: the build scripts and proc macros
+# that clippy needs are then built once for all of them (clippy's own checks do not depend on the
+# profile).
 lint: setup
 	$(CARGO) fmt --all --check
-	$(CARGO) clippy --workspace --all-targets -- -D warnings
-	$(CARGO) clippy --target $(WASM_TARGET) $(foreach p,$(POLICIES),-p $(p)) -- -D warnings
-	$(CARGO) clippy --target wasm32-unknown-unknown -p evac-core -p evac-sim -p evac-web -- -D warnings
+	$(CARGO) clippy --release --workspace --all-targets -- -D warnings
+	$(CARGO) clippy --release --target $(WASM_TARGET) $(foreach p,$(POLICIES),-p $(p)) -- -D warnings
+	$(CARGO) clippy --release --target wasm32-unknown-unknown -p evac-core -p evac-sim -p evac-web -- -D warnings
 
 fmt:
 	$(CARGO) fmt --all

@@ -29,13 +29,11 @@
 //! must carry and keep empty (being added to the simulator's report); that assertion is its own
 //! test, `no_invariant_violations_in_any_run`, so that its absence does not hide the rest.
 
-use std::collections::HashMap;
-use std::path::PathBuf;
-use std::process::Command;
-use std::sync::{Arc, Mutex, OnceLock};
-
-use evac_e2e::report::{describe, num, outcome, row, rows, shut_down, vm_time};
-use evac_e2e::{evac_bin, repo_root};
+use evac_e2e::repo_root;
+use evac_e2e::report::{describe, num, outcome, row, shut_down, vm_time};
+use evac_e2e::scenarios::{
+    expect_field, expect_time, expect_vm, invariant_violations, run_invariants, simulate, Checks,
+};
 use serde_json::Value;
 
 /// Every scenario of `tests/adversarial/`.
@@ -109,101 +107,40 @@ impl Run {
 
 // --- Running scenarios ------------------------------------------------------------------------
 
-fn scenario_file(name: &str) -> PathBuf {
-    repo_root().join("tests/adversarial").join(format!("{name}.yaml"))
-}
-
-type RunResult = Result<Value, String>;
-
-fn simulate_uncached(name: &str, run: Run) -> RunResult {
-    let mut command = Command::new(evac_bin());
-    command.current_dir(repo_root()).arg("simulate").arg("--json").args(run.args());
-    command.arg(scenario_file(name));
-    let out = command.output().map_err(|e| format!("cannot run evac: {e}"))?;
-    if !out.status.success() {
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        let tail: Vec<&str> = stderr.lines().rev().take(15).collect();
-        return Err(format!(
-            "`evac simulate {}` exited with {}: {}",
-            run.args().join(" "),
-            out.status,
-            tail.into_iter().rev().collect::<Vec<_>>().join("\n")
-        ));
-    }
-    serde_json::from_slice(&out.stdout).map_err(|e| format!("the report is not JSON: {e}"))
-}
-
-/// The run of a scenario, once per test binary (the invariants test reuses the per-case runs).
-fn simulate(name: &str, run: Run) -> Arc<RunResult> {
-    type Cell = Arc<OnceLock<Arc<RunResult>>>;
-    static RUNS: OnceLock<Mutex<HashMap<(String, Run), Cell>>> = OnceLock::new();
-    let cell =
-        RUNS.get_or_init(Default::default).lock().unwrap().entry((name.to_owned(), run)).or_default().clone();
-    cell.get_or_init(|| Arc::new(simulate_uncached(name, run))).clone()
-}
-
-/// The scenario file, for its parallel limits.
-fn scenario_spec(name: &str) -> Value {
-    let text = std::fs::read_to_string(scenario_file(name)).unwrap();
-    serde_yaml::from_str(&text).unwrap()
-}
-
-// --- Collected checks -------------------------------------------------------------------------
-
-struct Checks {
-    scenario: &'static str,
-    failures: Vec<String>,
-}
-
-impl Checks {
-    fn new(scenario: &'static str) -> Self {
-        Self { scenario, failures: Vec::new() }
-    }
-
-    fn check(&mut self, ok: bool, message: impl FnOnce() -> String) {
-        if !ok {
-            self.failures.push(format!("[{}] {}", self.scenario, message()));
-        }
-    }
-
+/// The runs of a scenario these tests read.
+trait Runs {
     /// Both runs' reports (KubeVirt alone, evac); a run that fails ends the test at once.
+    fn both(&mut self) -> (Value, Value);
+
+    /// The run with evac replacing KubeVirt's evacuation controller; a run that fails ends the
+    /// test at once.
+    fn replacing(&mut self) -> Value;
+}
+
+impl Runs for Checks {
     fn both(&mut self) -> (Value, Value) {
-        let base = simulate(self.scenario, Run::KubeVirt);
-        let evac = simulate(self.scenario, Run::Evac);
+        let base = simulate(self.scenario(), Run::KubeVirt.args());
+        let evac = simulate(self.scenario(), Run::Evac.args());
         match (&*base, &*evac) {
             (Ok(b), Ok(e)) => (b.clone(), e.clone()),
             (b, e) => {
                 for (mode, run) in [(BASELINE, b), (EVAC, e)] {
                     if let Err(err) = run {
-                        self.failures.push(format!(
-                            "[{}] {mode}: the simulation must run to its end and report (rule: nothing in a \
-                             scenario may stop the simulation): {err}",
-                            self.scenario
+                        self.fail(format!(
+                            "{mode}: the simulation must run to its end and report (rule: nothing in a scenario may \
+                             stop the simulation): {err}"
                         ));
                     }
                 }
-                panic!("{}: no report to check:\n  - {}\n", self.scenario, self.failures.join("\n  - "))
+                self.give_up("no report to check")
             }
         }
     }
 
-    /// The run with evac replacing KubeVirt's evacuation controller; a run that fails ends the
-    /// test at once.
     fn replacing(&mut self) -> Value {
-        match &*simulate(self.scenario, Run::EvacReplacing) {
+        match &*simulate(self.scenario(), Run::EvacReplacing.args()) {
             Ok(report) => report.clone(),
-            Err(err) => panic!("{}: {REPLACING}: no report: {err}", self.scenario),
-        }
-    }
-
-    fn finish(self) {
-        if !self.failures.is_empty() {
-            panic!(
-                "{}: {} expectation(s) failed:\n  - {}\n",
-                self.scenario,
-                self.failures.len(),
-                self.failures.join("\n  - ")
-            );
+            Err(err) => panic!("{}: {REPLACING}: no report: {err}", self.scenario()),
         }
     }
 }
@@ -254,44 +191,6 @@ fn attempts(report: &Value, vm: &str) -> Vec<(f64, Option<f64>)> {
 
 // --- Expectations -----------------------------------------------------------------------------
 
-/// The VM's outcome, and what that outcome implies for its row.
-fn expect_vm(c: &mut Checks, mode: &str, report: &Value, vm: &str, expected: &str, rule: &str) {
-    let got = outcome(report, vm);
-    c.check(got == expected, || {
-        format!(
-            "{mode}: VM {vm}: expected outcome {expected}, got {got} {} (rule: {rule})",
-            describe(report, vm)
-        )
-    });
-    if got != expected {
-        return;
-    }
-    if let Some(r) = row(report, vm) {
-        match expected {
-            "migrated" => {
-                // Once migrated, a VM is elsewhere; twice migrated, it may be back.
-                c.check(num(&r["migrations"]) != 1 || r["nodeAfter"] != r["nodeBefore"], || {
-                    format!("{mode}: VM {vm}: migrated once but ended on its own node {r} (rule: {rule})")
-                });
-                c.check(num(&r["migrations"]) >= 1, || {
-                    format!("{mode}: VM {vm}: migrated with no migration counted {r} (rule: {rule})")
-                });
-            }
-            "untouched" => {
-                c.check(r["nodeAfter"] == r["nodeBefore"], || {
-                    format!("{mode}: VM {vm}: untouched but moved {r} (rule: {rule})")
-                });
-                c.check(num(&r["migrations"]) == 0, || {
-                    format!(
-                        "{mode}: VM {vm}: untouched with a succeeded migration counted {r} (rule: {rule})"
-                    )
-                });
-            }
-            _ => {}
-        }
-    }
-}
-
 fn expect_vm_migrations(c: &mut Checks, mode: &str, report: &Value, vm: &str, expected: u64, rule: &str) {
     let got = vm_num(report, vm, "migrations");
     c.check(got == expected, || {
@@ -331,13 +230,6 @@ fn expect_vm_node_after(c: &mut Checks, mode: &str, report: &Value, vm: &str, no
     });
 }
 
-fn expect_field(c: &mut Checks, mode: &str, report: &Value, path: &[&str], expected: u64, rule: &str) {
-    let got = path.iter().fold(report, |v, k| &v[*k]);
-    c.check(got.as_u64() == Some(expected), || {
-        format!("{mode}: report {}: expected {expected}, got {got} (rule: {rule})", path.join("."))
-    });
-}
-
 fn expect_field_at_least(c: &mut Checks, mode: &str, report: &Value, path: &[&str], least: u64, rule: &str) {
     let got = path.iter().fold(report, |v, k| &v[*k]);
     c.check(got.as_u64().is_some_and(|n| n >= least), || {
@@ -365,27 +257,6 @@ fn expect_vms(c: &mut Checks, mode: &str, report: &Value, vms: &[&str], expected
     }
 }
 
-/// A time field of the VM's row within `[lo, hi]` seconds.
-#[allow(clippy::too_many_arguments)]
-fn expect_time(
-    c: &mut Checks,
-    mode: &str,
-    report: &Value,
-    vm: &str,
-    field: &str,
-    lo: f64,
-    hi: f64,
-    rule: &str,
-) {
-    let got = vm_time(report, vm, field);
-    c.check(got.is_some_and(|t| (lo..=hi).contains(&t)), || {
-        format!(
-            "{mode}: VM {vm}: expected {field} within {lo}..{hi} s, got {got:?} {} (rule: {rule})",
-            describe(report, vm)
-        )
-    });
-}
-
 fn expect_cause(c: &mut Checks, mode: &str, report: &Value, vm: &str, cause: &str, rule: &str) {
     let got = row(report, vm).map(|r| r["cause"].clone());
     c.check(got.as_ref().is_some_and(|g| g == cause), || {
@@ -401,112 +272,6 @@ fn expect_kubelet_evictions(c: &mut Checks, mode: &str, report: &Value, expected
             report["evictions"]
         )
     });
-}
-
-/// The invariants every run must keep, as far as the report shows them.
-fn run_invariants(c: &mut Checks, mode: &str, report: &Value) {
-    let spec = scenario_spec(c.scenario);
-    let kubevirt = &spec["cluster"]["kubevirt"];
-    let per_cluster = kubevirt["parallelMigrationsPerCluster"].as_u64().unwrap_or(5);
-    let per_node = kubevirt["parallelOutboundMigrationsPerNode"].as_u64().unwrap_or(2);
-    let m = &report["migrations"];
-    c.check(m["maxRunningInCluster"].as_u64().is_some_and(|n| n <= per_cluster), || {
-        format!("{mode}: parallel limit exceeded: maxRunningInCluster {} > {per_cluster} (rule: parallel limits apply to running migrations)", m["maxRunningInCluster"])
-    });
-    c.check(m["maxRunningFromANode"].as_u64().is_some_and(|n| n <= per_node), || {
-        format!("{mode}: parallel limit exceeded: maxRunningFromANode {} > {per_node} (rule: parallelOutboundMigrationsPerNode)", m["maxRunningFromANode"])
-    });
-    let vms = &report["vms"];
-    let sum = num(&vms["migrated"]) + num(&vms["shutDown"]) + num(&vms["restarted"]) + num(&vms["untouched"]);
-    c.check(sum == num(&vms["total"]), || format!("{mode}: vms outcomes do not add up to the total: {vms}"));
-    let mut counted = 0;
-    for r in rows(report) {
-        let n = num(&r["migrations"]);
-        counted += n;
-        if n > 0 {
-            // (A VM migrated twice may have come back to its first node.)
-            c.check(r["outcome"] == "migrated" && (n > 1 || r["nodeAfter"] != r["nodeBefore"]), || {
-                format!(
-                    "{mode}: VM {}: {n} migration(s) counted as succeeded but the VM did not end running on another node: {r} \
-                     (rule: a migration whose VM died before it finished fails, never counts as succeeded)",
-                    r["vm"]
-                )
-            });
-        }
-    }
-    c.check(counted == num(&m["succeeded"]), || {
-        format!(
-            "{mode}: migrations.succeeded {} but the VMs' rows count {counted} succeeded migrations \
-             (rule: every succeeded migration belongs to a VM that ended on its target)",
-            m["succeeded"]
-        )
-    });
-    c.check(num(&m["created"]) >= num(&m["succeeded"]) + num(&m["failed"]), || {
-        format!("{mode}: more migrations finished than were created: {m}")
-    });
-    timeline_invariants(c, mode, report, per_cluster, per_node);
-}
-
-/// The invariants again, from outside: from `migrationTimeline` alone, no VM has two unfinished
-/// migrations at once, and the migrations counted against the parallel limits (from their target
-/// pod to their end) never exceed them.
-fn timeline_invariants(c: &mut Checks, mode: &str, report: &Value, per_cluster: u64, per_node: u64) {
-    let Some(timeline) = report["migrationTimeline"].as_array() else {
-        c.check(false, || format!("{mode}: the report has no migrationTimeline"));
-        return;
-    };
-    let created = num(&report["migrations"]["created"]);
-    c.check(timeline.len() as u64 == created, || {
-        format!(
-            "{mode}: migrationTimeline has {} migrations, migrations.created says {created}",
-            timeline.len()
-        )
-    });
-    let time = |v: &Value| v.as_f64().unwrap_or(f64::INFINITY);
-    let mut by_vm: HashMap<&str, Vec<&Value>> = HashMap::new();
-    // (when, +1 starts counting / -1 stops, source node)
-    let mut steps: Vec<(f64, i64, &str)> = Vec::new();
-    for m in timeline {
-        by_vm.entry(m["vm"].as_str().unwrap_or_default()).or_default().push(m);
-        if !m["countedFrom"].is_null() {
-            let source = m["source"].as_str().unwrap_or_default();
-            steps.push((time(&m["countedFrom"]), 1, source));
-            steps.push((time(&m["endedAt"]), -1, source));
-        }
-        if m["phase"] == "Succeeded" {
-            c.check(
-                !m["target"].as_str().unwrap_or_default().is_empty() && m["target"] != m["source"],
-                || format!("{mode}: migration {} succeeded without moving its VM: {m}", m["name"]),
-            );
-        }
-    }
-    for (vm, mut migrations) in by_vm {
-        migrations.sort_by(|a, b| time(&a["createdAt"]).total_cmp(&time(&b["createdAt"])));
-        for pair in migrations.windows(2) {
-            c.check(time(&pair[1]["createdAt"]) >= time(&pair[0]["endedAt"]), || {
-                format!(
-                    "{mode}: VM {vm} had two unfinished migrations at once (from the timeline): {} and {} \
-                     (rule: virt-api refuses a second one, canMigrateVMI fails it)",
-                    pair[0], pair[1]
-                )
-            });
-        }
-    }
-    // Ends before starts at the same moment: a slot freed is taken in the same instant.
-    steps.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-    let (mut in_cluster, mut from_node) = (0i64, HashMap::<&str, i64>::new());
-    for (at, delta, node) in steps {
-        in_cluster += delta;
-        let on_node = from_node.entry(node).or_default();
-        *on_node += delta;
-        let on_node = *on_node;
-        c.check(in_cluster <= per_cluster as i64, || {
-            format!("{mode}: {in_cluster} migrations counted at {at} s, over parallelMigrationsPerCluster {per_cluster} (from the timeline)")
-        });
-        c.check(on_node <= per_node as i64, || {
-            format!("{mode}: {on_node} migrations from {node} at {at} s, over parallelOutboundMigrationsPerNode {per_node} (from the timeline)")
-        });
-    }
 }
 
 /// Both runs' invariants, and the comparison between them.
@@ -1758,19 +1523,11 @@ fn no_invariant_violations_in_any_run() {
     for name in SCENARIOS {
         for run in Run::ALL {
             let mode = run.label();
-            match &*simulate(name, run) {
+            match &*simulate(name, run.args()) {
                 Err(e) => failures.push(format!("[{name}] {mode}: no report: {e}")),
-                Ok(report) => match report.get("invariantViolations").and_then(Value::as_array) {
-                    None => failures.push(format!(
-                        "[{name}] {mode}: the report has no invariantViolations array (rule: the simulator reports \
-                         two unfinished migrations of one VMI, parallel limits exceeded, migrations counted as \
-                         succeeded whose VM did not end on its target, launcher pods of deleted VMIs not collected)"
-                    )),
-                    Some(v) if !v.is_empty() => {
-                        failures.push(format!("[{name}] {mode}: invariantViolations: {}", Value::Array(v.clone())))
-                    }
-                    Some(_) => {}
-                },
+                Ok(report) => {
+                    failures.extend(invariant_violations(mode, report).map(|m| format!("[{name}] {m}")))
+                }
             }
         }
     }

@@ -16,13 +16,12 @@
 //! with evac, and evac never ending with more VMs shut down than KubeVirt alone under the same
 //! virt-handler.
 
-use std::collections::HashMap;
-use std::path::PathBuf;
-use std::process::Command;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::fmt;
 
-use evac_e2e::report::{describe, num, outcome, row, rows, shut_down, vm_time};
-use evac_e2e::{evac_bin, repo_root};
+use evac_e2e::report::{outcome, row, rows, shut_down, vm_time};
+use evac_e2e::scenarios::{
+    expect_field, expect_time, expect_vm, invariant_violations, norm, run_invariants, simulate, Checks,
+};
 use serde_json::Value;
 
 /// Slack allowed on durations that should be "at once" (the kubelet looks at a held pod every 1 s).
@@ -64,7 +63,7 @@ const RUNS: [Run; 4] = [ALONE_STOCK, ALONE_PROPOSAL, EVAC_STOCK, EVAC_PROPOSAL];
 
 impl Run {
     fn args(self) -> Vec<&'static str> {
-        let mut args = vec!["simulate", "--json"];
+        let mut args = Vec::new();
         if self.evac {
             args.push("--evac");
         }
@@ -79,59 +78,13 @@ impl Run {
     }
 }
 
-// --- Running scenarios ------------------------------------------------------------------------
-
-fn scenario_file(name: &str) -> PathBuf {
-    repo_root().join("tests/adversarial").join(format!("{name}.yaml"))
-}
-
-type RunResult = Result<Value, String>;
-
-fn simulate_uncached(name: &str, run: Run) -> RunResult {
-    let mut command = Command::new(evac_bin());
-    command.current_dir(repo_root()).args(run.args()).arg(scenario_file(name));
-    let out = command.output().map_err(|e| format!("cannot run evac: {e}"))?;
-    if !out.status.success() {
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        let tail: Vec<&str> = stderr.lines().rev().take(15).collect();
-        return Err(format!(
-            "`evac {}` exited with {}: {}",
-            run.args().join(" "),
-            out.status,
-            tail.into_iter().rev().collect::<Vec<_>>().join("\n")
-        ));
+impl fmt::Display for Run {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.label())
     }
-    serde_json::from_slice(&out.stdout).map_err(|e| format!("the report is not JSON: {e}"))
-}
-
-/// The run of a scenario, once per test binary.
-fn simulate(name: &str, run: Run) -> Arc<RunResult> {
-    type Cell = Arc<OnceLock<Arc<RunResult>>>;
-    static CACHE: OnceLock<Mutex<HashMap<(String, Run), Cell>>> = OnceLock::new();
-    let cell = CACHE
-        .get_or_init(Default::default)
-        .lock()
-        .unwrap()
-        .entry((name.to_owned(), run))
-        .or_default()
-        .clone();
-    cell.get_or_init(|| Arc::new(simulate_uncached(name, run))).clone()
-}
-
-/// The scenario file, for its parallel limits.
-fn scenario_spec(name: &str) -> Value {
-    let path = scenario_file(name);
-    let text =
-        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
-    serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{} is not YAML: {e}", path.display()))
 }
 
 // --- Collected checks -------------------------------------------------------------------------
-
-struct Checks {
-    scenario: &'static str,
-    failures: Vec<String>,
-}
 
 /// Every run's report that could be had.
 struct Reports(Vec<(Run, Value)>);
@@ -142,27 +95,18 @@ impl Reports {
     }
 }
 
-impl Checks {
-    fn new(scenario: &'static str) -> Self {
-        Self { scenario, failures: Vec::new() }
-    }
-
-    fn check(&mut self, ok: bool, message: impl FnOnce() -> String) {
-        if !ok {
-            self.failures.push(format!("[{}] {}", self.scenario, message()));
-        }
-    }
-
-    fn fail(&mut self, message: String) {
-        self.failures.push(format!("[{}] {message}", self.scenario));
-    }
-
+/// The runs of a scenario these tests read.
+trait Runs {
     /// The four runs' reports, with the checks every run gets; a run that fails is reported and
     /// left out (the other runs are still checked).
+    fn runs(&mut self) -> Reports;
+}
+
+impl Runs for Checks {
     fn runs(&mut self) -> Reports {
         let mut reports = Vec::new();
         for run in RUNS {
-            match &*simulate(self.scenario, run) {
+            match &*simulate(self.scenario(), &run.args()) {
                 Ok(report) => reports.push((run, report.clone())),
                 Err(err) => self.fail(format!(
                     "{}: the simulation must run to its end and report (rule: nothing in a scenario may stop the \
@@ -173,7 +117,7 @@ impl Checks {
         }
         let reports = Reports(reports);
         for (run, report) in &reports.0 {
-            run_invariants(self, *run, report);
+            hold_invariants(self, *run, report);
         }
         for handler in Handler::ALL {
             let base = reports.get(Run { evac: false, handler });
@@ -191,25 +135,9 @@ impl Checks {
         }
         reports
     }
-
-    fn finish(self) {
-        if !self.failures.is_empty() {
-            panic!(
-                "{}: {} expectation(s) failed:\n  - {}\n",
-                self.scenario,
-                self.failures.len(),
-                self.failures.join("\n  - ")
-            );
-        }
-    }
 }
 
 // --- Report accessors -------------------------------------------------------------------------
-
-/// An outcome as words only ("shut down", "shutDown" and "shut-down" are one outcome).
-fn norm(outcome: &str) -> String {
-    outcome.chars().filter(|c| c.is_ascii_alphanumeric()).map(|c| c.to_ascii_lowercase()).collect()
-}
 
 /// The report's holds of the VM's launcher pods, earliest first.
 fn holds_of(report: &Value, vm: &str) -> Vec<Value> {
@@ -229,86 +157,12 @@ fn hold_span(hold: &Value) -> Option<(f64, f64)> {
     Some((hold["startedAt"].as_f64()?, hold["endedAt"].as_f64()?))
 }
 
-fn path<'a>(report: &'a Value, keys: &[&str]) -> &'a Value {
-    keys.iter().fold(report, |v, k| &v[*k])
-}
-
 // --- Expectations -----------------------------------------------------------------------------
-
-/// The VM's outcome, and what that outcome implies for its row.
-fn expect_vm(c: &mut Checks, run: Run, report: &Value, vm: &str, expected: &str, rule: &str) {
-    let mode = run.label();
-    let got = outcome(report, vm);
-    let same = norm(&got) == norm(expected);
-    c.check(same, || {
-        format!(
-            "{mode}: VM {vm}: expected outcome {expected}, got {got} {} (rule: {rule})",
-            describe(report, vm)
-        )
-    });
-    if !same {
-        return;
-    }
-    let Some(r) = row(report, vm) else { return };
-    match norm(expected).as_str() {
-        "migrated" => {
-            c.check(num(&r["migrations"]) >= 1, || {
-                format!("{mode}: VM {vm}: migrated with no migration counted {r} (rule: {rule})")
-            });
-            c.check(num(&r["migrations"]) != 1 || r["nodeAfter"] != r["nodeBefore"], || {
-                format!("{mode}: VM {vm}: migrated once but ended on its own node {r} (rule: {rule})")
-            });
-            c.check(r["migratedAt"].as_f64().is_some(), || {
-                format!("{mode}: VM {vm}: migrated without a migratedAt {r} (rule: {rule})")
-            });
-        }
-        "shutdown" => {
-            c.check(r["stoppedAt"].as_f64().is_some(), || {
-                format!("{mode}: VM {vm}: shut down without a stoppedAt {r} (rule: {rule})")
-            });
-        }
-        "untouched" => {
-            c.check(num(&r["migrations"]) == 0 && r["nodeAfter"] == r["nodeBefore"], || {
-                format!("{mode}: VM {vm}: untouched but moved {r} (rule: {rule})")
-            });
-        }
-        _ => {}
-    }
-}
-
-/// A time field of the VM's row within `[lo, hi]` seconds.
-#[allow(clippy::too_many_arguments)]
-fn expect_time(
-    c: &mut Checks,
-    run: Run,
-    report: &Value,
-    vm: &str,
-    field: &str,
-    lo: f64,
-    hi: f64,
-    rule: &str,
-) {
-    let got = vm_time(report, vm, field);
-    c.check(got.is_some_and(|t| (lo..=hi).contains(&t)), || {
-        format!(
-            "{}: VM {vm}: expected {field} within {lo}..{hi} s, got {got:?} {} (rule: {rule})",
-            run.label(),
-            describe(report, vm)
-        )
-    });
-}
 
 fn expect_node_after_not(c: &mut Checks, run: Run, report: &Value, vm: &str, node: &str, rule: &str) {
     let got = row(report, vm).map(|r| r["nodeAfter"].clone());
     c.check(got.as_ref().is_some_and(|n| n.is_string() && n != node), || {
         format!("{}: VM {vm}: expected to end off {node}, got {got:?} (rule: {rule})", run.label())
-    });
-}
-
-fn expect_field(c: &mut Checks, run: Run, report: &Value, at: &[&str], expected: u64, rule: &str) {
-    let got = path(report, at);
-    c.check(got.as_u64() == Some(expected), || {
-        format!("{}: report {}: expected {expected}, got {got} (rule: {rule})", run.label(), at.join("."))
     });
 }
 
@@ -481,38 +335,12 @@ fn expect_preemptor_wait(c: &mut Checks, run: Run, report: &Value, lo: f64, hi: 
 }
 
 /// The invariants every run must keep, as far as the report shows them.
-fn run_invariants(c: &mut Checks, run: Run, report: &Value) {
+fn hold_invariants(c: &mut Checks, run: Run, report: &Value) {
     let mode = run.label();
-    match report.get("invariantViolations").and_then(Value::as_array) {
-        None => c.fail(format!(
-            "{mode}: the report has no invariantViolations array (rule: the simulator reports two unfinished \
-             migrations of one VMI, parallel limits exceeded, migrations counted as succeeded whose VM did not end on \
-             its target, launcher pods of deleted VMIs not collected)"
-        )),
-        Some(v) if !v.is_empty() => {
-            c.fail(format!("{mode}: invariantViolations: {} (rule: a correct run has none)", Value::Array(v.clone())))
-        }
-        Some(_) => {}
+    if let Some(failure) = invariant_violations(&mode, report) {
+        c.fail(failure);
     }
-    let spec = scenario_spec(c.scenario);
-    let kubevirt = &spec["cluster"]["kubevirt"];
-    let per_cluster = kubevirt["parallelMigrationsPerCluster"].as_u64().unwrap_or(5);
-    let per_node = kubevirt["parallelOutboundMigrationsPerNode"].as_u64().unwrap_or(2);
-    let m = &report["migrations"];
-    c.check(m["maxRunningInCluster"].as_u64().is_some_and(|n| n <= per_cluster), || {
-        format!(
-            "{mode}: parallel limit exceeded: maxRunningInCluster {} > {per_cluster} (rule: \
-             parallelMigrationsPerCluster)",
-            m["maxRunningInCluster"]
-        )
-    });
-    c.check(m["maxRunningFromANode"].as_u64().is_some_and(|n| n <= per_node), || {
-        format!(
-            "{mode}: parallel limit exceeded: maxRunningFromANode {} > {per_node} (rule: \
-             parallelOutboundMigrationsPerNode)",
-            m["maxRunningFromANode"]
-        )
-    });
+    run_invariants(c, &mode, report);
     c.check(report["virtHandler"] == run.handler.name(), || {
         format!(
             "{mode}: the report says virtHandler {}, the run asked for {} (rule: --virt-handler)",
@@ -520,9 +348,6 @@ fn run_invariants(c: &mut Checks, run: Run, report: &Value) {
             run.handler.name()
         )
     });
-    let vms = &report["vms"];
-    let sum = num(&vms["migrated"]) + num(&vms["shutDown"]) + num(&vms["restarted"]) + num(&vms["untouched"]);
-    c.check(sum == num(&vms["total"]), || format!("{mode}: vms outcomes do not add up to the total: {vms}"));
     if !run.evac {
         expect_no_holds(c, run, report, "without evac no launcher pod has evac's preStop hook");
     } else {

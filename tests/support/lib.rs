@@ -11,6 +11,7 @@ pub mod command;
 pub mod control;
 pub mod kubewarden_hosts;
 pub mod report;
+pub mod scenarios;
 pub mod server;
 
 use std::path::{Path, PathBuf};
