@@ -11,29 +11,21 @@ use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
 use evac_cluster::MemoryStore;
+use evac_core::PolicyId;
 use evac_e2e::*;
 use evac_runtime::capabilities::{KubernetesCapabilities, ResourceGrant};
 use evac_runtime::kubewarden;
 use evac_runtime::kubewarden::metadata::{self, Metadata};
-use evac_runtime::wapc::{EngineOptions, Policy, PolicyEngine, PolicyModule};
+use evac_runtime::wapc::{Policy, PolicyModule};
 use evac_testkit::{check_cases, disruption_cases};
 use serde_json::{json, Value};
 
-/// The built module. Fails (does not skip) when it has not been built.
 fn module_path() -> PathBuf {
-    let path = repo_root().join("dist/policies/disruption-cause.wasm");
-    assert!(path.is_file(), "the built policy module {} is missing: run `make build` first", path.display());
-    path
+    built_policy(PolicyId::DisruptionCause)
 }
 
 fn module() -> PolicyModule {
-    static MODULE: OnceLock<PolicyModule> = OnceLock::new();
-    MODULE
-        .get_or_init(|| {
-            let engine = PolicyEngine::new(EngineOptions::default()).expect("engine");
-            engine.load(&module_path()).unwrap_or_else(|e| panic!("cannot load the built module: {e:#}"))
-        })
-        .clone()
+    built_module(PolicyId::DisruptionCause)
 }
 
 /// The metadata embedded in the built module.

@@ -6,35 +6,27 @@
 //! real time.
 
 use std::path::PathBuf;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use evac_core::effect::{
     EventReason, MigrationCause, EVICTION_IN_PROGRESS_ANNOTATION as IN_PROGRESS,
     REQUEST_EVICT_ONLY_ANNOTATION as EVICT_ONLY,
 };
+use evac_core::PolicyId;
 use evac_core::{Effect, ObjectRef, PolicyResponse};
 use evac_e2e::*;
 use evac_runtime::capabilities::{KubernetesCapabilities, ResourceGrant};
 use evac_runtime::kubewarden;
-use evac_runtime::wapc::{EngineOptions, Policy, PolicyEngine, PolicyModule};
+use evac_runtime::wapc::{Policy, PolicyModule};
 use evac_testkit::ReadFailure;
 use serde_json::{json, Value};
 
-/// The built module. Fails (does not skip) when it has not been built.
 fn module_path() -> PathBuf {
-    let path = repo_root().join("dist/policies/evacuation.wasm");
-    assert!(path.is_file(), "the built policy module {} is missing: run `make build` first", path.display());
-    path
+    built_policy(PolicyId::Evacuation)
 }
 
 fn module() -> PolicyModule {
-    static MODULE: OnceLock<PolicyModule> = OnceLock::new();
-    MODULE
-        .get_or_init(|| {
-            let engine = PolicyEngine::new(EngineOptions::default()).expect("engine");
-            engine.load(&module_path()).unwrap_or_else(|e| panic!("cannot load the built module: {e:#}"))
-        })
-        .clone()
+    built_module(PolicyId::Evacuation)
 }
 
 /// The `contextAwareResources` embedded in the built module: all it may read.

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use base64::Engine as _;
 use evac_cluster::{Executor, MemoryStore};
+use evac_core::PolicyId;
 use evac_e2e::*;
 use evac_evaluator::{admission, Loader, Metrics, Pipeline, PoliciesFile, Registry};
 use evac_runtime::kubewarden::metadata;
@@ -16,19 +17,13 @@ use evac_runtime::wapc::{EngineOptions, PolicyEngine, WallClock};
 use evac_testkit::{check_cases, hold_cases, TABLE_NOW};
 use serde_json::{json, Value};
 
-fn module(name: &str) -> PathBuf {
-    let path = repo_root().join(format!("dist/policies/{name}.wasm"));
-    assert!(path.is_file(), "the built policy module {} is missing: run `make build` first", path.display());
-    path
-}
-
 /// `evac eval` of a pod CREATE through `launcher-hold`: its answer as JSON.
 fn eval(request: &str, settings: Option<&str>) -> Value {
     let mut command = Command::new(evac_bin());
     command
         .arg("eval")
         .arg("--policy")
-        .arg(module("launcher-hold"))
+        .arg(built_policy(PolicyId::LauncherHold))
         .arg("--request")
         .arg(example_hold(request));
     if let Some(settings) = settings {
@@ -77,7 +72,7 @@ fn evac_eval_leaves_other_pods_unchanged() {
 
 #[test]
 fn the_module_declares_itself_mutating() {
-    let bytes = std::fs::read(module("launcher-hold")).unwrap();
+    let bytes = std::fs::read(built_policy(PolicyId::LauncherHold)).unwrap();
     let metadata = metadata::read(&bytes).unwrap().expect("embedded metadata");
     assert!(metadata.mutating);
     assert!(metadata.context_aware_resources.is_empty(), "it reads nothing");
@@ -87,7 +82,7 @@ fn the_module_declares_itself_mutating() {
 async fn served_answer(entry: &str) -> Value {
     let dir = tempfile::tempdir().unwrap();
     let policies = dir.path().join("policies.yml");
-    let module = module("launcher-hold");
+    let module = built_policy(PolicyId::LauncherHold);
     std::fs::write(&policies, format!("launcher-hold:\n  module: {}\n{entry}", module.display())).unwrap();
     let file = PoliciesFile::load(&policies).unwrap();
     let store = Arc::new(MemoryStore::from_objects(Vec::new()).unwrap());
@@ -147,7 +142,7 @@ fn every_row_of_the_hold_table_through_the_module() {
     let clock = WallClock(Arc::new(|| Duration::from_secs_f64(TABLE_NOW)));
     let engine =
         PolicyEngine::new(EngineOptions { wall_clock: Some(clock), ..EngineOptions::default() }).unwrap();
-    let path = module("disruption-cause");
+    let path = built_policy(PolicyId::DisruptionCause);
     let module = engine.load(&path).unwrap();
     let bytes = std::fs::read(&path).unwrap();
     let grants: Vec<_> =

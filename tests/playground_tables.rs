@@ -11,7 +11,7 @@
 
 use evac_core::PolicyId;
 use evac_core::PolicyResponse;
-use evac_e2e::{repo_root, validate_case};
+use evac_e2e::{built_policy, validate_case};
 use evac_runtime::kubewarden::metadata;
 use evac_runtime::wapc::{EngineOptions, PolicyEngine};
 use evac_testkit::{disruption_cases, eviction_cases, Case, TestCluster};
@@ -42,7 +42,7 @@ fn comparable(response: &PolicyResponse) -> String {
 }
 
 fn agree(policy: PolicyId, cases: Vec<Case>) {
-    let path = repo_root().join(format!("dist/policies/{}.wasm", policy.as_str()));
+    let path = built_policy(policy);
     let bytes =
         std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}: run `make build` first", path.display()));
     let grants: Vec<_> = metadata::read(&bytes)

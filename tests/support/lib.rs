@@ -19,7 +19,7 @@ use std::sync::{Arc, OnceLock};
 
 use evac_cluster::MemoryStore;
 use evac_core::effect::EvacuationSource;
-use evac_core::{Effect, ObjectRef, PolicyResponse};
+use evac_core::{Effect, ObjectRef, PolicyId, PolicyResponse};
 use evac_runtime::capabilities::{CapabilityError, HostCapabilities, KubernetesCapabilities, ResourceGrant};
 use evac_runtime::kubewarden;
 use evac_runtime::wapc::{EngineOptions, EvalError, Policy, PolicyEngine, PolicyModule};
@@ -58,11 +58,17 @@ pub fn example(relative: &str) -> PathBuf {
     repo_root().join("examples/evictions").join(relative)
 }
 
-/// The built pod-eviction module. Fails (does not skip) when it has not been built.
-pub fn policy_path() -> PathBuf {
-    let path = repo_root().join("dist/policies/pod-eviction.wasm");
+/// The built module of `policy` (`dist/policies/<id>.wasm`). Fails (does not skip) when it has
+/// not been built.
+pub fn built_policy(policy: PolicyId) -> PathBuf {
+    let path = repo_root().join(format!("dist/policies/{policy}.wasm"));
     assert!(path.is_file(), "the built policy module {} is missing: run `make build` first", path.display());
     path
+}
+
+/// The built pod-eviction module.
+pub fn policy_path() -> PathBuf {
+    built_policy(PolicyId::PodEviction)
 }
 
 /// The bytes of the built pod-eviction module.
@@ -82,16 +88,25 @@ pub fn evac_bin() -> PathBuf {
 
 // --- Host ------------------------------------------------------------------------------------
 
-/// One engine and one compiled pod-eviction module per test binary (compiling is the slow part).
-/// Every test binds it to its own capabilities with [`policy_with`].
-pub fn shared_module() -> PolicyModule {
-    static MODULE: OnceLock<PolicyModule> = OnceLock::new();
-    MODULE
+/// The built module of `policy`, compiled once per test binary by one engine (compiling is the
+/// slow part). Every test binds it to its own capabilities.
+pub fn built_module(policy: PolicyId) -> PolicyModule {
+    static ENGINE: OnceLock<PolicyEngine> = OnceLock::new();
+    static MODULES: OnceLock<[OnceLock<PolicyModule>; 4]> = OnceLock::new();
+    let index = PolicyId::ALL.iter().position(|p| *p == policy).expect("every policy is in PolicyId::ALL");
+    MODULES.get_or_init(Default::default)[index]
         .get_or_init(|| {
-            let engine = PolicyEngine::new(EngineOptions::default()).expect("engine");
-            engine.load(&policy_path()).unwrap_or_else(|e| panic!("cannot load the built module: {e:#}"))
+            let engine = ENGINE.get_or_init(|| PolicyEngine::new(EngineOptions::default()).expect("engine"));
+            engine
+                .load(&built_policy(policy))
+                .unwrap_or_else(|e| panic!("cannot load the built module: {e:#}"))
         })
         .clone()
+}
+
+/// The built pod-eviction module (see [`built_module`]); [`policy_with`] binds it.
+pub fn shared_module() -> PolicyModule {
+    built_module(PolicyId::PodEviction)
 }
 
 /// The pod-eviction policy reading from `context`, with every resource readable.

@@ -1,6 +1,7 @@
 //! The admission requests the tests send, built once: a `pods/eviction` CREATE as the API server
 //! sends it to the eviction webhook.
 
+use evac_core::model::{eviction_admission_request, UserInfo};
 use serde_json::{json, Value};
 
 /// The `policy/v1` Eviction a client posts to evict `namespace/pod`.
@@ -11,23 +12,10 @@ pub fn eviction_object(namespace: &str, pod: &str) -> Value {
 /// The AdmissionRequest (bare, as Kubewarden passes it to `validate`) of a `pods/eviction` CREATE
 /// of `namespace/pod` carrying `eviction`, as `kubectl drain` posts it.
 pub fn eviction_request_with(namespace: &str, pod: &str, eviction: Value) -> Value {
-    json!({
-        "uid": format!("705ab4f5-6393-11e8-b7cc-{namespace}-{pod}"),
-        "kind": {"group": "policy", "version": "v1", "kind": "Eviction"},
-        "resource": {"group": "", "version": "v1", "resource": "pods"},
-        "subResource": "eviction",
-        "requestKind": {"group": "policy", "version": "v1", "kind": "Eviction"},
-        "requestResource": {"group": "", "version": "v1", "resource": "pods"},
-        "requestSubResource": "eviction",
-        "name": pod,
-        "namespace": namespace,
-        "operation": "CREATE",
-        "userInfo": {"username": "system:serviceaccount:kube-system:drain", "groups": ["system:authenticated"]},
-        "object": eviction,
-        "oldObject": null,
-        "dryRun": false,
-        "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions"},
-    })
+    let uid = format!("705ab4f5-6393-11e8-b7cc-{namespace}-{pod}");
+    let user =
+        UserInfo { username: "system:serviceaccount:kube-system:drain", groups: &["system:authenticated"] };
+    eviction_admission_request(&uid, namespace, pod, user, eviction, false)
 }
 
 /// [`eviction_request_with`] with a plain Eviction ([`eviction_object`]).

@@ -8,7 +8,7 @@ use clap::Args;
 
 use crate::control::leadership::Leadership;
 use crate::control::{Controller, RESYNC, WATCHED};
-use crate::reload::{PolicyReload, ReloadTarget};
+use crate::reload::PolicyReload;
 use evac_cluster::kube::{KubeCluster, LeaderElector, LeaseSettings};
 use evac_evaluator::metrics::Process;
 use evac_evaluator::{Metrics, PoliciesFile, Registry};
@@ -117,14 +117,17 @@ async fn control(args: ControlArgs) -> Result<()> {
     let files = PolicyReload::new(&args.policies, &[]);
     let file = PoliciesFile::load(&args.policies)?;
     let cluster = connect(&args, &file).await?;
-    let metrics = Arc::new(crate::server::process_metrics::metrics(Process::Control));
-    let pipeline = super::cluster_pipeline(
+    // Hot swap, as evac serve and evac hold do: a set the controller cannot run is refused whole.
+    let check: crate::reload::SetCheck =
+        Box::new(|set| crate::control::check_policies(set).map_err(Into::into));
+    let host = super::cluster_host(
         &args.policies,
-        &file,
+        (&file, files),
         args.cache_dir.clone(),
         Arc::clone(&cluster) as _,
-        Arc::clone(&metrics),
+        (Process::Control, check),
     )?;
+    let (pipeline, metrics) = (host.pipeline, host.metrics);
     let registry = Arc::clone(pipeline.registry());
     let controller = Controller::new(pipeline)?.with_pass_budget(PASS_BUDGET);
     report_gates(&registry, &cluster);
@@ -133,14 +136,7 @@ async fn control(args: ControlArgs) -> Result<()> {
         .with_context(|| format!("cannot serve metrics on {}", args.metrics_addr))?;
     super::report_listening(&[("metrics", format!("http://{}", listener.local_addr()?))]);
     tokio::spawn(serve_probes(listener, Arc::clone(&cluster), Arc::clone(&registry), Arc::clone(&metrics)));
-    // Hot swap, as evac serve and evac hold do: a set the controller cannot run is refused whole.
-    let target = ReloadTarget {
-        policies: args.policies.clone(),
-        registry,
-        check: Box::new(|set| crate::control::check_policies(set).map_err(Into::into)),
-        own: None,
-    };
-    tokio::spawn(crate::reload::start(target, files).run());
+    tokio::spawn(host.reloader.run());
     tracing::info!(policies = %args.policies.display(), "evac control started");
 
     // One listener for the whole run: a signal between two waits is not lost.

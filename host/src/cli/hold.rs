@@ -7,7 +7,7 @@ use anyhow::{bail, Result};
 use clap::Args;
 
 use crate::hold::{router, watches, HoldServer, Holds};
-use crate::reload::{PolicyReload, ReloadTarget};
+use crate::reload::PolicyReload;
 use crate::server::connections::{self, ConnectionLimits};
 use evac_cluster::kube::KubeCluster;
 use evac_control::hold::Holder;
@@ -66,23 +66,17 @@ async fn hold(args: HoldArgs) -> Result<()> {
     let cluster =
         Arc::new(KubeCluster::connect_watches(args.kubeconfig.as_deref(), &watches(&args.node)).await?);
     cluster.wait_synced(Duration::from_secs(args.sync_timeout)).await?;
-    let metrics = Arc::new(crate::server::process_metrics::metrics(Process::Hold));
-    let pipeline = super::cluster_pipeline(
-        &args.policies,
-        &file,
-        args.cache_dir.clone(),
-        Arc::clone(&cluster) as _,
-        Arc::clone(&metrics),
-    )?;
     // Hot swap, as evac serve and evac control do: a policies.yml changed in place (a ConfigMap
     // update, monitor mode to protect) is taken up without a restart, which would end every hold.
-    let target = ReloadTarget {
-        policies: args.policies.clone(),
-        registry: Arc::clone(pipeline.registry()),
-        check: Box::new(|set| holds_disruptions(set).map_err(Into::into)),
-        own: None,
-    };
-    let reloader = crate::reload::start(target, files);
+    let check: crate::reload::SetCheck = Box::new(|set| holds_disruptions(set).map_err(Into::into));
+    let host = super::cluster_host(
+        &args.policies,
+        (&file, files),
+        args.cache_dir.clone(),
+        Arc::clone(&cluster) as _,
+        (Process::Hold, check),
+    )?;
+    let (pipeline, metrics, reloader) = (host.pipeline, host.metrics, host.reloader);
     let server = Arc::new(HoldServer {
         holder: Holder::new(pipeline),
         cluster: Arc::clone(&cluster),

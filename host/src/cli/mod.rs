@@ -15,8 +15,10 @@ mod simulate;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use crate::reload::{PolicyReload, ReloadTarget, Reloader, SetCheck};
 use clap::{Parser, Subcommand};
 use evac_cluster::ClusterStore;
+use evac_evaluator::metrics::Process;
 use evac_evaluator::{Metrics, Pipeline, PipelineBuilder, PoliciesFile};
 use evac_runtime::wapc::EngineOptions;
 
@@ -100,23 +102,40 @@ pub(crate) fn read_input(path: &str, what: &str) -> anyhow::Result<Vec<u8>> {
     }
 }
 
-/// The pipeline of `evac control` or `evac hold`: the policies of `file` (read from `path`) run by
-/// wasmtime, compiled modules cached in `cache_dir` (else the default one, when it can serve),
-/// reading from `cluster` and writing effects to it, recording to `metrics`.
-pub(crate) fn cluster_pipeline(
+/// What `evac control` and `evac hold` run on: the pipeline of their policies over the cluster,
+/// its metrics, and the reloader that swaps in a changed `policies.yml`.
+pub(crate) struct ClusterHost {
+    pub pipeline: Pipeline,
+    pub metrics: Arc<Metrics>,
+    pub reloader: Reloader,
+}
+
+/// Starts a [`ClusterHost`]: the policies of `file` (read from `path`, its files stamped in
+/// `files` before it was read) run by wasmtime, compiled modules cached in `cache_dir` (else the
+/// default one, when it can serve), reading from `cluster` and writing effects to it, recording
+/// to the metrics of `process`; a new set that fails `check` is refused whole.
+pub(crate) fn cluster_host(
     path: &Path,
-    file: &PoliciesFile,
+    (file, files): (&PoliciesFile, PolicyReload),
     cache_dir: Option<PathBuf>,
     cluster: Arc<dyn ClusterStore>,
-    metrics: Arc<Metrics>,
-) -> anyhow::Result<Pipeline> {
+    (process, check): (Process, SetCheck),
+) -> anyhow::Result<ClusterHost> {
     use anyhow::Context;
+    let metrics = Arc::new(crate::server::process_metrics::metrics(process));
     let engine = EngineOptions {
         cache_dir: cache_dir.or_else(evac_runtime::wapc::usable_default_cache_dir),
         ..EngineOptions::default()
     };
-    let builder = PipelineBuilder::wasmtime(engine, cluster)?.metrics(metrics);
+    let builder = PipelineBuilder::wasmtime(engine, cluster)?.metrics(Arc::clone(&metrics));
     // Compiling is heavy CPU work: off the runtime's threads.
-    tokio::task::block_in_place(|| builder.build(file))
-        .with_context(|| format!("cannot load {}", path.display()))
+    let pipeline = tokio::task::block_in_place(|| builder.build(file))
+        .with_context(|| format!("cannot load {}", path.display()))?;
+    let target = ReloadTarget {
+        policies: path.to_path_buf(),
+        registry: Arc::clone(pipeline.registry()),
+        check,
+        own: None,
+    };
+    Ok(ClusterHost { pipeline, metrics, reloader: crate::reload::start(target, files) })
 }

@@ -13,30 +13,26 @@ pub type Settings = evac_core::disruption::Settings;
 
 #[cfg(test)]
 mod tests {
-    use kubewarden_policy_sdk::settings::SettingsValidationResponse;
+    use evac_policy_guest::SettingsVerdict::{Invalid, InvalidBecause, InvalidMentioning, Valid};
 
     use super::*;
 
-    /// Kubewarden's `validate_settings` for these settings.
-    fn validate(payload: &[u8]) -> SettingsValidationResponse {
-        evac_policy_guest::validate_settings::<Settings>(payload)
-    }
-
     #[test]
     fn validation_answers_every_payload() {
-        assert!(validate(b"{}").valid);
-        assert!(validate(b"null").valid);
-        assert!(validate(br#"{"nodePressure": {"threshold": "2Gi", "headroom": "0"}}"#).valid);
-        let unknown = validate(br#"{"nodepressure": {}}"#);
-        assert!(!unknown.valid);
-        assert!(unknown.message.unwrap().contains("unknown field `nodepressure`"));
-        let bad = validate(br#"{"nodePressure": {"headroom": "a lot"}}"#);
-        assert_eq!(
-            bad.message.as_deref(),
-            Some(r#"nodePressure.headroom: "a lot" is not a memory quantity (e.g. 3500Mi)"#)
-        );
-        let half = validate(br#"{"kubevirt": {"namespace": "", "name": "kubevirt"}}"#);
-        assert_eq!(half.message.as_deref(), Some("kubevirt: both namespace and name must be set"));
-        assert!(!validate(b"[").valid);
+        evac_policy_guest::check_settings_table::<Settings>(&[
+            ("{}", Valid),
+            ("null", Valid),
+            (r#"{"nodePressure": {"threshold": "2Gi", "headroom": "0"}}"#, Valid),
+            (r#"{"nodepressure": {}}"#, InvalidMentioning("unknown field `nodepressure`")),
+            (
+                r#"{"nodePressure": {"headroom": "a lot"}}"#,
+                InvalidBecause(r#"nodePressure.headroom: "a lot" is not a memory quantity (e.g. 3500Mi)"#),
+            ),
+            (
+                r#"{"kubevirt": {"namespace": "", "name": "kubevirt"}}"#,
+                InvalidBecause("kubevirt: both namespace and name must be set"),
+            ),
+            ("[", Invalid),
+        ]);
     }
 }

@@ -16,7 +16,9 @@ mod settings;
 #[cfg(target_os = "wasi")]
 pub use capabilities::host_capabilities;
 pub use capabilities::KubernetesCalls;
-pub use settings::{settings_answer, validate_settings, DecisionSettings};
+pub use settings::{
+    check_settings_table, settings_answer, validate_settings, DecisionSettings, SettingsVerdict,
+};
 
 /// The SDK, for what [`policy!`] writes in a policy crate.
 #[doc(hidden)]

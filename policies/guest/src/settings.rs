@@ -48,3 +48,37 @@ pub fn validate_settings<S: DecisionSettings>(payload: &[u8]) -> SettingsValidat
 pub fn settings_answer<S: DecisionSettings>(payload: &[u8]) -> Result<Vec<u8>, String> {
     serde_json::to_vec(&validate_settings::<S>(payload)).map_err(|e| e.to_string())
 }
+
+/// What a settings payload gets from [`validate_settings`], in a policy's table of them.
+#[derive(Debug, Clone, Copy)]
+pub enum SettingsVerdict<'a> {
+    /// Valid.
+    Valid,
+    /// Invalid, whatever the message.
+    Invalid,
+    /// Invalid with exactly this message.
+    InvalidBecause(&'a str),
+    /// Invalid with a message that mentions this.
+    InvalidMentioning(&'a str),
+}
+
+/// Checks a policy's table of settings payloads and what each gets from [`validate_settings`];
+/// fails listing every row that answered otherwise. For the policies' tests.
+pub fn check_settings_table<S: DecisionSettings>(rows: &[(&str, SettingsVerdict<'_>)]) {
+    let failures: Vec<String> = rows
+        .iter()
+        .filter_map(|(payload, expected)| {
+            let got = validate_settings::<S>(payload.as_bytes());
+            let message = got.message.as_deref().unwrap_or_default();
+            let right = match expected {
+                SettingsVerdict::Valid => got.valid,
+                SettingsVerdict::Invalid => !got.valid,
+                SettingsVerdict::InvalidBecause(text) => !got.valid && message == *text,
+                SettingsVerdict::InvalidMentioning(text) => !got.valid && message.contains(text),
+            };
+            (!right)
+                .then(|| format!("{payload}: expected {expected:?}, got valid {} ({message:?})", got.valid))
+        })
+        .collect();
+    assert!(failures.is_empty(), "settings answered otherwise:\n  - {}", failures.join("\n  - "));
+}

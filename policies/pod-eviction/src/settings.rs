@@ -10,14 +10,9 @@ pub type Settings = evac_core::eviction::Settings;
 
 #[cfg(test)]
 mod tests {
-    use kubewarden_policy_sdk::settings::SettingsValidationResponse;
+    use evac_policy_guest::SettingsVerdict::{Invalid, InvalidBecause, InvalidMentioning, Valid};
 
     use super::*;
-
-    /// Kubewarden's `validate_settings` for these settings.
-    fn validate(payload: &[u8]) -> SettingsValidationResponse {
-        evac_policy_guest::validate_settings::<Settings>(payload)
-    }
 
     #[test]
     fn empty_settings_are_valid() {
@@ -39,13 +34,15 @@ mod tests {
 
     #[test]
     fn validation_answers_every_payload() {
-        assert!(validate(b"{}").valid);
-        assert!(validate(b"null").valid);
-        let unknown = validate(br#"{"kubevirtt": {}}"#);
-        assert!(!unknown.valid);
-        assert!(unknown.message.unwrap().contains("unknown field `kubevirtt`"));
-        let half = validate(br#"{"kubevirt": {"namespace": "", "name": "kubevirt"}}"#);
-        assert_eq!(half.message.as_deref(), Some("kubevirt: both namespace and name must be set"));
-        assert!(!validate(b"[").valid);
+        evac_policy_guest::check_settings_table::<Settings>(&[
+            ("{}", Valid),
+            ("null", Valid),
+            (r#"{"kubevirtt": {}}"#, InvalidMentioning("unknown field `kubevirtt`")),
+            (
+                r#"{"kubevirt": {"namespace": "", "name": "kubevirt"}}"#,
+                InvalidBecause("kubevirt: both namespace and name must be set"),
+            ),
+            ("[", Invalid),
+        ]);
     }
 }

@@ -108,3 +108,43 @@ pub struct GroupVersionResource<'a> {
     #[serde(borrow)]
     pub resource: Str<'a>,
 }
+
+/// Who sends a request: an AdmissionRequest's `userInfo`.
+#[derive(Debug, Clone, Copy)]
+pub struct UserInfo<'a> {
+    /// `username`, e.g. `system:admin`.
+    pub username: &'a str,
+    /// `groups`, e.g. `system:authenticated`.
+    pub groups: &'a [&'a str],
+}
+
+/// The AdmissionRequest the API server sends a validating webhook for a `pods/eviction` CREATE of
+/// `eviction` on `namespace/pod` (`policy/v1` `Eviction` on `v1` `pods`, subresource `eviction`,
+/// with `CreateOptions`), as JSON: the one shape the simulated API server sends and the tests
+/// post.
+pub fn eviction_admission_request(
+    uid: &str,
+    namespace: &str,
+    pod: &str,
+    user: UserInfo<'_>,
+    eviction: serde_json::Value,
+    dry_run: bool,
+) -> serde_json::Value {
+    serde_json::json!({
+        "uid": uid,
+        "kind": {"group": "policy", "version": "v1", "kind": "Eviction"},
+        "resource": {"group": "", "version": "v1", "resource": "pods"},
+        "subResource": "eviction",
+        "requestKind": {"group": "policy", "version": "v1", "kind": "Eviction"},
+        "requestResource": {"group": "", "version": "v1", "resource": "pods"},
+        "requestSubResource": "eviction",
+        "name": pod,
+        "namespace": namespace,
+        "operation": "CREATE",
+        "userInfo": {"username": user.username, "groups": user.groups},
+        "object": eviction,
+        "oldObject": null,
+        "dryRun": dry_run,
+        "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions"},
+    })
+}

@@ -20,7 +20,10 @@ mod str;
 pub mod time;
 mod vmi;
 
-pub use admission::{AdmissionRequest, GroupVersionKind, GroupVersionResource, ValidationRequest};
+pub use admission::{
+    eviction_admission_request, AdmissionRequest, GroupVersionKind, GroupVersionResource, UserInfo,
+    ValidationRequest,
+};
 pub use eviction::{DeleteOptions, Eviction};
 pub use kubevirt::{
     DeveloperConfiguration, KubeVirt, KubeVirtConfiguration, KubeVirtSpec, MigrationConfiguration,

@@ -11,6 +11,7 @@ use crate::actors::Evictor;
 use crate::store::{Kind, Store};
 use crate::ApiError;
 use evac_cluster::LabelSelector;
+use evac_core::model::{eviction_admission_request, UserInfo};
 
 const PDB_MESSAGE: &str = "Cannot evict pod as it would violate the pod's disruption budget.";
 
@@ -70,23 +71,10 @@ async fn admit(
     eviction: &Value,
     dry_run: bool,
 ) -> Result<(), ApiError> {
-    let review = webhooks::review(json!({
-        "uid": webhooks::uid(),
-        "kind": {"group": "policy", "version": "v1", "kind": "Eviction"},
-        "resource": {"group": "", "version": "v1", "resource": "pods"},
-        "subResource": "eviction",
-        "requestKind": {"group": "policy", "version": "v1", "kind": "Eviction"},
-        "requestResource": {"group": "", "version": "v1", "resource": "pods"},
-        "requestSubResource": "eviction",
-        "name": name,
-        "namespace": namespace,
-        "operation": "CREATE",
-        "userInfo": {"username": "system:admin", "groups": ["system:masters", "system:authenticated"]},
-        "object": eviction,
-        "oldObject": null,
-        "dryRun": dry_run,
-        "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions"},
-    }));
+    let user = UserInfo { username: "system:admin", groups: &["system:masters", "system:authenticated"] };
+    let request =
+        eviction_admission_request(&webhooks::uid(), namespace, name, user, eviction.clone(), dry_run);
+    let review = webhooks::review(request);
     match webhooks::call(store, webhook, &review).await? {
         Some(response) => webhooks::denial(webhook, &response).map_or(Ok(()), Err),
         None => Ok(()),
