@@ -31,7 +31,12 @@ pub fn admission_review(data: &[u8]) {
     let cluster = TestCluster::new(example_objects().iter().cloned());
     let _ = evac_core::eviction::decide(&request, &Default::default(), &cluster);
     let _ = evac_core::disruption::decide(&request, &Default::default(), &cluster, 1.0e9);
-    let _ = evac_core::evacuation::decide_request(&request, &Default::default(), &cluster, 1.0e9);
+    let mut evac = evac_core::evacuation::Context {
+        flavor: evac_core::evacuation::Flavor::Evac,
+        now: 1.0e9,
+        trace: &mut evac_core::trace::Trace::off(),
+    };
+    let _ = evac_core::evacuation::decide_request(&request, &Default::default(), &cluster, &mut evac);
 }
 
 /// A JSON document decoded as each object the core reads, and every accessor the decisions call.

@@ -157,6 +157,21 @@ async fn a_follower_takes_over_from_a_leader_killed_mid_drain() {
     eprintln!("the follower led {took_over:?} after the leader was killed");
 }
 
+/// SIGHUP reloads `evac control`'s policies (through the reloader `evac serve` and `evac hold`
+/// use) without a restart: the controller goes on leading.
+#[tokio::test]
+async fn a_sighup_reloads_the_controller_in_place() {
+    let _turn = TURN.lock().await;
+    let mut cluster = Cluster::start(Mode::Replacing).await;
+    let control = cluster.controls.len() - 1;
+    let process = &cluster.processes[cluster.controls[control].0];
+    let (pid, log) = (process.child.id(), process.log.clone());
+    evac_e2e::server::hang_up(pid);
+    evac_e2e::server::wait_for_log(&log, "SIGHUP: reloading").await;
+    assert!(cluster.processes[cluster.controls[control].0].child.try_wait().unwrap().is_none(), "exited");
+    assert_eq!(cluster.leader().await, control, "the controller stopped leading after SIGHUP");
+}
+
 /// The metric line of the replica that leads.
 const LEADING: &str = r#"evac_leader_election_master_status{name="evac-control"} 1"#;
 

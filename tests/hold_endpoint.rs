@@ -273,7 +273,7 @@ async fn idle_sockets_hold_neither_the_hooks_nor_the_probes() {
     let args = ["hold", "--node", OTHER_NODE, "--addr", "127.0.0.1:0", "--probe-addr", "127.0.0.1:0"];
     let common = ["--policies", &policies, "--kubeconfig", &kubeconfig, "--cache-dir", &cache];
     let args: Vec<&str> = args.iter().copied().chain(common).collect();
-    let (_hold, listening) = spawn(&args, &log);
+    let (hold, listening) = spawn(&args, &log);
     let readiness = format!("{}/readiness", listening.url("probes"));
     wait_until_ok(&readiness, "evac hold", &log).await;
 
@@ -307,6 +307,12 @@ async fn idle_sockets_hold_neither_the_hooks_nor_the_probes() {
         assert!(Instant::now() < deadline, "evac hold did not reload its policies:\n{text}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+
+    // SIGHUP reloads too, through the same reloader, and the endpoint stays up.
+    evac_e2e::server::hang_up(hold.0.id());
+    evac_e2e::server::wait_for_log(&log, "SIGHUP: reloading").await;
+    let answer = client.get(&readiness).send().await;
+    assert!(answer.is_ok_and(|r| r.status() == 200), "readiness after SIGHUP");
 
     let hooks: Vec<_> = (0..50).map(|_| connect(listening.port("hold"))).collect();
     let started = Instant::now();

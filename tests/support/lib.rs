@@ -23,6 +23,7 @@ use evac_core::{Effect, ObjectRef, PolicyId, PolicyResponse};
 use evac_runtime::capabilities::{CapabilityError, HostCapabilities, KubernetesCapabilities, ResourceGrant};
 use evac_runtime::kubewarden;
 use evac_runtime::wapc::{EngineOptions, EvalError, Policy, PolicyEngine, PolicyModule};
+pub use evac_testkit::objects::{launcher_name, launcher_pod, vmi};
 pub use evac_testkit::requests::{eviction_object, eviction_request, eviction_request_with};
 use evac_testkit::{Case, ReadFailure};
 use serde_json::value::RawValue;
@@ -228,54 +229,6 @@ pub fn admission_review(request: Value) -> Value {
 }
 
 // --- Cluster objects -------------------------------------------------------------------------
-
-/// The name of the launcher pod of a VMI in these tests.
-pub fn launcher_name(vmi: &str) -> String {
-    format!("virt-launcher-{vmi}-abcde")
-}
-
-/// A running `virt-launcher` pod of VMI `vmi` on `node`.
-pub fn launcher_pod(namespace: &str, vmi: &str, node: &str) -> Value {
-    json!({
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": launcher_name(vmi),
-            "namespace": namespace,
-            "labels": {"kubevirt.io": "virt-launcher", "vm.kubevirt.io/name": vmi},
-            "annotations": {"kubevirt.io/domain": vmi},
-            "ownerReferences": [{
-                "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
-                "name": vmi, "uid": format!("uid-{vmi}"), "controller": true,
-            }],
-        },
-        "spec": {"nodeName": node, "containers": [{"name": "compute", "image": "virt-launcher"}]},
-        "status": {"phase": "Running"},
-    })
-}
-
-/// A running VMI on `node`, with `spec.evictionStrategy` when given and the `LiveMigratable`
-/// condition set to `migratable`.
-pub fn vmi(namespace: &str, name: &str, strategy: Option<&str>, migratable: bool, node: &str) -> Value {
-    let mut vmi = json!({
-        "apiVersion": "kubevirt.io/v1",
-        "kind": "VirtualMachineInstance",
-        "metadata": {"name": name, "namespace": namespace, "uid": format!("uid-{name}")},
-        "spec": {"domain": {"devices": {}}},
-        "status": {
-            "nodeName": node,
-            "phase": "Running",
-            "conditions": [
-                {"type": "Ready", "status": "True"},
-                {"type": "LiveMigratable", "status": if migratable { "True" } else { "False" }},
-            ],
-        },
-    });
-    if let Some(strategy) = strategy {
-        vmi["spec"]["evictionStrategy"] = json!(strategy);
-    }
-    vmi
-}
 
 /// The KubeVirt CR (`kubevirt/kubevirt`) with the cluster-wide strategy, when given.
 pub fn kubevirt_cr(strategy: Option<&str>) -> Value {

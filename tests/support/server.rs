@@ -211,9 +211,7 @@ impl TestServer {
 
     /// Sends SIGHUP (reload).
     pub fn hangup(&self) {
-        let status =
-            Command::new("kill").args(["-HUP", &self.child.id().to_string()]).status().expect("kill");
-        assert!(status.success(), "kill -HUP");
+        hang_up(self.child.id());
     }
 }
 
@@ -281,6 +279,25 @@ impl Drop for Process {
     fn drop(&mut self) {
         let _ = self.0.kill();
         let _ = self.0.wait();
+    }
+}
+
+/// Sends SIGHUP (reload) to process `pid`.
+pub fn hang_up(pid: u32) {
+    let status = Command::new("kill").args(["-HUP", &pid.to_string()]).status().expect("kill");
+    assert!(status.success(), "kill -HUP {pid}");
+}
+
+/// Waits (up to 20 s) until the log file at `log` says `text`; fails with the log otherwise.
+pub async fn wait_for_log(log: &Path, text: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let said = std::fs::read_to_string(log).unwrap_or_default();
+        if said.contains(text) {
+            return;
+        }
+        assert!(std::time::Instant::now() < deadline, "{} never said {text:?}:\n{said}", log.display());
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
 }
 

@@ -3,6 +3,7 @@
 
 use crate::cluster::{self, ClusterReader, ReadError};
 use crate::eviction::KubeVirtRef;
+use crate::kubevirt::KUBEVIRT_KIND;
 use crate::model::{EvictionStrategy, KubeVirt};
 
 pub use crate::kubevirt::KUBEVIRT_API_VERSION;
@@ -89,14 +90,14 @@ impl KubeVirtConfig {
     pub fn read<C: ClusterReader + ?Sized>(at: Option<&KubeVirtRef>, cluster: &C) -> Result<Self, ReadError> {
         match at {
             Some(at) => {
-                match cluster::fetch(cluster, KUBEVIRT_API_VERSION, "KubeVirt", &at.namespace, &at.name) {
+                match cluster::fetch(cluster, KUBEVIRT_KIND.0, KUBEVIRT_KIND.1, &at.namespace, &at.name) {
                     Ok(raw) => Ok(Self::from(&cluster::decode::<KubeVirt<'_>>(&raw, "KubeVirt")?)),
                     Err(e) if e.is_not_found() => Ok(Self::default()),
                     Err(e) => Err(e),
                 }
             }
             None => {
-                let raw = cluster::fetch_all(cluster, KUBEVIRT_API_VERSION, "KubeVirt")?;
+                let raw = cluster::fetch_all(cluster, KUBEVIRT_KIND.0, KUBEVIRT_KIND.1)?;
                 let kubevirts = cluster::decode_list::<KubeVirt<'_>>(&raw, "KubeVirt")?;
                 Ok(in_effect(&kubevirts).map(Self::from).unwrap_or_default())
             }

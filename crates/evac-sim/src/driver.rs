@@ -261,7 +261,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::store::{Kind, Patch};
+    use crate::store::Kind;
     use crate::SimClock;
 
     #[test]
@@ -299,15 +299,7 @@ mod tests {
         simulation.run_until(Duration::from_secs(10)).unwrap();
         assert_eq!(store.clock().elapsed(), Duration::from_secs(10));
         let taint = json!({"key": "k", "effect": "NoExecute", "timeAdded": store.clock().timestamp()});
-        store
-            .patch(
-                &Kind::new("v1", "Node"),
-                "",
-                "n1",
-                &Patch::Merge(json!({"spec": {"taints": [taint]}})),
-                false,
-            )
-            .unwrap();
+        store.set_node_taints("n1", &[taint]).unwrap();
         // 2 GiB at 64 MiB/s: the migration ends at 32 s; an hour of cluster time runs at once.
         simulation.run_until(Duration::from_secs(3600)).unwrap();
         assert_eq!(store.clock().elapsed(), Duration::from_secs(3600));

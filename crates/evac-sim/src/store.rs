@@ -160,6 +160,18 @@ impl Store {
         })
     }
 
+    /// A node's `spec.taints`.
+    pub fn node_taints(&self, node: &str) -> Result<Vec<Value>, ApiError> {
+        let current = self.get(&Kind::new("v1", "Node"), "", node)?;
+        Ok(current.pointer("/spec/taints").and_then(Value::as_array).cloned().unwrap_or_default())
+    }
+
+    /// Sets a node's `spec.taints` (a merge patch: the list is replaced whole).
+    pub fn set_node_taints(&self, node: &str, taints: &[Value]) -> Result<(), ApiError> {
+        let patch = Patch::Merge(json!({"spec": {"taints": taints}}));
+        self.patch(&Kind::new("v1", "Node"), "", node, &patch, false).map(drop)
+    }
+
     /// Deletes an object as the API server does for its kind. A pod that a node runs is only
     /// marked (`deletionTimestamp` = now + grace, `deletionGracePeriodSeconds`): its kubelet stops it
     /// and removes it when the grace period ends (see [`TERMINATE_AT_ANNOTATION`]). The grace period

@@ -6,6 +6,7 @@ use serde_json::{json, Value};
 
 use super::objects::{
     kubevirt_cr, launcher_name, launcher_pod, plain_pod, vmi, with, without, NODE, NS, OTHER_NODE,
+    OWN_STRATEGIES,
 };
 use super::requests::{eviction_object, eviction_request, eviction_request_with};
 use super::{Case, Expected, ReadFailure, TestCluster};
@@ -159,14 +160,7 @@ fn strategies(cases: &mut Vec<Case>) {
         ("cluster-wide LiveMigrateIfPossible", Some(Some("LiveMigrateIfPossible"))),
         ("cluster-wide External", Some(Some("External"))),
     ];
-    let own = [
-        None,
-        Some("None"),
-        Some("LiveMigrate"),
-        Some("LiveMigrateIfPossible"),
-        Some("External"),
-        Some("Sideways"),
-    ];
+    let own = OWN_STRATEGIES;
     for marked_vmi in [false, true] {
         for (cluster, cluster_wide) in clusters {
             for strategy in own {

@@ -9,7 +9,9 @@ use std::collections::BTreeMap;
 
 use serde_json::{json, Value};
 
-use super::objects::{kubevirt_cr, launcher_name, launcher_pod, node, vmi, with, NODE, NS, OTHER_NODE};
+use super::objects::{
+    kubevirt_cr, launcher_name, launcher_pod, node, vmi, with, NODE, NS, OTHER_NODE, OWN_STRATEGIES,
+};
 use super::{Case, Expected, ReadFailure, Text};
 use evac_core::disruption::{NODE_PRESSURE_GATE, NOEXECUTE_TAINT_GATE, PREEMPTION_GATE};
 use evac_core::effect::{EVACUATION_REQUEST_ANNOTATION, EVICTION_SOURCE_ANNOTATION};
@@ -220,14 +222,7 @@ fn causes(cases: &mut Vec<Case>) {
 fn strategies(cases: &mut Vec<Case>) {
     let pod = held_pod(Disruption::Deleted(Some("PreemptionByScheduler")));
     let requested = format!("its evacuation from {NODE} is requested (preemption)");
-    for strategy in [
-        None,
-        Some("None"),
-        Some("LiveMigrate"),
-        Some("LiveMigrateIfPossible"),
-        Some("External"),
-        Some("Sideways"),
-    ] {
+    for strategy in OWN_STRATEGIES {
         for migratable in [true, false] {
             let name = format!("strategy {}, migratable {migratable}", strategy.unwrap_or("unset"));
             let vm = requested_vm(strategy, migratable, "preemption");

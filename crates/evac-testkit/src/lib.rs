@@ -15,7 +15,7 @@ mod disruption;
 mod eviction;
 pub mod examples;
 mod hold;
-mod objects;
+pub mod objects;
 pub mod requests;
 
 use std::collections::BTreeMap;
@@ -234,6 +234,14 @@ impl Expected {
             Err(wrong.join("; "))
         }
     }
+}
+
+/// The JSON file `test_data/<name>` of the crate at `manifest_dir` (its
+/// `env!("CARGO_MANIFEST_DIR")`): a policy crate's fixtures.
+pub fn test_data(manifest_dir: &str, name: &str) -> Value {
+    let path = format!("{manifest_dir}/test_data/{name}");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 
 /// Runs every case of `table` through `answer` (the decision as a harness runs it; `Err` for no

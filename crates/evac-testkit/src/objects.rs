@@ -1,4 +1,5 @@
-//! Builders of the cluster objects and requests the tables are made of.
+//! Builders of the cluster objects and requests the tables are made of (the launcher pod and VMI
+//! builders are the end-to-end tests' too).
 
 use serde_json::{json, Value};
 
@@ -8,6 +9,17 @@ pub(crate) const NS: &str = "default";
 pub(crate) const NODE: &str = "node01";
 /// Another node.
 pub(crate) const OTHER_NODE: &str = "node02";
+
+/// A VMI's own `spec.evictionStrategy` in the tables: unset, each of KubeVirt's, and one it does
+/// not know (which acts as `None`).
+pub(crate) const OWN_STRATEGIES: [Option<&str>; 6] = [
+    None,
+    Some("None"),
+    Some("LiveMigrate"),
+    Some("LiveMigrateIfPossible"),
+    Some("External"),
+    Some("Sideways"),
+];
 
 /// A JSON pointer's reference token, unescaped (`~1` is `/`, `~0` is `~`).
 fn unescape(token: &str) -> String {
@@ -39,12 +51,12 @@ pub(crate) fn without(mut value: Value, pointer: &str) -> Value {
 }
 
 /// The name of VMI `vmi`'s launcher pod.
-pub(crate) fn launcher_name(vmi: &str) -> String {
+pub fn launcher_name(vmi: &str) -> String {
     format!("virt-launcher-{vmi}-abcde")
 }
 
 /// A running `virt-launcher` pod of VMI `vmi` on `node`.
-pub(crate) fn launcher_pod(namespace: &str, vmi: &str, node: &str) -> Value {
+pub fn launcher_pod(namespace: &str, vmi: &str, node: &str) -> Value {
     json!({
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {
@@ -63,13 +75,7 @@ pub(crate) fn launcher_pod(namespace: &str, vmi: &str, node: &str) -> Value {
 
 /// A running VMI on `node` (labelled with it, as KubeVirt does), with `spec.evictionStrategy`
 /// when given and the `LiveMigratable` condition set to `migratable`.
-pub(crate) fn vmi(
-    namespace: &str,
-    name: &str,
-    strategy: Option<&str>,
-    migratable: bool,
-    node: &str,
-) -> Value {
+pub fn vmi(namespace: &str, name: &str, strategy: Option<&str>, migratable: bool, node: &str) -> Value {
     let mut vmi = json!({
         "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
         "metadata": {

@@ -100,8 +100,8 @@ pub fn decide_with(
     let mut trace = Trace::on();
     let encoded = match policy {
         PolicyId::PodEviction => pod_eviction::evaluate_traced(&payload, &reader, &mut trace),
-        PolicyId::DisruptionCause => disruption_cause::evaluate_traced_at(&payload, &reader, now, &mut trace),
-        PolicyId::Evacuation => evacuation::evaluate_traced_at(&payload, &reader, now, &mut trace),
+        PolicyId::DisruptionCause => disruption_cause::evaluate_at(&payload, &reader, now, &mut trace),
+        PolicyId::Evacuation => evacuation::evaluate_at(&payload, &reader, now, &mut trace),
         PolicyId::LauncherHold => launcher_hold::evaluate(&payload),
     }
     .map_err(|e| WebError::new(format!("the policy could not evaluate the request: {e}")))?;

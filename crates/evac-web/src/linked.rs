@@ -22,6 +22,7 @@ use evac_runtime::capabilities::HostCapabilities;
 use evac_runtime::{EvalError, WapcPolicy};
 use evac_sim::SimClock;
 
+use evac_core::trace::Trace;
 use evac_core::PolicyId;
 
 /// Loads the linked policy crates, reading `source` on `clock`'s time.
@@ -103,8 +104,10 @@ impl LinkedPolicy {
                 let now = self.clock.since_epoch().as_secs_f64();
                 match self.policy {
                     PolicyId::PodEviction => pod_eviction::evaluate(payload, &reader),
-                    PolicyId::DisruptionCause => disruption_cause::evaluate_at(payload, &reader, now),
-                    PolicyId::Evacuation => evacuation::evaluate_at(payload, &reader, now),
+                    PolicyId::DisruptionCause => {
+                        disruption_cause::evaluate_at(payload, &reader, now, &mut Trace::off())
+                    }
+                    PolicyId::Evacuation => evacuation::evaluate_at(payload, &reader, now, &mut Trace::off()),
                     PolicyId::LauncherHold => launcher_hold::evaluate(payload),
                 }
             }

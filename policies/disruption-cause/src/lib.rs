@@ -19,6 +19,7 @@ use evac_core::disruption;
 use evac_core::model::ValidationRequest;
 use evac_core::trace::Trace;
 use evac_core::{ClusterReader, PolicyResponse};
+use evac_policy_guest::Answer;
 
 mod settings;
 
@@ -26,7 +27,10 @@ pub use settings::Settings;
 
 evac_policy_guest::policy! {
     settings: Settings,
-    validate: |payload| evaluate_at(payload, &evac_policy_guest::host_capabilities(), evac_policy_guest::wall_clock()),
+    validate: |payload| {
+        let cluster = evac_policy_guest::host_capabilities();
+        evaluate_at(payload, &cluster, evac_policy_guest::wall_clock(), &mut Trace::off())
+    },
 }
 
 /// Decodes a ValidationRequest, decides it at `now` (seconds since the Unix epoch) and encodes
@@ -36,17 +40,10 @@ evac_policy_guest::policy! {
 /// webhook rule). A failed read is not a reason to block a pod's deletion or a node's update, nor
 /// to hold a pod's termination: the request is allowed, with the failure as a warning and no
 /// effect. Only a payload that does not decode is a waPC error.
-pub fn evaluate_at<C: ClusterReader>(payload: &[u8], cluster: &C, now: f64) -> Result<Vec<u8>, String> {
-    evaluate_traced_at(payload, cluster, now, &mut Trace::off())
-}
-
-/// [`evaluate_at`], recording the decision's checks in `trace` (the browser playground shows them).
-pub fn evaluate_traced_at<C: ClusterReader>(
-    payload: &[u8],
-    cluster: &C,
-    now: f64,
-    trace: &mut Trace,
-) -> Result<Vec<u8>, String> {
+///
+/// `trace` records the decision's checks (the browser playground shows them; `Trace::off()`
+/// records nothing).
+pub fn evaluate_at<C: ClusterReader>(payload: &[u8], cluster: &C, now: f64, trace: &mut Trace) -> Answer {
     let validation: ValidationRequest<Settings> = evac_policy_guest::decode_request(payload)?;
     match disruption::decide_traced(&validation.request, &validation.settings, cluster, now, trace) {
         Ok(decision) => evac_policy_guest::encode_decision(decision),

@@ -12,27 +12,20 @@
 pub type Settings = evac_core::disruption::Settings;
 
 #[cfg(test)]
-mod tests {
-    use evac_policy_guest::SettingsVerdict::{Invalid, InvalidBecause, InvalidMentioning, Valid};
-
-    use super::*;
-
-    #[test]
-    fn validation_answers_every_payload() {
-        evac_policy_guest::check_settings_table::<Settings>(&[
-            ("{}", Valid),
-            ("null", Valid),
-            (r#"{"nodePressure": {"threshold": "2Gi", "headroom": "0"}}"#, Valid),
-            (r#"{"nodepressure": {}}"#, InvalidMentioning("unknown field `nodepressure`")),
-            (
-                r#"{"nodePressure": {"headroom": "a lot"}}"#,
-                InvalidBecause(r#"nodePressure.headroom: "a lot" is not a memory quantity (e.g. 3500Mi)"#),
-            ),
-            (
-                r#"{"kubevirt": {"namespace": "", "name": "kubevirt"}}"#,
-                InvalidBecause("kubevirt: both namespace and name must be set"),
-            ),
-            ("[", Invalid),
-        ]);
-    }
+#[test]
+fn validation_answers_every_payload() {
+    use evac_policy_guest::SettingsVerdict::*;
+    evac_policy_guest::check_settings_table::<Settings>(&[
+        (r#"{"nodePressure": {"threshold": "2Gi", "headroom": "0"}}"#, Valid),
+        (r#"{"nodepressure": {}}"#, InvalidMentioning("unknown field `nodepressure`")),
+        (
+            r#"{"nodePressure": {"headroom": "a lot"}}"#,
+            InvalidBecause(r#"nodePressure.headroom: "a lot" is not a memory quantity (e.g. 3500Mi)"#),
+        ),
+        (
+            r#"{"kubevirt": {"namespace": "", "name": "kubevirt"}}"#,
+            InvalidBecause("kubevirt: both namespace and name must be set"),
+        ),
+        ("[", Invalid),
+    ]);
 }

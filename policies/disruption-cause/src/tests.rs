@@ -10,9 +10,7 @@ use serde_json::{json, Value};
 use super::*;
 
 fn fixture(name: &str) -> Value {
-    let path = format!("{}/test_data/{name}", env!("CARGO_MANIFEST_DIR"));
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"))
+    evac_testkit::test_data(env!("CARGO_MANIFEST_DIR"), name)
 }
 
 /// The objects of `context.json`.
@@ -26,7 +24,8 @@ fn payload(review: &Value, settings: Value) -> Vec<u8> {
 }
 
 fn evaluate_review(review: &Value, cluster: &TestCluster) -> PolicyResponse {
-    let answer = evaluate_at(&payload(review, json!({})), cluster, now()).expect("an answer");
+    let answer =
+        evaluate_at(&payload(review, json!({})), cluster, now(), &mut Trace::off()).expect("an answer");
     serde_json::from_slice(&answer).expect("a PolicyResponse")
 }
 
@@ -57,9 +56,13 @@ fn a_preempted_launcher_pod_marks_its_vm() {
 
     // Without it, the VMI is marked at once.
     let settings = json!({"kubevirtEvacuationController": false});
-    let answer =
-        evaluate_at(&payload(&fixture("preempted-launcher-update.json"), settings), &context(), now())
-            .unwrap();
+    let answer = evaluate_at(
+        &payload(&fixture("preempted-launcher-update.json"), settings),
+        &context(),
+        now(),
+        &mut Trace::off(),
+    )
+    .unwrap();
     let response: PolicyResponse = serde_json::from_slice(&answer).unwrap();
     let marked = Effect::MarkForEvacuation {
         vmi: ObjectRef::new("default", "web-1"),
@@ -81,8 +84,13 @@ fn a_node_short_of_memory_marks_the_fewest_vms() {
 
     // A lower threshold in the settings: 3Gi is plenty.
     let settings = json!({"nodePressure": {"threshold": "2Gi", "headroom": "512Mi"}});
-    let answer =
-        evaluate_at(&payload(&fixture("node-pressure-update.json"), settings), &context(), now()).unwrap();
+    let answer = evaluate_at(
+        &payload(&fixture("node-pressure-update.json"), settings),
+        &context(),
+        now(),
+        &mut Trace::off(),
+    )
+    .unwrap();
     let response: PolicyResponse = serde_json::from_slice(&answer).unwrap();
     assert_eq!((response.accepted, response.effects.len(), response.audit_annotations), (true, 0, None));
 }
@@ -134,7 +142,7 @@ fn requests_it_cannot_decide_are_rejected_with_the_reason() {
 
 #[test]
 fn a_payload_that_does_not_decode_is_an_error() {
-    let error = evaluate_at(b"{\"request\": 7}", &context(), now()).unwrap_err();
+    let error = evaluate_at(b"{\"request\": 7}", &context(), now(), &mut Trace::off()).unwrap_err();
     assert!(error.starts_with("cannot decode the validation request"), "{error}");
 }
 
@@ -142,7 +150,7 @@ fn a_payload_that_does_not_decode_is_an_error() {
 fn other_pods_get_kubewardens_plain_answer() {
     let mut review = fixture("preempted-launcher-update.json");
     review["request"]["object"]["metadata"]["labels"] = json!({"app": "nginx"});
-    let answer = evaluate_at(&payload(&review, Value::Null), &context(), now()).unwrap();
+    let answer = evaluate_at(&payload(&review, Value::Null), &context(), now(), &mut Trace::off()).unwrap();
     let json: Value = serde_json::from_slice(&answer).unwrap();
     assert_eq!(
         json,

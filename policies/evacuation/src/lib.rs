@@ -11,10 +11,11 @@
 
 #![cfg_attr(not(test), warn(clippy::too_many_lines))]
 
-use evac_core::evacuation::{self, RequestError};
+use evac_core::evacuation::{self, Context, Flavor, RequestError};
 use evac_core::model::ValidationRequest;
 use evac_core::trace::Trace;
 use evac_core::{ClusterReader, PolicyResponse};
+use evac_policy_guest::Answer;
 
 mod settings;
 
@@ -22,7 +23,10 @@ pub use settings::Settings;
 
 evac_policy_guest::policy! {
     settings: Settings,
-    validate: |payload| evaluate_at(payload, &evac_policy_guest::host_capabilities(), evac_policy_guest::wall_clock()),
+    validate: |payload| {
+        let cluster = evac_policy_guest::host_capabilities();
+        evaluate_at(payload, &cluster, evac_policy_guest::wall_clock(), &mut Trace::off())
+    },
 }
 
 #[cfg(test)]
@@ -32,19 +36,17 @@ mod tests;
 /// the response. A request that cannot be decided is rejected with the reason (400 for a request
 /// that is not an update of a Node, 500 for a failed read); only a payload that does not decode
 /// is an error of the call itself.
-pub fn evaluate_at<C: ClusterReader>(payload: &[u8], cluster: &C, now: f64) -> Result<Vec<u8>, String> {
-    evaluate_traced_at(payload, cluster, now, &mut Trace::off())
-}
-
-/// [`evaluate_at`], recording the decision's checks in `trace` (the browser playground shows them).
-pub fn evaluate_traced_at<C: ClusterReader>(
-    payload: &[u8],
-    cluster: &C,
-    now: f64,
-    trace: &mut Trace,
-) -> Result<Vec<u8>, String> {
+///
+/// `trace` records the decision's checks (the browser playground shows them; `Trace::off()`
+/// records nothing).
+pub fn evaluate_at<C: ClusterReader>(payload: &[u8], cluster: &C, now: f64, trace: &mut Trace) -> Answer {
     let validation: ValidationRequest<Settings> = evac_policy_guest::decode_request(payload)?;
-    match evacuation::decide_request_traced(&validation.request, &validation.settings, cluster, now, trace) {
+    match evacuation::decide_request(
+        &validation.request,
+        &validation.settings,
+        cluster,
+        &mut Context { flavor: Flavor::Evac, now, trace },
+    ) {
         Ok(decision) => evac_policy_guest::encode_decision(decision),
         Err(e) => serde_json::to_vec(&rejection(&e)).map_err(|e| e.to_string()),
     }

@@ -14,32 +14,25 @@
 pub type Settings = evac_core::evacuation::Settings;
 
 #[cfg(test)]
-mod tests {
-    use evac_policy_guest::SettingsVerdict::{Invalid, InvalidBecause, InvalidMentioning, Valid};
-
-    use super::*;
-
-    #[test]
-    fn validation_answers_every_payload() {
-        evac_policy_guest::check_settings_table::<Settings>(&[
-            ("{}", Valid),
-            ("null", Valid),
-            (r#"{"maxFailedEvacuations": 3, "nodePressure": {"threshold": "2Gi"}}"#, Valid),
-            (r#"{"maxFailures": 3}"#, InvalidMentioning("unknown field `maxFailures`")),
-            (r#"{"maxFailedEvacuations": 0}"#, InvalidBecause("maxFailedEvacuations must be greater than 0")),
-            (
-                r#"{"nodePressure": {"threshold": "plenty"}}"#,
-                InvalidBecause(r#"nodePressure.threshold: "plenty" is not a memory quantity (e.g. 3500Mi)"#),
-            ),
-            (
-                r#"{"assumedBandwidth": "0"}"#,
-                InvalidBecause(r#"assumedBandwidth: "0" is not a positive quantity (e.g. 64Mi)"#),
-            ),
-            (
-                r#"{"kubevirt": {"namespace": "", "name": "kubevirt"}}"#,
-                InvalidBecause("kubevirt: both namespace and name must be set"),
-            ),
-            ("[", Invalid),
-        ]);
-    }
+#[test]
+fn validation_answers_every_payload() {
+    use evac_policy_guest::SettingsVerdict::*;
+    evac_policy_guest::check_settings_table::<Settings>(&[
+        (r#"{"maxFailedEvacuations": 3, "nodePressure": {"threshold": "2Gi"}}"#, Valid),
+        (r#"{"maxFailures": 3}"#, InvalidMentioning("unknown field `maxFailures`")),
+        (r#"{"maxFailedEvacuations": 0}"#, InvalidBecause("maxFailedEvacuations must be greater than 0")),
+        (
+            r#"{"nodePressure": {"threshold": "plenty"}}"#,
+            InvalidBecause(r#"nodePressure.threshold: "plenty" is not a memory quantity (e.g. 3500Mi)"#),
+        ),
+        (
+            r#"{"assumedBandwidth": "0"}"#,
+            InvalidBecause(r#"assumedBandwidth: "0" is not a positive quantity (e.g. 64Mi)"#),
+        ),
+        (
+            r#"{"kubevirt": {"namespace": "", "name": "kubevirt"}}"#,
+            InvalidBecause("kubevirt: both namespace and name must be set"),
+        ),
+        ("[", Invalid),
+    ]);
 }

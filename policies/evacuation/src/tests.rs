@@ -8,15 +8,15 @@ use evac_core::{ClusterReader, Effect, ObjectRef, PolicyResponse};
 use evac_testkit::TestCluster;
 use serde_json::{json, Value};
 
+use evac_core::trace::Trace;
+
 use super::evaluate_at;
 
 /// 2026-11-21T10:00:00Z, twenty minutes into the drain of the fixtures.
 const NOW: f64 = 1_795_255_200.0;
 
 fn fixture(name: &str) -> Value {
-    let path = format!("{}/test_data/{name}", env!("CARGO_MANIFEST_DIR"));
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"))
+    evac_testkit::test_data(env!("CARGO_MANIFEST_DIR"), name)
 }
 
 /// The objects of `test_data/context.json`.
@@ -34,7 +34,10 @@ fn payload(request: &Value, mut settings: Value) -> Vec<u8> {
 }
 
 fn evaluate(payload: &[u8], cluster: &impl ClusterReader) -> PolicyResponse {
-    serde_json::from_slice(&evaluate_at(payload, cluster, NOW).expect("a decodable payload")).unwrap()
+    serde_json::from_slice(
+        &evaluate_at(payload, cluster, NOW, &mut Trace::off()).expect("a decodable payload"),
+    )
+    .unwrap()
 }
 
 fn drained_node_update() -> Value {
@@ -149,10 +152,10 @@ fn requests_that_cannot_be_decided_are_rejected() {
 
 #[test]
 fn payloads_that_do_not_decode_are_errors() {
-    let err = evaluate_at(b"{", &context(), NOW).unwrap_err();
+    let err = evaluate_at(b"{", &context(), NOW, &mut Trace::off()).unwrap_err();
     assert!(err.starts_with("cannot decode the validation request: "), "{err}");
     let unknown = payload(&drained_node_update(), json!({"maxFailures": 1}));
-    let err = evaluate_at(&unknown, &context(), NOW).unwrap_err();
+    let err = evaluate_at(&unknown, &context(), NOW, &mut Trace::off()).unwrap_err();
     assert!(err.contains("unknown field `maxFailures`"), "{err}");
 }
 

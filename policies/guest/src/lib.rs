@@ -24,6 +24,10 @@ pub use settings::{
 #[doc(hidden)]
 pub use kubewarden_policy_sdk;
 
+/// A policy's answer to `validate`: the encoded ValidationResponse (plus effects), or the waPC
+/// error of a payload that does not decode.
+pub type Answer = Result<Vec<u8>, String>;
+
 /// Decodes a ValidationRequest with the policy's settings type: the first step of `validate`.
 pub fn decode_request<'a, S>(payload: &'a [u8]) -> Result<evac_core::model::ValidationRequest<'a, S>, String>
 where
@@ -35,7 +39,7 @@ where
 }
 
 /// Encodes a decision as the policy's answer: Kubewarden's ValidationResponse plus effects.
-pub fn encode_decision(decision: evac_core::Decision) -> Result<Vec<u8>, String> {
+pub fn encode_decision(decision: evac_core::Decision) -> Answer {
     serde_json::to_vec(&evac_core::PolicyResponse::from(decision)).map_err(|e| e.to_string())
 }
 

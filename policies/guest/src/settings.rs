@@ -62,11 +62,14 @@ pub enum SettingsVerdict<'a> {
     InvalidMentioning(&'a str),
 }
 
-/// Checks a policy's table of settings payloads and what each gets from [`validate_settings`];
-/// fails listing every row that answered otherwise. For the policies' tests.
+/// Checks a policy's table of settings payloads and what each gets from [`validate_settings`],
+/// after the rows every policy shares (`{}` and `null` are the defaults, valid); fails listing
+/// every row that answered otherwise. For the policies' tests.
 pub fn check_settings_table<S: DecisionSettings>(rows: &[(&str, SettingsVerdict<'_>)]) {
-    let failures: Vec<String> = rows
+    let defaults = [("{}", SettingsVerdict::Valid), ("null", SettingsVerdict::Valid)];
+    let failures: Vec<String> = defaults
         .iter()
+        .chain(rows)
         .filter_map(|(payload, expected)| {
             let got = validate_settings::<S>(payload.as_bytes());
             let message = got.message.as_deref().unwrap_or_default();

@@ -21,7 +21,7 @@ pub use settings::{NodePressure, Settings};
 
 use crate::cluster::{self, ClusterReader, ReadError};
 use crate::effect::{Effect, EvacuationSource, EventReason, ObjectRef};
-use crate::eviction::VMI_API_VERSION;
+use crate::kubevirt::{NODE_KIND, VMI_KIND};
 use crate::kubevirt_config::KubeVirtConfig;
 use crate::model::{AdmissionRequest, EvictionStrategy, Node, Pod, VirtualMachineInstance};
 use crate::trace::Trace;
@@ -527,7 +527,7 @@ fn read_vmi<C: ClusterReader + ?Sized>(
     namespace: &str,
     name: &str,
 ) -> Result<Option<Vec<u8>>, ReadError> {
-    cluster::fetch_if_exists(cluster, VMI_API_VERSION, "VirtualMachineInstance", namespace, name)
+    cluster::fetch_if_exists(cluster, VMI_KIND.0, VMI_KIND.1, namespace, name)
 }
 
 /// Whether the node is down ([`Node::is_down`]); a node that is gone (or unnamed) is not read as
@@ -536,8 +536,8 @@ fn node_is_down<C: ClusterReader + ?Sized>(cluster: &C, node: &str) -> Result<bo
     if node.is_empty() {
         return Ok(false);
     }
-    match cluster::fetch(cluster, "v1", "Node", "", node) {
-        Ok(raw) => Ok(cluster::decode::<Node<'_>>(&raw, "Node")?.is_down()),
+    match cluster::fetch(cluster, NODE_KIND.0, NODE_KIND.1, "", node) {
+        Ok(raw) => Ok(cluster::decode::<Node<'_>>(&raw, NODE_KIND.1)?.is_down()),
         Err(e) if e.is_not_found() => Ok(false),
         Err(e) => Err(e),
     }
@@ -548,8 +548,8 @@ fn node_has_memory_pressure<C: ClusterReader + ?Sized>(cluster: &C, node: &str) 
     if node.is_empty() {
         return Ok(false);
     }
-    match cluster::fetch(cluster, "v1", "Node", "", node) {
-        Ok(raw) => Ok(cluster::decode::<Node<'_>>(&raw, "Node")?.has_memory_pressure()),
+    match cluster::fetch(cluster, NODE_KIND.0, NODE_KIND.1, "", node) {
+        Ok(raw) => Ok(cluster::decode::<Node<'_>>(&raw, NODE_KIND.1)?.has_memory_pressure()),
         Err(e) if e.is_not_found() => Ok(false),
         Err(e) => Err(e),
     }

@@ -11,7 +11,7 @@ use std::cmp::Ordering;
 use super::{strategy_marks, Cause, DecideError, Settings, CAUSE_AUDIT_ANNOTATION, NODE_PRESSURE_GATE};
 use crate::cluster::{self, ClusterReader, ListResourcesAll};
 use crate::effect::{Effect, EvacuationSource, ObjectRef};
-use crate::eviction::VMI_API_VERSION;
+use crate::kubevirt::VMI_KIND;
 use crate::kubevirt_config::KubeVirtConfig;
 use crate::model::{AdmissionRequest, Node, VirtualMachineInstance};
 use crate::placement::Placement;
@@ -61,7 +61,7 @@ pub(super) fn decide_node<C: ClusterReader + ?Sized>(
         return Ok(decision);
     }
     let raw = cluster.list_resources_all(&ListResourcesAll {
-        api_version: VMI_API_VERSION.into(),
+        api_version: VMI_KIND.0.into(),
         kind: "VirtualMachineInstance".into(),
         label_selector: Some(format!("{VMI_NODE_LABEL}={name}").into()),
         field_selector: None,

@@ -9,8 +9,8 @@
 use super::{strategy_marks, DecideError, Settings, NOEXECUTE_TAINT_GATE};
 use crate::cluster::{self, ClusterReader, ListResourcesAll};
 use crate::effect::{Effect, EvacuationSource, ObjectRef};
-use crate::eviction::VMI_API_VERSION;
 use crate::kubevirt::NODE_NAME_LABEL;
+use crate::kubevirt::VMI_KIND;
 use crate::kubevirt_config::KubeVirtConfig;
 use crate::model::{Node, Taint, VirtualMachineInstance, NODE_DOWN_TAINT_KEYS};
 
@@ -38,7 +38,7 @@ pub(super) fn requests<C: ClusterReader + ?Sized>(
     }
     let name = node.metadata.name.as_str();
     let raw = cluster.list_resources_all(&ListResourcesAll {
-        api_version: VMI_API_VERSION.into(),
+        api_version: VMI_KIND.0.into(),
         kind: "VirtualMachineInstance".into(),
         label_selector: Some(format!("{NODE_NAME_LABEL}={name}").into()),
         field_selector: None,

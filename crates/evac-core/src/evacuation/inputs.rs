@@ -9,7 +9,8 @@ use crate::cluster::{self, ClusterReader, ListResourcesAll, ReadError};
 use crate::effect::{EvacuationSource, EVICTION_SOURCE_ANNOTATION};
 use crate::estimate::{self, Estimate};
 use crate::kubevirt::{DIRTY_RATE_ANNOTATION, LAUNCHER_SELECTOR, NODE_NAME_LABEL};
-use crate::kubevirt_config::{KubeVirtConfig, KUBEVIRT_API_VERSION};
+use crate::kubevirt::{MIGRATION_KIND, POD_KIND, VMI_KIND};
+use crate::kubevirt_config::KubeVirtConfig;
 use crate::migration_policy::{
     self, MigrationPolicy, MigrationSettings, MIGRATION_POLICY_API_VERSION, MIGRATION_POLICY_KIND,
 };
@@ -78,20 +79,20 @@ impl Listed {
     /// Lists the VMIs labelled for `node`, the launcher pods on it and every migration.
     pub fn read<C: ClusterReader + ?Sized>(cluster: &C, node: &str) -> Result<Self, ReadError> {
         let node_label = format!("{NODE_NAME_LABEL}={node}");
-        let vmis = list(cluster, KUBEVIRT_API_VERSION, "VirtualMachineInstance", Some(&node_label), None)?;
+        let vmis = list(cluster, VMI_KIND.0, VMI_KIND.1, Some(&node_label), None)?;
         let on_node = format!("spec.nodeName={node}");
         let (pod_version, pod_kind) = crate::kubevirt::POD_KIND;
         let pods = list(cluster, pod_version, pod_kind, Some(LAUNCHER_SELECTOR), Some(&on_node))?;
-        let migrations = list(cluster, KUBEVIRT_API_VERSION, "VirtualMachineInstanceMigration", None, None)?;
+        let migrations = list(cluster, MIGRATION_KIND.0, MIGRATION_KIND.1, None, None)?;
         Ok(Self { vmis, pods, migrations })
     }
 
     /// The objects listed, noted with how many there are.
     pub fn decode(&self, node: &Node<'_>, trace: &mut Trace) -> Result<Objects<'_>, ReadError> {
         let objects = Objects {
-            vmis: cluster::decode_list(&self.vmis, "VirtualMachineInstance")?,
-            pods: cluster::decode_list(&self.pods, "Pod")?,
-            migrations: cluster::decode_list(&self.migrations, "VirtualMachineInstanceMigration")?,
+            vmis: cluster::decode_list(&self.vmis, VMI_KIND.1)?,
+            pods: cluster::decode_list(&self.pods, POD_KIND.1)?,
+            migrations: cluster::decode_list(&self.migrations, MIGRATION_KIND.1)?,
         };
         trace.note(|| {
             format!(

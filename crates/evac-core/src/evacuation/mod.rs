@@ -91,38 +91,24 @@ impl From<ReadError> for RequestError {
     }
 }
 
-/// Decides the node of an admission request on a Node (`request.object`).
+/// Decides the node of an admission request on a Node (`request.object`), recording its checks
+/// in order in `cx.trace`: the node and what it carries, each VMI's standing, the room the
+/// parallel limits leave, each candidate's migration, and the answer last.
 pub fn decide_request<C>(
     request: &AdmissionRequest<'_>,
     settings: &Settings,
     cluster: &C,
-    now: f64,
-) -> Result<Decision, RequestError>
-where
-    C: ClusterReader + ?Sized,
-{
-    decide_request_traced(request, settings, cluster, now, &mut Trace::off())
-}
-
-/// [`decide_request`], recording its checks in order in `trace`: the node and what it carries,
-/// each VMI's standing, the room the parallel limits leave, each candidate's migration, and the
-/// answer last.
-pub fn decide_request_traced<C>(
-    request: &AdmissionRequest<'_>,
-    settings: &Settings,
-    cluster: &C,
-    now: f64,
-    trace: &mut Trace,
+    cx: &mut Context<'_>,
 ) -> Result<Decision, RequestError>
 where
     C: ClusterReader + ?Sized,
 {
     let node = node_of(request).inspect_err(|error| {
-        trace.note(|| format!("-> rejected ({}): {error}", error.code()));
+        cx.trace.note(|| format!("-> rejected ({}): {error}", error.code()));
     })?;
-    trace.note(|| format!("node {} of {}", request.operation, node.metadata.name));
+    cx.trace.note(|| format!("node {} of {}", request.operation, node.metadata.name));
     // A failed read is noted, as the answer, by the decision itself.
-    Ok(evacuate(&node, settings, cluster, &mut Context { flavor: Flavor::Evac, now, trace })?)
+    Ok(evacuate(&node, settings, cluster, cx)?)
 }
 
 /// The Node of a request, or why the request is not one this decision handles.
@@ -153,44 +139,6 @@ fn node_of<'a>(request: &AdmissionRequest<'a>) -> Result<Node<'a>, RequestError>
         return Err(RequestError::BadRequest("the Node has no name".into()));
     }
     Ok(node)
-}
-
-/// Decides the evacuations of `node` at `now` (seconds since the Unix epoch). The verdict is
-/// always Allow: this decision only reports what should happen.
-pub fn decide<C>(node: &Node<'_>, settings: &Settings, cluster: &C, now: f64) -> Result<Decision, ReadError>
-where
-    C: ClusterReader + ?Sized,
-{
-    decide_as(Flavor::Evac, node, settings, cluster, now)
-}
-
-/// [`decide`], as evac's or KubeVirt's evacuation controller decides.
-pub fn decide_as<C>(
-    flavor: Flavor,
-    node: &Node<'_>,
-    settings: &Settings,
-    cluster: &C,
-    now: f64,
-) -> Result<Decision, ReadError>
-where
-    C: ClusterReader + ?Sized,
-{
-    evacuate(node, settings, cluster, &mut Context { flavor, now, trace: &mut Trace::off() })
-}
-
-/// [`decide_as`], recording its checks in order in `trace` (see [`decide_request_traced`]).
-pub fn decide_traced_as<C>(
-    flavor: Flavor,
-    node: &Node<'_>,
-    settings: &Settings,
-    cluster: &C,
-    now: f64,
-    trace: &mut Trace,
-) -> Result<Decision, ReadError>
-where
-    C: ClusterReader + ?Sized,
-{
-    evacuate(node, settings, cluster, &mut Context { flavor, now, trace })
 }
 
 /// Why an evacuation migration from `node` runs: the source recorded on its VMI

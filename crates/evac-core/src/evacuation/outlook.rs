@@ -5,6 +5,7 @@ use super::inputs::Inputs;
 use super::queue;
 use super::Context;
 use crate::cluster::{ClusterReader, GetResource};
+use crate::kubevirt::VMI_KIND;
 use crate::kubevirt_config::KUBEVIRT_API_VERSION;
 use crate::model::{Migration, VirtualMachineInstance};
 
@@ -87,7 +88,7 @@ where
     let namespace = migration.metadata.namespace.as_str();
     let read = cluster.get_resource(&GetResource {
         api_version: KUBEVIRT_API_VERSION.into(),
-        kind: "VirtualMachineInstance".into(),
+        kind: VMI_KIND.1.into(),
         name: migration.spec.vmi_name.as_str().into(),
         namespace: Some(namespace.into()),
         disable_cache: false,

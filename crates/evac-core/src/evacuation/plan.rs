@@ -17,6 +17,7 @@ use super::standing::Standings;
 use super::Context;
 use crate::cluster::{self, ClusterReader, ReadError};
 use crate::effect::{EvacuationSource, MigrationCause, CAUSE_ANNOTATION, EVICTION_SOURCE_ANNOTATION};
+use crate::kubevirt::NODE_KIND;
 use crate::model::{Migration, Node, Pod};
 use crate::trace::Trace;
 use crate::{Decision, Effect};
@@ -57,7 +58,9 @@ where
     let mut outlook = (cx.flavor.marks_for_kubevirt(settings) && plan.with_deadline(&inputs))
         .then(|| outlook::read(&inputs, cluster, cx));
     let raw_nodes = match plan.targets_needed(outlook.is_some(), cx) {
-        true => Some(inputs::list(cluster, "v1", "Node", None, None).map_err(rejected(cx.trace))?),
+        true => {
+            Some(inputs::list(cluster, NODE_KIND.0, NODE_KIND.1, None, None).map_err(rejected(cx.trace))?)
+        }
         false => None,
     };
     let nodes =
@@ -86,7 +89,7 @@ fn targets<'r, C>(raw: &'r [u8], cluster: &C) -> Result<Vec<Node<'r>>, ReadError
 where
     C: ClusterReader + ?Sized,
 {
-    let mut nodes = cluster::decode_list::<Node<'_>>(raw, "Node")?;
+    let mut nodes = cluster::decode_list::<Node<'_>>(raw, NODE_KIND.1)?;
     crate::placement::read_working_sets(&mut nodes, cluster);
     Ok(nodes)
 }

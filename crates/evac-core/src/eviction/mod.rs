@@ -14,14 +14,10 @@ pub use settings::{KubeVirtRef, Settings};
 
 use crate::cluster::{self, ClusterReader, ReadError};
 use crate::effect::{Effect, EvacuationSource, ObjectRef, EVICTION_SOURCE_ANNOTATION};
+use crate::kubevirt::{POD_KIND, VMI_KIND};
 use crate::model::{AdmissionRequest, Eviction, EvictionStrategy, Pod, PodRole, VirtualMachineInstance};
 use crate::trace::Trace;
 use crate::{Decision, INTERNAL_ERROR};
-
-/// The `apiVersion` of pods: the core group's `v1`.
-pub const POD_API_VERSION: &str = "v1";
-/// The `apiVersion` of KubeVirt's VirtualMachineInstances.
-pub const VMI_API_VERSION: &str = "kubevirt.io/v1";
 
 /// The request is not one this decision handles: a configuration error, not a verdict.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -89,11 +85,11 @@ where
     C: ClusterReader + ?Sized,
 {
     // KubeVirt lets the API server answer for pods it cannot read (e.g. a pod that is gone).
-    let Ok(raw) = cluster::fetch(cluster, POD_API_VERSION, "Pod", &request.namespace, &request.name) else {
+    let Ok(raw) = cluster::fetch(cluster, POD_KIND.0, POD_KIND.1, &request.namespace, &request.name) else {
         trace.note(|| "pod not readable -> allow (the API server answers)".into());
         return Decision::allow();
     };
-    let Ok(pod) = cluster::decode::<Pod<'_>>(&raw, "Pod") else {
+    let Ok(pod) = cluster::decode::<Pod<'_>>(&raw, POD_KIND.1) else {
         trace.note(|| "pod does not decode -> allow".into());
         return Decision::allow();
     };
@@ -142,7 +138,7 @@ fn fetch_vmi<C: ClusterReader + ?Sized>(
     namespace: &str,
     name: &str,
 ) -> Result<Option<Vec<u8>>, ReadError> {
-    cluster::fetch_if_exists(cluster, VMI_API_VERSION, "VirtualMachineInstance", namespace, name)
+    cluster::fetch_if_exists(cluster, VMI_KIND.0, VMI_KIND.1, namespace, name)
 }
 
 /// A hotplug volume pod is protected while its launcher pod's VMI exists: evicting it would pull a
@@ -151,7 +147,7 @@ fn admit_hotplug_pod<C: ClusterReader + ?Sized>(pod: &Pod<'_>, cluster: &C, trac
     let namespace = pod.metadata.namespace.as_str();
     let owners = pod.metadata.owner_references.get();
     let owner_name = &owners[0].name;
-    let raw = match cluster::fetch(cluster, POD_API_VERSION, "Pod", namespace, owner_name) {
+    let raw = match cluster::fetch(cluster, POD_KIND.0, POD_KIND.1, namespace, owner_name) {
         Ok(raw) => raw,
         Err(e) if e.is_not_found() => {
             trace.note(|| format!("its owner pod {namespace}/{owner_name} is gone -> allow"));
@@ -162,7 +158,7 @@ fn admit_hotplug_pod<C: ClusterReader + ?Sized>(pod: &Pod<'_>, cluster: &C, trac
             return Decision::deny(messages::failed_getting_hotplug_owner(&e));
         }
     };
-    let owner = match cluster::decode::<Pod<'_>>(&raw, "Pod") {
+    let owner = match cluster::decode::<Pod<'_>>(&raw, POD_KIND.1) {
         Ok(owner) => owner,
         Err(e) => {
             trace.note(|| format!("its owner pod does not decode ({e}) -> denied"));
@@ -208,7 +204,7 @@ fn admit_launcher_pod<C: ClusterReader + ?Sized>(
         return Decision::allow();
     };
     let namespace = request.namespace.as_str();
-    let vmi_read = cluster::fetch(cluster, VMI_API_VERSION, "VirtualMachineInstance", namespace, &vmi_name);
+    let vmi_read = cluster::fetch(cluster, VMI_KIND.0, VMI_KIND.1, namespace, &vmi_name);
     let raw = match vmi_read {
         Ok(raw) => raw,
         Err(e) => {
@@ -216,7 +212,7 @@ fn admit_launcher_pod<C: ClusterReader + ?Sized>(
             return Decision::deny(messages::failed_getting_vmi(&e));
         }
     };
-    let vmi = match cluster::decode::<VirtualMachineInstance<'_>>(&raw, "VirtualMachineInstance") {
+    let vmi = match cluster::decode::<VirtualMachineInstance<'_>>(&raw, VMI_KIND.1) {
         Ok(vmi) => vmi,
         Err(e) => {
             trace.note(|| format!("VMI {namespace}/{vmi_name} does not decode ({e}) -> denied"));

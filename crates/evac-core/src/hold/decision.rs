@@ -38,7 +38,8 @@ use super::{
 use crate::cluster::{self, ClusterReader, ListResourcesAll};
 use crate::disruption::{classify, Cause, DecideError, Settings};
 use crate::effect::{Effect, ObjectRef};
-use crate::kubevirt_config::{KubeVirtConfig, KUBEVIRT_API_VERSION};
+use crate::kubevirt::{NODE_KIND, POD_KIND, VMI_KIND};
+use crate::kubevirt_config::KubeVirtConfig;
 use crate::model::time::unix_seconds;
 use crate::model::{AdmissionRequest, EvictionStrategy, Node, Pod, VirtualMachineInstance};
 use crate::trace::Trace;
@@ -291,12 +292,12 @@ fn answer<C: ClusterReader + ?Sized>(
 ) -> Result<Answer, DecideError> {
     let node_name = held.pod.spec.node_name.as_str();
     let raw_vmi = settled!(read_vmi(&held.pod, cluster));
-    let vmi = cluster::decode::<VirtualMachineInstance<'_>>(&raw_vmi, "VirtualMachineInstance")?;
+    let vmi = cluster::decode::<VirtualMachineInstance<'_>>(&raw_vmi, VMI_KIND.1)?;
     if vmi.is_being_deleted() {
         return Ok(Answer::Release(Release::VmiBeingDeleted));
     }
     let raw_node = settled!(read_node(node_name, cluster));
-    let mut node = cluster::decode::<Node<'_>>(&raw_node, "Node")?;
+    let mut node = cluster::decode::<Node<'_>>(&raw_node, NODE_KIND.1)?;
     if node.is_down() {
         return Ok(Answer::Release(Release::NodeDown));
     }
@@ -316,19 +317,13 @@ fn read_vmi<C: ClusterReader + ?Sized>(pod: &Pod<'_>, cluster: &C) -> Step<Vec<u
     }
     let Some(vmi_name) = pod.domain() else { return Ok(Err(Answer::Release(Release::NoVmi))) };
     let namespace = pod.metadata.namespace.as_str();
-    let read = cluster::fetch_if_exists(
-        cluster,
-        KUBEVIRT_API_VERSION,
-        "VirtualMachineInstance",
-        namespace,
-        &vmi_name,
-    )?;
+    let read = cluster::fetch_if_exists(cluster, VMI_KIND.0, VMI_KIND.1, namespace, &vmi_name)?;
     Ok(read.ok_or(Answer::Release(Release::NoVmi)))
 }
 
 /// The pod's node, as read; a node gone ends the hold.
 fn read_node<C: ClusterReader + ?Sized>(node_name: &str, cluster: &C) -> Step<Vec<u8>> {
-    match cluster::fetch(cluster, "v1", "Node", "", node_name) {
+    match cluster::fetch(cluster, NODE_KIND.0, NODE_KIND.1, "", node_name) {
         Ok(raw) => Ok(Ok(raw)),
         Err(e) if e.is_not_found() => Ok(Err(Answer::Release(Release::NodeGone))),
         Err(e) => Err(e.into()),
@@ -472,12 +467,12 @@ fn highest_preemptor<C: ClusterReader + ?Sized>(
     node: &str,
 ) -> Result<Option<(String, i64)>, DecideError> {
     let raw = cluster.list_resources_all(&ListResourcesAll {
-        api_version: "v1".into(),
-        kind: "Pod".into(),
+        api_version: POD_KIND.0.into(),
+        kind: POD_KIND.1.into(),
         label_selector: None,
         field_selector: Some(format!("status.nominatedNodeName={node}").into()),
     })?;
-    let pods = cluster::decode_list::<Pod<'_>>(&raw, "Pod")?;
+    let pods = cluster::decode_list::<Pod<'_>>(&raw, POD_KIND.1)?;
     Ok(pods
         .iter()
         .filter(|p| p.status.nominated_node_name == node && p.spec.node_name.is_empty())

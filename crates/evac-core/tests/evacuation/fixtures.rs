@@ -5,13 +5,15 @@ use serde_json::{json, Value};
 
 pub use evac_testkit::TestCluster;
 
+use evac_core::cluster::{ClusterReader, ReadError};
 use evac_core::effect::{
     MigrationCause, EVACUATION_MIGRATION_ANNOTATION, EVICTION_IN_PROGRESS_ANNOTATION,
     EVICTION_SOURCE_ANNOTATION, REQUEST_EVICT_ONLY_ANNOTATION,
 };
-use evac_core::evacuation::{decide, decide_traced_as, Flavor, Settings};
+use evac_core::evacuation::{evacuate, Context, Flavor, Settings};
 use evac_core::model::Node;
-use evac_core::{Effect, ObjectRef, Verdict};
+use evac_core::trace::Trace;
+use evac_core::{Decision, Effect, ObjectRef, Verdict};
 
 pub const NS: &str = "default";
 pub const NODE: &str = "node01";
@@ -38,6 +40,18 @@ pub fn set(mut value: Value, pointer: &str, new: Value) -> Value {
     value
 }
 
+/// [`evacuate`] as `flavor` decides, at `now`, recording its steps in `trace`.
+pub fn evacuate_as<C: ClusterReader + ?Sized>(
+    flavor: Flavor,
+    node: &Node<'_>,
+    settings: &Settings,
+    cluster: &C,
+    now: f64,
+    trace: &mut Trace,
+) -> Result<Decision, ReadError> {
+    evacuate(node, settings, cluster, &mut Context { flavor, now, trace })
+}
+
 /// Decides `node` at `now`; the verdict must be Allow.
 pub fn decide_with(cluster: &TestCluster, node: &Value, settings: &Settings, now: f64) -> Vec<Effect> {
     let text = node.to_string();
@@ -45,9 +59,10 @@ pub fn decide_with(cluster: &TestCluster, node: &Value, settings: &Settings, now
     // The trace decides nothing: on every test's cluster the traced decision is the decision (on
     // a copy, so that the reads a test checks are the plain decision's), and it ends with the
     // answer, naming every effect.
-    let mut trace = evac_core::trace::Trace::on();
-    let traced = decide_traced_as(Flavor::Evac, &node, settings, &cluster.clone(), now, &mut trace);
-    let decision = decide(&node, settings, cluster, now).expect("the cluster reads");
+    let mut trace = Trace::on();
+    let traced = evacuate_as(Flavor::Evac, &node, settings, &cluster.clone(), now, &mut trace);
+    let decision = evacuate_as(Flavor::Evac, &node, settings, cluster, now, &mut Trace::off())
+        .expect("the cluster reads");
     assert_eq!(traced.as_ref(), Ok(&decision));
     let last = trace.steps().last().expect("a trace").clone();
     assert!(last.starts_with("-> allow"), "{last}");

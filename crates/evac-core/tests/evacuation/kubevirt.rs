@@ -7,14 +7,16 @@ use serde_json::Value;
 
 use super::fixtures::*;
 use evac_core::effect::{MigrationPriority as Priority, ObjectRef};
-use evac_core::evacuation::{decide_as, kubevirt_backoff_until, Flavor, Settings};
+use evac_core::evacuation::{kubevirt_backoff_until, Flavor, Settings};
 use evac_core::model::{Migration, Node};
+use evac_core::trace::Trace;
 use evac_core::{Effect, Verdict};
 
 fn kubevirt_run(cluster: &TestCluster, node: &Value) -> Vec<Effect> {
     let text = node.to_string();
     let node: Node<'_> = serde_json::from_str(&text).unwrap();
-    let decision = decide_as(Flavor::KubeVirt, &node, &Settings::default(), cluster, NOW).unwrap();
+    let decision =
+        evacuate_as(Flavor::KubeVirt, &node, &Settings::default(), cluster, NOW, &mut Trace::off()).unwrap();
     assert_eq!(decision.verdict, Verdict::Allow);
     decision.effects.into_iter().filter(|e| matches!(e, Effect::CreateMigration { .. })).collect()
 }
@@ -89,7 +91,10 @@ fn marks_are_never_called_off_and_failures_do_not_hold_it() {
     let cluster = TestCluster::new(objects);
     let text = node().to_string();
     let parsed: Node<'_> = serde_json::from_str(&text).unwrap();
-    let effects = decide_as(Flavor::KubeVirt, &parsed, &Settings::default(), &cluster, NOW).unwrap().effects;
+    let effects =
+        evacuate_as(Flavor::KubeVirt, &parsed, &Settings::default(), &cluster, NOW, &mut Trace::off())
+            .unwrap()
+            .effects;
     assert!(effects.iter().all(|e| !matches!(e, Effect::ClearEvacuation { .. })), "{effects:?}");
     assert_eq!(kubevirt_run(&cluster, &node()), [shipped("web", Priority::SystemCritical)]);
     assert!(run(&cluster, &cordoned()).is_empty(), "evac waits out its back-off");

@@ -18,6 +18,7 @@ use evac_core::effect::{
 use evac_core::evacuation::*;
 use evac_core::eviction::KubeVirtRef;
 use evac_core::model::{AdmissionRequest, Node};
+use evac_core::trace::Trace;
 use evac_core::{Effect, ObjectRef};
 
 /// Room for every migration a test asks for.
@@ -633,11 +634,16 @@ fn node_request(kind: Value, operation: &str, object: Value) -> String {
     .to_string()
 }
 
+/// evac's evacuation controller at [`NOW`], tracing into `trace`.
+fn evac(trace: &mut Trace) -> Context<'_> {
+    Context { flavor: Flavor::Evac, now: NOW, trace }
+}
+
 fn decide_text(text: &str, cluster: &TestCluster) -> Result<evac_core::Decision, RequestError> {
     let request: AdmissionRequest<'_> = serde_json::from_str(text).unwrap();
-    let mut trace = evac_core::trace::Trace::on();
-    let traced = decide_request_traced(&request, &creating(), &cluster.clone(), NOW, &mut trace);
-    let plain = decide_request(&request, &creating(), cluster, NOW);
+    let mut trace = Trace::on();
+    let traced = decide_request(&request, &creating(), &cluster.clone(), &mut evac(&mut trace));
+    let plain = decide_request(&request, &creating(), cluster, &mut evac(&mut Trace::off()));
     assert_eq!(traced, plain);
     let last = trace.steps().last().expect("a trace");
     let answers = trace.steps().iter().filter(|step| step.starts_with("->")).count();
@@ -674,7 +680,7 @@ fn the_trace_says_what_each_vmi_does_and_why() {
     let text = cordoned().to_string();
     let node: Node<'_> = serde_json::from_str(&text).unwrap();
     let mut trace = evac_core::trace::Trace::on();
-    decide_traced_as(Flavor::Evac, &node, &creating(), &cluster, NOW, &mut trace).unwrap();
+    evacuate_as(Flavor::Evac, &node, &creating(), &cluster, NOW, &mut trace).unwrap();
     let steps = trace.into_steps();
     let expected = [
         "KubeVirt: parallelMigrationsPerCluster 5, parallelOutboundMigrationsPerNode 2, bandwidthPerMigration unlimited; its evacuation controller is off: evac creates the migrations",
@@ -743,7 +749,8 @@ fn read_errors_propagate() {
             cluster_of(Vm::new("vm").marked().objects()).failing(kind, "etcdserver: request timed out");
         let text = cordoned().to_string();
         let node: Node<'_> = serde_json::from_str(&text).unwrap();
-        let err = decide(&node, &creating(), &cluster, NOW).unwrap_err();
+        let err =
+            evacuate_as(Flavor::Evac, &node, &creating(), &cluster, NOW, &mut Trace::off()).unwrap_err();
         assert_eq!(err.message, "etcdserver: request timed out", "{kind}");
     }
 }

@@ -144,15 +144,7 @@ mod tests {
 
     fn taint(store: &Store) {
         let taint = json!({"key": "node.kubernetes.io/unreachable", "effect": "NoExecute", "timeAdded": store.clock().timestamp()});
-        store
-            .patch(
-                &Kind::new("v1", "Node"),
-                "",
-                "n1",
-                &Patch::Merge(json!({"spec": {"taints": [taint]}})),
-                false,
-            )
-            .unwrap();
+        store.set_node_taints("n1", &[taint]).unwrap();
     }
 
     fn alive(store: &Store) -> Vec<String> {
@@ -210,15 +202,7 @@ mod tests {
         store.clock().advance(Duration::from_secs(10));
         let untimed = json!({"key": "node.kubernetes.io/unreachable", "effect": "NoExecute"});
         let set = |taints: serde_json::Value| {
-            store
-                .patch(
-                    &Kind::new("v1", "Node"),
-                    "",
-                    "n1",
-                    &Patch::Merge(json!({"spec": {"taints": taints}})),
-                    false,
-                )
-                .unwrap();
+            store.set_node_taints("n1", taints.as_array().expect("a list of taints")).unwrap();
         };
         set(json!([untimed]));
         // The first matching toleration of each taint is used: "two" tolerates it for 60 s.

@@ -29,6 +29,7 @@ use evac_cluster::{CoreReader, Executor};
 use evac_core::evacuation::{self, Flavor};
 use evac_core::kubevirt::{DRAIN_TAINT_KEY, EVICTION_SOURCE_ANNOTATION, LAUNCHER_SELECTOR};
 use evac_core::model::Node as NodeModel;
+use evac_core::trace::Trace;
 use serde_json::{json, Value};
 
 use crate::api::virt_api;
@@ -156,14 +157,11 @@ impl VirtController {
             let text = node.to_string();
             let node: NodeModel<'_> = serde_json::from_str(&text)
                 .map_err(|e| ApiError::bad_request(format!("node {name}: {e}")))?;
-            let decision = evacuation::decide_as(
-                Flavor::KubeVirt,
-                &node,
-                &evacuation::Settings::default(),
-                &reader,
-                now,
-            )
-            .map_err(|e| ApiError::bad_request(format!("evacuating node {name}: {e}")))?;
+            let mut kubevirt =
+                evacuation::Context { flavor: Flavor::KubeVirt, now, trace: &mut Trace::off() };
+            let decision =
+                evacuation::evacuate(&node, &evacuation::Settings::default(), &reader, &mut kubevirt)
+                    .map_err(|e| ApiError::bad_request(format!("evacuating node {name}: {e}")))?;
             for effect in &decision.effects {
                 // A refused write is retried at the next pass, as the controller's queue would.
                 if let Err(e) = futures::executor::block_on(executor.apply(effect)) {

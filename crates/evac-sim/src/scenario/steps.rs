@@ -68,19 +68,19 @@ fn apply(store: &Store, action: &Action, evictor: &dyn Evictor) -> Result<(), Ap
             )?;
         }
         Action::Taint { node, key, value, effect } => {
-            let mut taints = taints_of(store, node)?;
+            let mut taints = store.node_taints(node)?;
             taints.retain(|t| t["key"] != json!(key) || t["effect"] != json!(effect));
             // As `kubectl taint` adds it: no `timeAdded` (only the node lifecycle controller
             // writes one), which the taint manager does not read anyway.
             taints.push(json!({"key": key, "value": value, "effect": effect}));
-            set_taints(store, node, &taints)?;
+            store.set_node_taints(node, &taints)?;
         }
         Action::Untaint { node, key, effect } => {
-            let mut taints = taints_of(store, node)?;
+            let mut taints = store.node_taints(node)?;
             taints.retain(|t| {
                 t["key"] != json!(key) || effect.as_ref().is_some_and(|e| t["effect"] != json!(e))
             });
-            set_taints(store, node, &taints)?;
+            store.set_node_taints(node, &taints)?;
         }
         Action::MemoryPressure { node, used } => {
             let patch = json!({"metadata": {"annotations": {SYSTEM_MEMORY_ANNOTATION: used.0}}});
@@ -118,18 +118,6 @@ fn apply(store: &Store, action: &Action, evictor: &dyn Evictor) -> Result<(), Ap
         | Action::RestartEvacControl {}
         | Action::RestartEvacHold { .. } => {}
     }
-    Ok(())
-}
-
-/// A node's taints.
-fn taints_of(store: &Store, node: &str) -> Result<Vec<Value>, ApiError> {
-    let current = store.get(&nodes(), "", node)?;
-    Ok(current.pointer("/spec/taints").and_then(|t| t.as_array()).cloned().unwrap_or_default())
-}
-
-/// Sets a node's taints.
-fn set_taints(store: &Store, node: &str, taints: &[Value]) -> Result<(), ApiError> {
-    store.patch(&nodes(), "", node, &Patch::Merge(json!({"spec": {"taints": taints}})), false)?;
     Ok(())
 }
 
