@@ -3,8 +3,8 @@
 //! (verdict, message, effect, trace), decides an edited request differently, runs a scenario with
 //! KubeVirt alone and with evac to the fates `evac simulate --json` reports for each, and `evac
 //! demo`'s HTML report renders every scenario.
-//! Screenshots go to `target/screenshots/` for a person to look at. Without Chromium the tests
-//! skip, saying so.
+//! With `EVAC_SCREENSHOTS` set, screenshots go to `target/screenshots/` for a person to look at.
+//! Without Chromium the tests skip, saying so.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
@@ -60,11 +60,12 @@ impl Drop for Playground {
 }
 
 /// Chromium on `url`: the DOM once the page's work is done (`done` says so; a DOM dumped before,
-/// on a loaded machine, is read again, three times at most), and a screenshot named `shot`.
+/// on a loaded machine, is read again, three times at most), and, with `EVAC_SCREENSHOTS` set, a
+/// screenshot named `shot` in `target/screenshots/` (to look at the pages; a second Chromium run
+/// each, so not by default).
 fn load(browser: &Path, url: &str, shot: &str, done: impl Fn(&str) -> bool) -> String {
     let profile = tempfile::tempdir().unwrap();
     let screenshots = repo_root().join("target/screenshots");
-    std::fs::create_dir_all(&screenshots).unwrap();
     let run = |extra: &[String]| {
         let mut command = Command::new(browser);
         command
@@ -86,7 +87,13 @@ fn load(browser: &Path, url: &str, shot: &str, done: impl Fn(&str) -> bool) -> S
         }
         eprintln!("{url}: the page was not done at attempt {attempt}");
     }
-    run(&[format!("--screenshot={}", screenshots.join(shot).display()), "--window-size=1400,2000".into()]);
+    if std::env::var_os("EVAC_SCREENSHOTS").is_some() {
+        std::fs::create_dir_all(&screenshots).unwrap();
+        run(&[
+            format!("--screenshot={}", screenshots.join(shot).display()),
+            "--window-size=1400,2000".into(),
+        ]);
+    }
     dom
 }
 
