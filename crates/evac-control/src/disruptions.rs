@@ -2,7 +2,7 @@
 //! gates are evac's alone: a gate left off means KubeVirt handles that disruption by itself (the
 //! VM shuts down with its pod). So the choice is made visible: at start, which disruptions evac
 //! acts on ([`gate_states`]); as they come, each launcher pod's disruption counted once by cause
-//! and handling, and a gate found off logged once ([`Tally`]). The Warning event on the VMI is
+//! and handling, and a gate found off logged once (`Tally`). The Warning event on the VMI is
 //! the policy's effect (`RecordEvent`), carried out as any other.
 
 use std::collections::HashSet;

@@ -39,7 +39,7 @@ pub struct ServeOptions {
     /// The admission address.
     pub addr: SocketAddr,
     /// `/readiness`, `/liveness` and `/metrics`, with their own connection allowance
-    /// ([`PROBE_CONNECTIONS`]).
+    /// (`PROBE_CONNECTIONS`).
     pub probe_addr: SocketAddr,
     /// `(certificate, key)` PEM files; `None` serves plain HTTP (local use only).
     pub tls: Option<(PathBuf, PathBuf)>,

@@ -14,7 +14,7 @@
 ///   playground), the crate is its functions and the program keeps its own allocator.
 ///
 /// `validate` is a closure-like expression of the payload, returning `Result<Vec<u8>, String>`:
-/// in the module, the host's capabilities are [`host_capabilities`](crate::host_capabilities) and
+/// in the module, the host's capabilities are `host_capabilities` (wasm32-wasip1 only) and
 /// the clock is [`wall_clock`](crate::wall_clock).
 ///
 /// ```ignore

@@ -272,7 +272,7 @@ impl ObjectSource for KubeCluster {
     }
 }
 
-/// Each watched kind's changes come from its cache's change log: see [`WatchCache::changes_since`].
+/// Each watched kind's changes come from its cache's change log: see `WatchCache::changes_since`.
 impl ChangeFeed for KubeCluster {
     fn changes(
         &self,

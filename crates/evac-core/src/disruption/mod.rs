@@ -10,7 +10,7 @@
 //!
 //! The verdict is always Allow: the decision may run as an admission policy on pod deletions,
 //! and must never block one. Node requests act on memory pressure before the kubelet does
-//! ([`pressure`]).
+//! (`pressure`).
 
 mod pressure;
 mod settings;

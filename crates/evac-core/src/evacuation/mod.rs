@@ -7,11 +7,11 @@
 //! launcher pods must read. Run again on the state its effects produce, it asks for nothing more.
 //!
 //! It reads like the controller it follows (`pkg/virt-controller/watch/drain/evacuation/
-//! evacuation.go`, `EvacuationController.sync`), in named phases ([`plan`]): what is read
-//! ([`inputs`]), each VMI's standing ([`standing`]), requests to follow up ([`requests`]), marks
-//! called off ([`call_off`]), what KubeVirt or evac would migrate ([`candidates`]), the room the
-//! parallel limits leave ([`room`]), which candidates start ([`start`]) and the effects in their
-//! order ([`effects`]). Where KubeVirt's own controller decides otherwise, [`Flavor`] says so, in
+//! evacuation.go`, `EvacuationController.sync`), in named phases (`plan`): what is read
+//! (`inputs`), each VMI's standing (`standing`), requests to follow up (`requests`), marks
+//! called off (`call_off`), what KubeVirt or evac would migrate (`candidates`), the room the
+//! parallel limits leave (`room`), which candidates start (`start`) and the effects in their
+//! order (`effects`). Where KubeVirt's own controller decides otherwise, [`Flavor`] says so, in
 //! one place.
 
 mod annotations;

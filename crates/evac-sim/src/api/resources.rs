@@ -22,7 +22,7 @@ pub struct Resource {
     pub short_names: &'static [&'static str],
     /// Subresources served beside the resource, e.g. `status`.
     pub subresources: &'static [&'static str],
-    /// The verbs it serves: all of them ([`VERBS`]), or `get` and `list` for metrics-server's
+    /// The verbs it serves: all of them (`VERBS`), or `get` and `list` for metrics-server's
     /// NodeMetrics, which cannot be watched or written.
     pub verbs: &'static [&'static str],
 }
@@ -47,7 +47,7 @@ impl Resource {
 /// `kubectl drain --ignore-daemonsets` looks up for their pods), PodDisruptionBudgets, Leases
 /// (leader election), ValidatingWebhookConfigurations, KubeVirt's VMIs, migrations and
 /// KubeVirt CRs, metrics-server's NodeMetrics, and, read-only and empty, the resources common
-/// controllers inform on ([`read_only`]).
+/// controllers inform on (`read_only`).
 pub const RESOURCES: &[Resource] = &[
     Resource {
         group: "",

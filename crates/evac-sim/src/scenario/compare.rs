@@ -86,7 +86,7 @@ eviction requests: pods/eviction calls by every actor (drain, descheduler, ...),
 
 /// One row per scenario (name, the run with evac, the run with KubeVirt alone): what became of
 /// its VMs in each run, out of the same number (the VMs in the scenario), and the eviction
-/// requests of each run; aligned columns, then [`SUMMARY_LEGEND`], and a line for each scenario
+/// requests of each run; aligned columns, then `SUMMARY_LEGEND`, and a line for each scenario
 /// whose baseline is another scenario (the descheduler's: the naive descheduler).
 pub fn summary_table(rows: &[(String, &Report, &Report)]) -> String {
     let mut cells: Vec<Vec<String>> =

@@ -6,7 +6,7 @@
 //!
 //! 1. each container's `preStop` hook runs first (`kuberuntime_container.go`, `killContainer`,
 //!    `executePreStopHook`), bounded by the grace period: an `httpGet` to the node's loopback
-//!    reaches what listens there ([`NodeEndpoint`]), and its answer, a failed connection, or the
+//!    reaches what listens there ([`NodeEndpoint`](crate::store::NodeEndpoint)), and its answer, a failed connection, or the
 //!    grace period's end ends it;
 //! 2. then SIGTERM, and SIGKILL when the rest of the grace period, at least 2 s
 //!    (`minimumGracePeriodInSeconds`), has passed;
