@@ -23,10 +23,7 @@ pub use settings::Settings;
 
 evac_policy_guest::policy! {
     settings: Settings,
-    validate: |payload| {
-        let cluster = evac_policy_guest::host_capabilities();
-        evaluate_at(payload, &cluster, evac_policy_guest::wall_clock(), &mut Trace::off())
-    },
+    evaluate_at: evaluate_at,
 }
 
 #[cfg(test)]

@@ -15,7 +15,8 @@
 ///
 /// `validate` is a closure-like expression of the payload, returning `Result<Vec<u8>, String>`:
 /// in the module, the host's capabilities are `host_capabilities` (wasm32-wasip1 only) and
-/// the clock is [`wall_clock`](crate::wall_clock).
+/// the clock is [`wall_clock`](crate::wall_clock). `evaluate_at: f` stands for that with
+/// `f(payload, cluster, now, trace)` and no trace.
 ///
 /// ```ignore
 /// evac_policy_guest::policy! {
@@ -25,6 +26,17 @@
 /// ```
 #[macro_export]
 macro_rules! policy {
+    // A decision read from the cluster at the wall clock, untraced: `evaluate_at(payload, cluster,
+    // now, trace)`.
+    (settings: $settings:ty, evaluate_at: $evaluate_at:path $(,)?) => {
+        $crate::policy! {
+            settings: $settings,
+            validate: |payload| {
+                let cluster = $crate::host_capabilities();
+                $evaluate_at(payload, &cluster, $crate::wall_clock(), &mut $crate::evac_core::trace::Trace::off())
+            },
+        }
+    };
     (settings: $settings:ty, validate: |$payload:ident| $evaluate:expr $(,)?) => {
         // Only in the policy module: linked into another program, the policy is its functions
         // and the program keeps its own allocator.

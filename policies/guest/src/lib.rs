@@ -20,6 +20,10 @@ pub use settings::{
     check_settings_table, settings_answer, validate_settings, DecisionSettings, SettingsVerdict,
 };
 
+/// The core, for what [`policy!`] writes in a policy crate.
+#[doc(hidden)]
+pub use evac_core;
+
 /// The SDK, for what [`policy!`] writes in a policy crate.
 #[doc(hidden)]
 pub use kubewarden_policy_sdk;
