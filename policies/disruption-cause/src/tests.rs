@@ -24,8 +24,13 @@ fn payload(review: &Value, settings: Value) -> Vec<u8> {
 }
 
 fn evaluate_review(review: &Value, cluster: &TestCluster) -> PolicyResponse {
+    evaluate_with(review, json!({}), cluster)
+}
+
+/// The review decided with these settings.
+fn evaluate_with(review: &Value, settings: Value, cluster: &TestCluster) -> PolicyResponse {
     let answer =
-        evaluate_at(&payload(review, json!({})), cluster, now(), &mut Trace::off()).expect("an answer");
+        evaluate_at(&payload(review, settings), cluster, now(), &mut Trace::off()).expect("an answer");
     serde_json::from_slice(&answer).expect("a PolicyResponse")
 }
 
@@ -56,14 +61,7 @@ fn a_preempted_launcher_pod_marks_its_vm() {
 
     // Without it, the VMI is marked at once.
     let settings = json!({"kubevirtEvacuationController": false});
-    let answer = evaluate_at(
-        &payload(&fixture("preempted-launcher-update.json"), settings),
-        &context(),
-        now(),
-        &mut Trace::off(),
-    )
-    .unwrap();
-    let response: PolicyResponse = serde_json::from_slice(&answer).unwrap();
+    let response = evaluate_with(&fixture("preempted-launcher-update.json"), settings, &context());
     let marked = Effect::MarkForEvacuation {
         vmi: ObjectRef::new("default", "web-1"),
         node: "node01".into(),
@@ -84,14 +82,7 @@ fn a_node_short_of_memory_marks_the_fewest_vms() {
 
     // A lower threshold in the settings: 3Gi is plenty.
     let settings = json!({"nodePressure": {"threshold": "2Gi", "headroom": "512Mi"}});
-    let answer = evaluate_at(
-        &payload(&fixture("node-pressure-update.json"), settings),
-        &context(),
-        now(),
-        &mut Trace::off(),
-    )
-    .unwrap();
-    let response: PolicyResponse = serde_json::from_slice(&answer).unwrap();
+    let response = evaluate_with(&fixture("node-pressure-update.json"), settings, &context());
     assert_eq!((response.accepted, response.effects.len(), response.audit_annotations), (true, 0, None));
 }
 
