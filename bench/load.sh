@@ -5,36 +5,21 @@
 #   bench/load.sh            (after `make build`)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-EVAC=${EVAC:-target/release/evac}
 DURATION=${DURATION:-15s}
 CONNECTIONS=${CONNECTIONS:-16}
 THREADS=${THREADS:-1}
 command -v wrk >/dev/null || { echo "wrk is needed: apt-get install wrk" >&2; exit 1; }
 
-work=$(mktemp -d)
-trap 'kill $server 2>/dev/null || true; rm -rf "$work"' EXIT
-bench/cert.sh "$work"
-python3 - "$work" <<'PY'
-import json, sys
-work = sys.argv[1]
-for name, source in [("evacuate", "03-dry-run.json"), ("plain-pod", "11-plain-pod.json")]:
-    review = json.load(open(f"examples/evictions/requests/{source}"))
-    json.dump(review, open(f"{work}/{name}.json", "w"), separators=(",", ":"))
-PY
+source bench/serve.sh
+review evacuate 03-dry-run.json
+review plain-pod 11-plain-pod.json
 cp dist/policies/pod-eviction.wasm "$work/pod-eviction.wasm"
 policies() {
   sed -e "s|../../dist/policies/pod-eviction.wasm|$work/pod-eviction.wasm|" -e "s|label: local|label: $1|" \
     examples/serve/policies.yml > "$work/policies.yml.tmp" && mv "$work/policies.yml.tmp" "$work/policies.yml"
 }
 policies v1
-start_server() {
-  EVAC_LOG=info "$EVAC" serve --config "$work/policies.yml" --context examples/evictions/context.yaml \
-    --cert-file "$work/tls.crt" --key-file "$work/tls.key" --addr 127.0.0.1:18443 --probe-addr 127.0.0.1:18081 \
-    --cache-dir "$work/cache" 2>"$work/server.log" &
-  server=$!
-  until curl -sf http://127.0.0.1:18081/readiness >/dev/null; do sleep 0.005; done
-}
-start_server
+EVAC_LOG=info start_server
 if [ -n "${PERF_OUT:-}" ]; then perf record -g -o "$PERF_OUT" -p $server -- sleep 6 >/dev/null 2>&1 & fi
 
 run() {
@@ -58,7 +43,7 @@ echo "== cold start (compiles the module): $(grep -o 'ready_after_ms=[0-9]*' "$w
 kill $server; wait $server 2>/dev/null || true
 for i in 1 2 3; do
   began=$(date +%s%N)
-  start_server
+  EVAC_LOG=info start_server
   echo "== restart with a warm compile cache: readiness answered 200 after $(( ($(date +%s%N) - began) / 1000000 )) ms ($(grep -o 'ready_after_ms=[0-9]*' "$work/server.log"))"
   kill $server; wait $server 2>/dev/null || true
 done

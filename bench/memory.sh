@@ -5,31 +5,17 @@
 #   bench/memory.sh          (after `make build`)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-EVAC=${EVAC:-target/release/evac}
 CONNECTIONS=${CONNECTIONS:-100}
 STREAMS=${STREAMS:-200}
 REQUESTS=${REQUESTS:-200000}
 BURST=${BURST:-64}
 command -v h2load >/dev/null || { echo "h2load is needed: apt-get install nghttp2-client" >&2; exit 1; }
 
-work=$(mktemp -d)
-trap 'kill $server 2>/dev/null || true; rm -rf "$work"' EXIT
-bench/cert.sh "$work"
-python3 - "$work" <<'PY'
-import json, sys
-work = sys.argv[1]
-review = json.load(open("examples/evictions/requests/03-dry-run.json"))
-json.dump(review, open(f"{work}/evacuate.json", "w"), separators=(",", ":"))
-big = json.load(open("examples/evictions/requests/11-plain-pod.json"))
-big["request"]["object"]["metadata"]["annotations"] = {"padding": "x" * (3 * 1024 * 1024)}
-json.dump(big, open(f"{work}/big.json", "w"), separators=(",", ":"))
-PY
+source bench/serve.sh
+review evacuate 03-dry-run.json
+review big 11-plain-pod.json $((3 * 1024 * 1024))
 sed -e "s|../../dist/policies/|$PWD/dist/policies/|" examples/serve/policies.yml > "$work/policies.yml"
-"$EVAC" serve --config "$work/policies.yml" --context examples/evictions/context.yaml \
-  --cert-file "$work/tls.crt" --key-file "$work/tls.key" --addr 127.0.0.1:18443 --probe-addr 127.0.0.1:18081 \
-  --cache-dir "$work/cache" 2>"$work/server.log" &
-server=$!
-until curl -sf http://127.0.0.1:18081/readiness >/dev/null; do sleep 0.05; done
+start_server
 
 rss() { awk '/^VmRSS/ {printf "%.0f", $2 / 1024}' "/proc/$server/status"; }
 hwm() { awk '/^VmHWM/ {printf "%.0f", $2 / 1024}' "/proc/$server/status"; }

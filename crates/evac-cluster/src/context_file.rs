@@ -142,6 +142,8 @@ impl MemoryStore {
 mod tests {
     use super::*;
     use crate::{ListQuery, ObjectSource};
+    use evac_core::cluster::List;
+    use evac_core::model::Pod;
 
     const CONTEXT: &str = r#"
 apiVersion: v1
@@ -178,14 +180,9 @@ items:
     fn lists_with_selectors() {
         let context = MemoryStore::from_list(CONTEXT).unwrap();
         let names = |query: ListQuery<'_>| -> Vec<String> {
-            let list: Value =
-                serde_json::from_slice(&ObjectSource::list(&context, "v1", "Pod", &query).unwrap()).unwrap();
-            list["items"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|i| i["metadata"]["name"].as_str().unwrap().to_owned())
-                .collect()
+            let bytes = ObjectSource::list(&context, "v1", "Pod", &query).unwrap();
+            let list: List<Pod<'_>> = serde_json::from_slice(&bytes).unwrap();
+            list.items.iter().map(|pod| pod.metadata.name.to_string()).collect()
         };
         assert_eq!(names(ListQuery::default()), ["a", "b"]);
         assert_eq!(names(ListQuery { namespace: Some("ns2"), ..Default::default() }), ["b"]);
