@@ -120,7 +120,7 @@ fn check_settings(policy: PolicyId, settings: &RawValue) -> Result<Option<String
         PolicyId::Evacuation => evacuation::settings_answer(payload),
         PolicyId::LauncherHold => launcher_hold::settings_answer(payload),
     }
-    .map_err(WebError::new)?;
+    .map_err(|e| WebError::new(e.to_string()))?;
     let answer: Value = serde_json::from_slice(&answer).map_err(|e| WebError::new(e.to_string()))?;
     Ok((answer["valid"] != Value::Bool(true))
         .then(|| answer["message"].as_str().unwrap_or("without a reason").to_owned()))

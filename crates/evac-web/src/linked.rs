@@ -119,9 +119,9 @@ impl LinkedPolicy {
             },
             "protocol_version" => Ok(br#""v1""#.to_vec()),
             // wapc-guest's words for a function the module does not register.
-            other => Err(format!("No handler registered for function {other}")),
+            other => return Err(EvalError::Guest(format!("No handler registered for function {other}"))),
         };
-        // A crate's error is what its module returns as a waPC error.
-        answer.map_err(EvalError::Guest)
+        // A crate's error is what its module returns as a waPC error: its text.
+        answer.map_err(|e| EvalError::Guest(e.to_string()))
     }
 }

@@ -44,10 +44,8 @@ pub fn evaluate_at<C: ClusterReader>(payload: &[u8], cluster: &C, now: f64, trac
     let validation: ValidationRequest<Settings> = evac_policy_guest::decode_request(payload)?;
     match disruption::decide_traced(&validation.request, &validation.settings, cluster, now, trace) {
         Ok(decision) => evac_policy_guest::encode_decision(decision),
-        Err(e @ disruption::DecideError::Read(_)) => {
-            serde_json::to_vec(&allowed_with_warning(&e)).map_err(|e| e.to_string())
-        }
-        Err(e) => serde_json::to_vec(&rejection(&e)).map_err(|e| e.to_string()),
+        Err(e @ disruption::DecideError::Read(_)) => Ok(serde_json::to_vec(&allowed_with_warning(&e))?),
+        Err(e) => Ok(serde_json::to_vec(&rejection(&e))?),
     }
 }
 

@@ -45,7 +45,7 @@ pub fn evaluate_at<C: ClusterReader>(payload: &[u8], cluster: &C, now: f64, trac
         &mut Context { flavor: Flavor::Evac, now, trace },
     ) {
         Ok(decision) => evac_policy_guest::encode_decision(decision),
-        Err(e) => serde_json::to_vec(&rejection(&e)).map_err(|e| e.to_string()),
+        Err(e) => Ok(serde_json::to_vec(&rejection(&e))?),
     }
 }
 

@@ -5,7 +5,7 @@
 /// is only its settings type (one of the core's, see [`DecisionSettings`](crate::DecisionSettings))
 /// and how `validate` evaluates a payload. It writes:
 ///
-/// - `pub fn settings_answer(payload) -> Result<Vec<u8>, String>`: Kubewarden's
+/// - `pub fn settings_answer(payload) -> Result<Vec<u8>, GuestError>`: Kubewarden's
 ///   SettingsValidationResponse for the settings, encoded, as the module's `validate_settings`
 ///   answers (a program linking the crate calls it directly);
 /// - in the policy module only (wasm32-wasip1): the arena allocator as the global allocator, and
@@ -13,7 +13,7 @@
 ///   `protocol_version` (Kubewarden's `v1`). Linked into another program (the browser
 ///   playground), the crate is its functions and the program keeps its own allocator.
 ///
-/// `validate` is a closure-like expression of the payload, returning `Result<Vec<u8>, String>`:
+/// `validate` is a closure-like expression of the payload, returning an [`Answer`](crate::Answer):
 /// in the module, the host's capabilities are `host_capabilities` (wasm32-wasip1 only) and
 /// the clock is [`wall_clock`](crate::wall_clock). `evaluate_at: f` stands for that with
 /// `f(payload, cluster, now, trace)` and no trace.
@@ -62,6 +62,7 @@ macro_rules! policy {
 
         #[cfg(target_os = "wasi")]
         fn validate($payload: &[u8]) -> $crate::kubewarden_policy_sdk::wapc_guest::CallResult {
+            // The error's text is the waPC error the host reads.
             Ok($evaluate?)
         }
 
@@ -72,7 +73,7 @@ macro_rules! policy {
 
         /// Validates the policy's settings: Kubewarden's SettingsValidationResponse, encoded, as
         /// the module's `validate_settings` answers.
-        pub fn settings_answer(payload: &[u8]) -> Result<Vec<u8>, String> {
+        pub fn settings_answer(payload: &[u8]) -> Result<Vec<u8>, $crate::GuestError> {
             $crate::settings_answer::<$settings>(payload)
         }
     };

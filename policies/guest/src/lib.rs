@@ -10,12 +10,14 @@
 
 pub mod allocator;
 mod capabilities;
+mod error;
 mod glue;
 mod settings;
 
 #[cfg(target_os = "wasi")]
 pub use capabilities::host_capabilities;
 pub use capabilities::KubernetesCalls;
+pub use error::GuestError;
 pub use settings::{
     check_settings_table, settings_answer, validate_settings, DecisionSettings, SettingsVerdict,
 };
@@ -28,23 +30,24 @@ pub use evac_core;
 #[doc(hidden)]
 pub use kubewarden_policy_sdk;
 
-/// A policy's answer to `validate`: the encoded ValidationResponse (plus effects), or the waPC
-/// error of a payload that does not decode.
-pub type Answer = Result<Vec<u8>, String>;
+/// A policy's answer to `validate`: the encoded ValidationResponse (plus effects), or why the
+/// module answers with a waPC error instead.
+pub type Answer = Result<Vec<u8>, GuestError>;
 
 /// Decodes a ValidationRequest with the policy's settings type: the first step of `validate`.
-pub fn decode_request<'a, S>(payload: &'a [u8]) -> Result<evac_core::model::ValidationRequest<'a, S>, String>
+pub fn decode_request<'a, S>(
+    payload: &'a [u8],
+) -> Result<evac_core::model::ValidationRequest<'a, S>, GuestError>
 where
     S: serde::Deserialize<'a> + Default,
 {
-    let text =
-        evac_core::json_text(payload).map_err(|e| format!("cannot decode the validation request: {e}"))?;
-    serde_json::from_str(text).map_err(|e| format!("cannot decode the validation request: {e}"))
+    let text = evac_core::json_text(payload).map_err(|e| GuestError::Request(e.to_string()))?;
+    serde_json::from_str(text).map_err(|e| GuestError::Request(e.to_string()))
 }
 
 /// Encodes a decision as the policy's answer: Kubewarden's ValidationResponse plus effects.
 pub fn encode_decision(decision: evac_core::Decision) -> Answer {
-    serde_json::to_vec(&evac_core::PolicyResponse::from(decision)).map_err(|e| e.to_string())
+    Ok(serde_json::to_vec(&evac_core::PolicyResponse::from(decision))?)
 }
 
 /// The wall clock in seconds since the Unix epoch (in a module, WASI's `clock_time_get`): what a

@@ -45,8 +45,8 @@ pub fn validate_settings<S: DecisionSettings>(payload: &[u8]) -> SettingsValidat
 
 /// Validates a policy's settings: Kubewarden's SettingsValidationResponse, encoded, as a module's
 /// `validate_settings` answers.
-pub fn settings_answer<S: DecisionSettings>(payload: &[u8]) -> Result<Vec<u8>, String> {
-    serde_json::to_vec(&validate_settings::<S>(payload)).map_err(|e| e.to_string())
+pub fn settings_answer<S: DecisionSettings>(payload: &[u8]) -> Result<Vec<u8>, crate::GuestError> {
+    Ok(serde_json::to_vec(&validate_settings::<S>(payload))?)
 }
 
 /// What a settings payload gets from [`validate_settings`], in a policy's table of them.

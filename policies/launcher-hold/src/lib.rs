@@ -16,6 +16,7 @@
 use evac_core::hold::mutation::{self, Mutation};
 use evac_core::model::ValidationRequest;
 use evac_core::PolicyResponse;
+use evac_policy_guest::Answer;
 
 mod settings;
 
@@ -31,7 +32,7 @@ evac_policy_guest::policy! {
 /// is accepted unchanged, with a warning: a mutating webhook must not block a creation it cannot
 /// read (the VM then runs without a hold, as with KubeVirt alone). Only a payload that does not
 /// decode is a waPC error.
-pub fn evaluate(payload: &[u8]) -> Result<Vec<u8>, String> {
+pub fn evaluate(payload: &[u8]) -> Answer {
     let validation: ValidationRequest<Settings> = evac_policy_guest::decode_request(payload)?;
     let response = match mutation::mutate(&validation.request, &validation.settings) {
         Ok(Mutation::Mutated(pod)) => PolicyResponse { mutated_object: Some(pod), ..accepted() },
@@ -41,7 +42,7 @@ pub fn evaluate(payload: &[u8]) -> Result<Vec<u8>, String> {
             ..accepted()
         },
     };
-    serde_json::to_vec(&response).map_err(|e| e.to_string())
+    Ok(serde_json::to_vec(&response)?)
 }
 
 fn accepted() -> PolicyResponse {

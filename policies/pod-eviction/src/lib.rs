@@ -12,6 +12,7 @@ use evac_core::eviction;
 use evac_core::model::ValidationRequest;
 use evac_core::trace::Trace;
 use evac_core::ClusterReader;
+use evac_policy_guest::Answer;
 
 mod settings;
 
@@ -23,19 +24,14 @@ evac_policy_guest::policy! {
 }
 
 /// Decodes a ValidationRequest, decides it and encodes the response.
-pub fn evaluate<C: ClusterReader>(payload: &[u8], cluster: &C) -> Result<Vec<u8>, String> {
+pub fn evaluate<C: ClusterReader>(payload: &[u8], cluster: &C) -> Answer {
     evaluate_traced(payload, cluster, &mut Trace::off())
 }
 
 /// [`evaluate`], recording the decision's checks in `trace` (the browser playground shows them).
-pub fn evaluate_traced<C: ClusterReader>(
-    payload: &[u8],
-    cluster: &C,
-    trace: &mut Trace,
-) -> Result<Vec<u8>, String> {
+pub fn evaluate_traced<C: ClusterReader>(payload: &[u8], cluster: &C, trace: &mut Trace) -> Answer {
     let validation: ValidationRequest<Settings> = evac_policy_guest::decode_request(payload)?;
-    let decision = eviction::decide_traced(&validation.request, &validation.settings, cluster, trace)
-        .map_err(|e| e.to_string())?;
+    let decision = eviction::decide_traced(&validation.request, &validation.settings, cluster, trace)?;
     evac_policy_guest::encode_decision(decision)
 }
 
@@ -115,8 +111,13 @@ mod tests {
     #[test]
     fn requests_it_cannot_decide_are_errors() {
         let error = evaluate(&payload(json!({}), ""), &cluster()).unwrap_err();
-        assert_eq!(error, "this policy only evaluates pods/eviction CREATE requests, got CREATE pods");
+        assert!(matches!(error, evac_policy_guest::GuestError::NotAnEviction(_)), "{error:?}");
+        assert_eq!(
+            error.to_string(),
+            "this policy only evaluates pods/eviction CREATE requests, got CREATE pods"
+        );
         let error = evaluate(b"{\"request\": 7}", &cluster()).unwrap_err();
-        assert!(error.starts_with("cannot decode the validation request"), "{error}");
+        assert!(matches!(error, evac_policy_guest::GuestError::Request(_)), "{error:?}");
+        assert!(error.to_string().starts_with("cannot decode the validation request"), "{error}");
     }
 }

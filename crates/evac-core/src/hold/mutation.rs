@@ -32,10 +32,25 @@ pub enum Mutation {
     Mutated(Value),
 }
 
+/// A launcher pod the mutation cannot read: the decoder's words.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UndecodablePod(pub String);
+
+impl core::fmt::Display for UndecodablePod {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "cannot decode the Pod: {}", self.0)
+    }
+}
+
+impl std::error::Error for UndecodablePod {}
+
 /// Mutates a launcher pod's CREATE; anything else is left unchanged (the webhook's rules and
 /// match conditions should send nothing else, and a mutating policy must never block a creation
 /// it does not understand). A launcher pod that cannot be decoded is an error.
-pub fn mutate(request: &AdmissionRequest<'_>, settings: &LauncherHoldSettings) -> Result<Mutation, String> {
+pub fn mutate(
+    request: &AdmissionRequest<'_>,
+    settings: &LauncherHoldSettings,
+) -> Result<Mutation, UndecodablePod> {
     let kind = &request.kind;
     if !(kind.group.is_empty() && kind.kind == "Pod" && request.operation == "CREATE") {
         return Ok(Mutation::Unchanged("not a pod creation"));
@@ -43,8 +58,8 @@ pub fn mutate(request: &AdmissionRequest<'_>, settings: &LauncherHoldSettings) -
     let Some(object) = request.object.filter(|o| o.get() != "null") else {
         return Ok(Mutation::Unchanged("the request carries no pod"));
     };
-    let mut pod: Value = serde_json::from_str(object.get())
-        .map_err(|e| format!("cannot decode the Pod: {}", crate::json_error_text(&e)))?;
+    let mut pod: Value =
+        serde_json::from_str(object.get()).map_err(|e| UndecodablePod(crate::json_error_text(&e)))?;
     let text = |pod: &Value, pointer: &str| pod.pointer(pointer).and_then(Value::as_str).map(str::to_owned);
     if pod.pointer("/metadata/labels").and_then(|l| l.get(APP_LABEL)).and_then(Value::as_str)
         != Some("virt-launcher")
