@@ -38,6 +38,7 @@ use crate::kinds::{nodes, pods};
 use crate::objects::{Node, Pod, Taint};
 use crate::store::{Patch, Store};
 use crate::ApiError;
+use anti_affinity::{repelled_nodes, LabelIndex};
 
 /// The `DisruptionTarget` reason the scheduler sets on the pods it preempts: Kubernetes'
 /// `PreemptionByScheduler`.
@@ -96,12 +97,14 @@ impl Scheduler {
             })
             .collect();
         let index: HashMap<&str, usize> = nodes.iter().enumerate().map(|(i, n)| (n.name, i)).collect();
+        let mut labels = LabelIndex::for_pending(&pending);
         for pod in all_pods.iter().map(|p| Pod(p)) {
             let Some(on) = pod.node_name() else { continue };
             if pod.is_finished() {
                 continue;
             }
             if let Some(&i) = index.get(on) {
+                labels.add(i, nodes[i].pods.len(), pod);
                 let memory = pod.container_memory_requests();
                 nodes[i].free -= memory;
                 nodes[i].cpu -= pod.container_cpu_requests();
@@ -115,7 +118,7 @@ impl Scheduler {
         }
 
         for pod in pending {
-            schedule(store, pod, &mut nodes, &index)?;
+            schedule(store, pod, &mut nodes, &index, &mut labels)?;
         }
         Ok(None)
     }
@@ -142,13 +145,14 @@ fn schedule<'a>(
     pod: Pod<'a>,
     nodes: &mut [NodeState<'a>],
     index: &HashMap<&str, usize>,
+    labels: &mut LabelIndex<'a>,
 ) -> Result<(), ApiError> {
     // NodeResourcesFit: what pods request, not what they use.
     let memory = pod.container_memory_requests();
     let cpu = pod.container_cpu_requests();
     let nominated = pod.nominated_node_name().and_then(|n| index.get(n)).copied();
     // The nominated node first, as the scheduler does: the room made there is this pod's.
-    let repelled = repelled_nodes(pod, nodes);
+    let repelled = repelled_nodes(pod, nodes, labels);
     let admitted = admitting(pod, nodes);
     let fits =
         |i: usize| admitted[i] && !repelled.contains(&i) && nodes[i].free >= memory && nodes[i].cpu >= cpu;
@@ -162,6 +166,7 @@ fn schedule<'a>(
         store.patch(&pods(), pod.meta().namespace(), pod.meta().name(), &Patch::Merge(patch), false)?;
         nodes[i].free -= memory;
         nodes[i].cpu -= cpu;
+        labels.add(i, nodes[i].pods.len(), pod);
         nodes[i].pods.push(Placed { pod, priority: pod.priority(), memory, terminating: false });
         return Ok(());
     }
@@ -203,23 +208,6 @@ fn schedule<'a>(
         store.patch(&pods(), pod.meta().namespace(), pod.meta().name(), &patch, false)?;
     }
     Ok(())
-}
-
-/// The nodes a required pod anti-affinity of `pod` rules out (with the `kubernetes.io/hostname`
-/// topology, the one KubeVirt's migration target pods carry): those running a pod that matches
-/// one of its terms' `matchLabels`. Other topologies are not modelled.
-fn repelled_nodes(pod: Pod<'_>, nodes: &[NodeState]) -> std::collections::HashSet<usize> {
-    let selectors: Vec<_> = pod.anti_affinity_on_hostname().collect();
-    if selectors.is_empty() {
-        return Default::default();
-    }
-    (0..nodes.len())
-        .filter(|&i| {
-            nodes[i].pods.iter().any(|placed| {
-                !placed.pod.is_finished() && selectors.iter().any(|selector| placed.pod.matches(selector))
-            })
-        })
-        .collect()
 }
 
 /// The node to preempt on and the victims there (indexes into its pods), if preemption helps.
@@ -340,5 +328,6 @@ fn admits(node: Node<'_>, pod: Pod<'_>, selection: &NodeSelection<'_>) -> bool {
         .all(|taint| pod.tolerates(taint))
 }
 
+mod anti_affinity;
 #[cfg(test)]
 mod tests;

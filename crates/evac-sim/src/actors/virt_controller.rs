@@ -37,6 +37,7 @@ use crate::kinds::{nodes, pods, vmis, vms};
 use crate::objects::{Node, Pod, Vmi};
 use crate::store::{Patch, Store};
 use crate::ApiError;
+use vmi_cache::VmiCache;
 
 /// The VMI annotation that counts how often the VM controller restarted the VM.
 pub const RESTARTS_ANNOTATION: &str = "sim.evac.io/restarts";
@@ -51,13 +52,13 @@ pub struct VirtController {
     /// are gone, to take the `eviction-in-progress` annotations off (as a VMI update would
     /// enqueue them).
     visited: Arc<Mutex<BTreeSet<String>>>,
-    /// The revision of VMIs read last: the VM controller acts on deletions since.
-    vmis_seen: Arc<Mutex<Option<u64>>>,
+    /// The VMIs the controllers may act on, and the deletions since the last pass.
+    vmis: Arc<Mutex<VmiCache>>,
 }
 
 impl Default for VirtController {
     fn default() -> Self {
-        Self { evacuation: true, visited: Arc::default(), vmis_seen: Arc::default() }
+        Self { evacuation: true, visited: Arc::default(), vmis: Arc::default() }
     }
 }
 
@@ -68,63 +69,25 @@ impl VirtController {
     }
 
     /// One pass of the evacuation, VM and VMI controllers.
+    /// Each acts on VMIs that need something ([`VmiCache`]): the others are left as they are.
     pub fn reconcile(&self, store: &Store) -> Result<Option<Duration>, ApiError> {
-        self.recreate_deleted(store)?;
-        let (all_vmis, _) = store.list(&vmis(), None, None, None);
+        let deleted = {
+            let mut cache = self.vmis.lock().unwrap_or_else(PoisonError::into_inner);
+            cache.sync(store);
+            cache.take_deleted()
+        };
+        recreate_deleted(store, &deleted)?;
+        let all_vmis = {
+            let mut cache = self.vmis.lock().unwrap_or_else(PoisonError::into_inner);
+            cache.sync(store);
+            cache.active()
+        };
         finish_deletions(store, &all_vmis)?;
         if self.evacuation {
             self.evacuate(store, &all_vmis)?;
         }
         self.restart_vms(store, &all_vmis)?;
         Ok(None)
-    }
-
-    /// The VM controller: a VM whose run strategy is `Always` gets a new VMI (and launcher pod)
-    /// when its VMI is deleted.
-    fn recreate_deleted(&self, store: &Store) -> Result<(), ApiError> {
-        let mut seen = self.vmis_seen.lock().unwrap_or_else(PoisonError::into_inner);
-        let Some(from) = *seen else {
-            *seen = Some(store.revision_of(&[vmis()]));
-            return Ok(());
-        };
-        let (events, revision) = match store.events_since(&vmis(), from) {
-            Ok(read) => read,
-            // History too short: the deletions are lost, as a relisting informer loses them.
-            Err(_) => (Vec::new(), store.revision_of(&[vmis()])),
-        };
-        *seen = Some(revision);
-        drop(seen);
-        for event in events.iter().filter(|e| e.type_ == crate::store::EventType::Deleted) {
-            let deleted = Vmi(&event.object);
-            if run_strategy(store, deleted).as_deref() != Some("Always") {
-                continue;
-            }
-            let namespace = deleted.meta().namespace();
-            let restarts: u64 =
-                deleted.meta().annotation(RESTARTS_ANNOTATION).and_then(|r| r.parse().ok()).unwrap_or(0);
-            let mut vmi = (*event.object).clone();
-            let metadata = vmi["metadata"].as_object_mut().expect("a stored object has metadata");
-            for field in ["uid", "resourceVersion", "creationTimestamp", "deletionTimestamp", "finalizers"] {
-                metadata.remove(field);
-            }
-            vmi["metadata"]["annotations"][RESTARTS_ANNOTATION] = json!((restarts + 1).to_string());
-            if let Some(annotations) = vmi["metadata"]["annotations"].as_object_mut() {
-                annotations.remove(EVICTION_SOURCE_ANNOTATION);
-            }
-            if let Some(labels) = vmi["metadata"]["labels"].as_object_mut() {
-                labels.remove(super::NODE_NAME_LABEL);
-            }
-            let conditions = vmi["status"]["conditions"].clone();
-            vmi["status"] = json!({"phase": "Scheduling", "conditions": conditions});
-            let created = match store.create(&vmis(), namespace, vmi, false) {
-                Ok(created) => created,
-                // Recreated already, or a VMI of that name exists again.
-                Err(e) if e.code == 409 => continue,
-                Err(e) => return Err(e),
-            };
-            store.create_pod(namespace, super::launcher::render(Vmi(&created)))?;
-        }
-        Ok(())
     }
 
     /// The evacuation controller: evac's core decision, as KubeVirt makes it, on every node with
@@ -211,6 +174,42 @@ impl VirtController {
     }
 }
 
+/// The VM controller: a VM whose run strategy is `Always` gets a new VMI (and launcher pod)
+/// when its VMI is deleted.
+fn recreate_deleted(store: &Store, deleted: &[Arc<Value>]) -> Result<(), ApiError> {
+    for object in deleted {
+        let deleted = Vmi(object);
+        if run_strategy(store, deleted).as_deref() != Some("Always") {
+            continue;
+        }
+        let namespace = deleted.meta().namespace();
+        let restarts: u64 =
+            deleted.meta().annotation(RESTARTS_ANNOTATION).and_then(|r| r.parse().ok()).unwrap_or(0);
+        let mut vmi = (**object).clone();
+        let metadata = vmi["metadata"].as_object_mut().expect("a stored object has metadata");
+        for field in ["uid", "resourceVersion", "creationTimestamp", "deletionTimestamp", "finalizers"] {
+            metadata.remove(field);
+        }
+        vmi["metadata"]["annotations"][RESTARTS_ANNOTATION] = json!((restarts + 1).to_string());
+        if let Some(annotations) = vmi["metadata"]["annotations"].as_object_mut() {
+            annotations.remove(EVICTION_SOURCE_ANNOTATION);
+        }
+        if let Some(labels) = vmi["metadata"]["labels"].as_object_mut() {
+            labels.remove(super::NODE_NAME_LABEL);
+        }
+        let conditions = vmi["status"]["conditions"].clone();
+        vmi["status"] = json!({"phase": "Scheduling", "conditions": conditions});
+        let created = match store.create(&vmis(), namespace, vmi, false) {
+            Ok(created) => created,
+            // Recreated already, or a VMI of that name exists again.
+            Err(e) if e.code == 409 => continue,
+            Err(e) => return Err(e),
+        };
+        store.create_pod(namespace, super::launcher::render(Vmi(&created)))?;
+    }
+    Ok(())
+}
+
 /// The VMI controller's part in a VMI's deletion (`pkg/virt-controller/watch/vmi/lifecycle.go`
 /// `sync`): a VMI being deleted has its launcher pods deleted at once (`deleteAllMatchingPods`,
 /// each with its own grace period: their kubelet stops them, and a stock virt-handler shuts the
@@ -276,3 +275,4 @@ impl crate::Actor for VirtController {
 
 #[cfg(test)]
 mod tests;
+mod vmi_cache;
