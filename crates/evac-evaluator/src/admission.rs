@@ -140,7 +140,16 @@ fn apply_mutation(answer: &mut Answer, served: &ServedPolicy, request: &RawValue
         return;
     }
     use base64::Engine as _;
-    let encoded = serde_json::to_vec(&patch).unwrap_or_default();
+    // A patch of JSON values always encodes; were it not to, the request is refused rather than
+    // answered with an empty patch that would drop the mutation unseen.
+    let encoded = match serde_json::to_vec(&patch) {
+        Ok(encoded) => encoded,
+        Err(e) => {
+            answer
+                .reject(&format!("Request rejected by policy {}: its patch does not encode: {e}", served.id));
+            return;
+        }
+    };
     answer.patch = Some(base64::engine::general_purpose::STANDARD.encode(encoded));
     answer.patch_type = Some("JSONPatch");
 }
