@@ -47,6 +47,7 @@ mod target;
 mod world;
 
 use collect::collect_finished;
+pub use collect::FINISHED_KEPT_PER_VMI;
 use target::Pending;
 use world::{unfinished_by_vmi, Unfinished, World};
 

@@ -12,7 +12,7 @@ use crate::ApiError;
 
 /// How many finished migrations of a VMI KubeVirt keeps
 /// (`defaultFinalizedMigrationGarbageCollectionBuffer`).
-const FINISHED_KEPT_PER_VMI: usize = 5;
+pub const FINISHED_KEPT_PER_VMI: usize = 5;
 
 /// KubeVirt's `garbageCollectFinalizedMigrations`: of each VMI's finished migrations (not being
 /// deleted), oldest first by creation, all but the newest [`FINISHED_KEPT_PER_VMI`] are deleted,
