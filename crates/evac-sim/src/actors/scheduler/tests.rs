@@ -276,3 +276,47 @@ fn pods_fit_by_their_requests() {
     let pending = get(&store, "virt-launcher-vm-2");
     assert_eq!(Pod(&pending).condition("PodScheduled").and_then(|c| c.reason()), Some("Unschedulable"));
 }
+
+/// A 1 GiB pod labelled `app: web` whose required anti-affinity (hostname topology) selects
+/// `match_labels`, bound to `node` ("" for a pending one).
+fn apart_pod(store: &Store, name: &str, node: &str, match_labels: Value) {
+    let term =
+        json!({"labelSelector": {"matchLabels": match_labels}, "topologyKey": "kubernetes.io/hostname"});
+    pod_with(
+        store,
+        name,
+        node,
+        1,
+        json!({"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}}),
+    );
+    let labelled = Patch::Merge(json!({"metadata": {"labels": {"app": "web"}}}));
+    store.patch(&pods(), "default", name, &labelled, false).unwrap();
+}
+
+#[test]
+fn required_anti_affinity_keeps_pods_apart_within_one_cycle() {
+    let store = cluster();
+    node(&store, "big", 64, json!({}));
+    node(&store, "middle", 32, json!({}));
+    node(&store, "small", 16, json!({}));
+    apart_pod(&store, "running", "big", json!({"app": "web"}));
+    // Both pending in the same cycle: the second keeps away from where the first was just bound.
+    apart_pod(&store, "first", "", json!({"app": "web"}));
+    apart_pod(&store, "second", "", json!({"app": "web"}));
+    Scheduler.reconcile(&store).unwrap();
+    assert_eq!(
+        [node_of(&store, "first"), node_of(&store, "second")],
+        ["middle".to_owned(), "small".to_owned()]
+    );
+}
+
+#[test]
+fn an_anti_affinity_term_without_labels_keeps_away_from_every_pod() {
+    let store = cluster();
+    node(&store, "big", 64, json!({}));
+    node(&store, "empty", 16, json!({}));
+    pod(&store, "other", "big", 1, 0);
+    apart_pod(&store, "alone", "", json!({}));
+    Scheduler.reconcile(&store).unwrap();
+    assert_eq!(node_of(&store, "alone"), "empty");
+}

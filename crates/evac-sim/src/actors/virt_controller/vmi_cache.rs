@@ -74,3 +74,62 @@ fn needs_controllers(vmi: Vmi<'_>) -> bool {
         || vmi.is_final()
         || vmi.phase() == Some("Scheduling")
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::store::Patch;
+    use crate::SimClock;
+
+    fn vmi(store: &Store, name: &str, phase: &str) {
+        let vmi = json!({"metadata": {"name": name}, "status": {"phase": phase, "nodeName": "node01"}});
+        store.create(&vmis(), "default", vmi, false).unwrap();
+    }
+
+    fn names(objects: &[Arc<Value>]) -> Vec<&str> {
+        objects.iter().map(|v| Vmi(v).meta().name()).collect()
+    }
+
+    #[test]
+    fn keeps_the_vmis_that_need_the_controllers_and_the_deletions() {
+        let store = Store::new(Arc::new(SimClock::default()), 1_000);
+        vmi(&store, "running", "Running");
+        vmi(&store, "stopped", "Succeeded");
+        let mut cache = VmiCache::default();
+        cache.sync(&store);
+        assert_eq!(names(&cache.active()), ["stopped"]);
+        assert!(cache.take_deleted().is_empty(), "the first read sees no deletion");
+
+        vmi(&store, "pending", "Scheduling");
+        let marked = Patch::Merge(json!({"status": {"evacuationNodeName": "node01"}}));
+        store.patch(&vmis(), "default", "running", &marked, false).unwrap();
+        store.delete(&vmis(), "default", "stopped", false).unwrap();
+        cache.sync(&store);
+        assert_eq!(names(&cache.active()), ["pending", "running"], "in the store's order");
+        assert_eq!(names(&cache.take_deleted()), ["stopped"]);
+        assert!(cache.take_deleted().is_empty(), "a deletion is seen once");
+
+        let running = Patch::Merge(json!({"status": {"phase": "Running", "evacuationNodeName": null}}));
+        store.patch(&vmis(), "default", "running", &running, false).unwrap();
+        store.patch(&vmis(), "default", "pending", &running, false).unwrap();
+        cache.sync(&store);
+        assert!(cache.active().is_empty(), "running VMIs left alone leave the cache");
+    }
+
+    #[test]
+    fn lists_again_when_the_history_no_longer_reaches_back() {
+        let store = Store::new(Arc::new(SimClock::default()), 2);
+        vmi(&store, "a", "Failed");
+        let mut cache = VmiCache::default();
+        cache.sync(&store);
+        store.delete(&vmis(), "default", "a", false).unwrap();
+        for name in ["b", "c", "d"] {
+            vmi(&store, name, "Scheduling");
+        }
+        cache.sync(&store);
+        assert_eq!(names(&cache.active()), ["b", "c", "d"]);
+        assert!(cache.take_deleted().is_empty(), "deletions past the history are lost, as on a relist");
+    }
+}
